@@ -1,0 +1,30 @@
+//! The pure scheduling core of Luge.
+//!
+//! Everything here is deterministic and free of I/O, threads and clocks: time is a [`Nanos`]
+//! value passed in by the caller. The runtime's dispatcher threads and the simulator's event loop
+//! drive the same code.
+//!
+//! - [`Request`] — the request model (deadlines, expected/executed/remaining work, slack).
+//! - [`DeadlineQueue`] — exact EDF queue with O(log n) `work_before` (SledgeScale §3.3).
+//! - [`CtEdfQueue`] — constant-time EDF over a quantised timeline (Edge-RT §IV-C, §V-D).
+//! - [`Estimator`] — per-function percentile of recent executions (SledgeScale §4).
+//! - [`Policy`] — sans-I/O dispatch/scheduling state machines; see the [`policy`
+//!   contract](Policy) and [`PolicyKind`] for the list.
+
+mod ct_edf;
+mod estimator;
+mod policy;
+mod queue;
+mod request;
+mod sum_tree;
+
+pub use crate::ct_edf::{CtEdfConfig, CtEdfQueue};
+pub use crate::estimator::{Estimator, EstimatorConfig};
+pub use crate::policy::{
+    Action, Admission, Darc, EarlyBinding, EarlyChoice, Event, Fifo, LocalOrder, Policy,
+    PolicyConfig, PolicyKind, PolicyStats, RejectReason, Sfs, Sledge, SledgeScale, Srpt,
+    TimeSliced, UnknownPolicy, WaitTime, WorkerId,
+};
+pub use crate::queue::{DeadlineQueue, EdfQueue};
+pub use crate::request::{FunctionId, MIN_REMAINING, Nanos, QueueKey, Request, RequestId};
+pub use crate::sum_tree::SumTree;

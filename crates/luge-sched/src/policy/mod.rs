@@ -1,0 +1,364 @@
+//! Scheduling policies as sans-I/O state machines, and the contract between a policy and the
+//! driver (the simulator's event loop or the runtime's dispatcher thread) that feeds it.
+//!
+//! # The contract
+//!
+//! A policy instance owns one *dispatcher group* of `workers` workers, numbered `0..workers`.
+//! The driver calls [`Policy::on_event`] with the current time and one [`Event`]; the policy
+//! appends [`Action`]s to the output vector and returns. Nothing else moves time.
+//!
+//! Driver obligations:
+//! - Request ids are unique and handed out in arrival order.
+//! - On [`Action::Run`] `{ worker, req }`, the worker is idle (the policy guarantees it) and the
+//!   driver starts or resumes `req` there, then reports [`Event::Started`] when it actually runs
+//!   (after any start-up overhead). Execution so far is `req.executed`.
+//! - When a running request finishes, the driver reports [`Event::Completed`] with its total
+//!   execution.
+//! - On [`Action::Preempt`] `{ worker, id }`, if `id` is still running on `worker` when the
+//!   preemption is delivered, the driver stops it and reports [`Event::Preempted`] with its total
+//!   execution so far; if `id` completed first, it reports only [`Event::Completed`] and drops the
+//!   preemption. Either way exactly one of the two events ends that run.
+//! - On [`Action::WakeAt`] `t` the driver delivers an [`Event::Tick`] at some time ≥ `t` (it may
+//!   coalesce ticks and may deliver extra ones).
+//! - On [`Action::Reject`] the driver answers the request with the reason at once.
+//! - [`Action::Enqueue`] says that a request is now bound to a worker's local queue (early
+//!   binding). A simulator may ignore it; a runtime moves the request to that worker. Policies of
+//!   the early-binding family ([`LocalOrder::Edf`]) only ever `Run` the head of a worker's EDF queue,
+//!   so a runtime worker can pick its next request itself (BRIEF §8).
+//!
+//! Policy obligations: every arrival is eventually either `Run` to completion or `Reject`ed, and
+//! is never lost; at most one request is running per worker; a `Run` targets an idle worker.
+//! The conformance suite (`tests/conformance.rs`) checks these for every policy.
+
+mod core;
+mod darc;
+mod early;
+mod fifo;
+mod sfs;
+mod sledge;
+mod sledgescale;
+mod srpt;
+mod timesliced;
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::request::{Nanos, Request, RequestId};
+
+pub use self::darc::Darc;
+pub use self::early::{EarlyBinding, EarlyChoice};
+pub use self::fifo::Fifo;
+pub use self::sfs::Sfs;
+pub use self::sledge::Sledge;
+pub use self::sledgescale::{SledgeScale, WaitTime};
+pub use self::srpt::Srpt;
+pub use self::timesliced::TimeSliced;
+
+/// Index of a worker within a dispatcher group.
+pub type WorkerId = usize;
+
+/// What happened, as told by the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A new request for this dispatcher group.
+    Arrival(Request),
+    /// The request of an earlier `Run` is now executing on `worker`.
+    Started {
+        /// Worker.
+        worker: WorkerId,
+        /// Request.
+        id: RequestId,
+    },
+    /// The running request finished after `executed` ns of execution in total.
+    Completed {
+        /// Worker.
+        worker: WorkerId,
+        /// Request.
+        id: RequestId,
+        /// Total execution the request received.
+        executed: Nanos,
+    },
+    /// The running request stopped after a `Preempt`, having executed `executed` ns in total.
+    Preempted {
+        /// Worker.
+        worker: WorkerId,
+        /// Request.
+        id: RequestId,
+        /// Total execution so far.
+        executed: Nanos,
+    },
+    /// A timer requested with [`Action::WakeAt`] fired.
+    Tick,
+}
+
+/// What the policy wants done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Bind `id` to `worker`'s local queue (early binding).
+    Enqueue {
+        /// Worker.
+        worker: WorkerId,
+        /// Request.
+        id: RequestId,
+    },
+    /// Start or resume `req` on the idle `worker`.
+    Run {
+        /// Worker.
+        worker: WorkerId,
+        /// The request, with its execution so far.
+        req: Request,
+    },
+    /// Stop request `id` on `worker` (it stays owned by the policy).
+    Preempt {
+        /// Worker.
+        worker: WorkerId,
+        /// The request expected to be running there.
+        id: RequestId,
+    },
+    /// Answer the request at once with an error.
+    Reject {
+        /// The rejected request.
+        req: Request,
+        /// Why.
+        reason: RejectReason,
+    },
+    /// Deliver an [`Event::Tick`] at or after this time.
+    WakeAt(Nanos),
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// It cannot meet its deadline even if started now.
+    Infeasible,
+    /// The queues are full.
+    QueueFull,
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RejectReason::Infeasible => "deadline infeasible",
+            RejectReason::QueueFull => "queue full",
+        })
+    }
+}
+
+/// How a worker orders the requests bound to it, when the policy binds early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalOrder {
+    /// Earliest deadline first over the worker's own queue.
+    Edf,
+    /// The policy holds the queue(s) and tells each worker what to run.
+    Central,
+    /// Round robin over the worker's own queue.
+    RoundRobin,
+}
+
+/// Counters a policy keeps about its own decisions (for the overhead model and metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PolicyStats {
+    /// Arrivals seen.
+    pub arrivals: u64,
+    /// Worker states examined while placing arrivals (the dispatch-cost driver).
+    pub workers_inspected: u64,
+    /// Preemptions requested.
+    pub preemptions: u64,
+    /// Requests rejected.
+    pub rejected: u64,
+}
+
+/// A scheduling policy for one dispatcher group. See the module docs for the contract.
+pub trait Policy: Send {
+    /// Short name, as accepted by [`PolicyKind::from_str`].
+    fn name(&self) -> &'static str;
+    /// Number of workers in the group.
+    fn workers(&self) -> usize;
+    /// Feeds one event at time `now`; actions are appended to `out`.
+    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>);
+    /// Requests held by the policy that are not running (queued anywhere).
+    fn queued(&self) -> usize;
+    /// How workers order their own queues.
+    fn local_order(&self) -> LocalOrder;
+    /// Decision counters so far.
+    fn stats(&self) -> PolicyStats;
+}
+
+/// Admission control applied on arrival by every policy (off by default: the papers queue
+/// everything). Rejected requests count as deadline misses in every report (BRIEF §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Admission {
+    /// Reject a request whose expected execution cannot fit before its deadline even if it
+    /// started now.
+    pub reject_infeasible: bool,
+    /// Reject when the group already holds this many requests (queued, not running).
+    pub max_queued: Option<usize>,
+}
+
+impl Admission {
+    /// The reason to reject `req` at `now` with `queued` requests already waiting, if any.
+    pub fn check(&self, now: Nanos, req: &Request, queued: usize) -> Option<RejectReason> {
+        if self.reject_infeasible && now.saturating_add(req.remaining()) > req.absolute_deadline {
+            return Some(RejectReason::Infeasible);
+        }
+        match self.max_queued {
+            Some(max) if queued >= max => Some(RejectReason::QueueFull),
+            _ => None,
+        }
+    }
+}
+
+/// Tunables of every policy, with the papers' defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyConfig {
+    /// Workers in the group.
+    pub workers: usize,
+    /// EDF re-evaluation quantum of the `rr`/`jsq`/`lld` baselines (SledgeScale §4: 1 ms).
+    pub edf_quantum: Nanos,
+    /// Round-robin quantum of `sledge` (Sledge §4: 5 ms).
+    pub sledge_quantum: Nanos,
+    /// Requests a `sledge` worker takes from the global queue at once (SledgeScale Fig. 8: 5).
+    pub sledge_batch: usize,
+    /// Preemption quantum of `shinjuku` (15 µs).
+    pub shinjuku_quantum: Nanos,
+    /// Time slice of `ps` and of the fair-share level of `sfs` (CFS-like; 1 ms).
+    pub fair_quantum: Nanos,
+    /// Inter-arrival window of `sfs` (SFS §V: N = 100).
+    pub sfs_window: usize,
+    /// Overload factor of `sfs` (SFS §V: O = 3).
+    pub sfs_overload_factor: u64,
+    /// Slice `sfs` uses before it has seen two arrivals.
+    pub sfs_initial_slice: Nanos,
+    /// Upper bounds (exclusive) of `darc`'s duration groups by expected execution; empty means
+    /// "group by the request's class tag".
+    pub darc_bounds: Vec<Nanos>,
+    /// Admission control.
+    pub admission: Admission,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            workers: 1,
+            edf_quantum: 1_000_000,
+            sledge_quantum: 5_000_000,
+            sledge_batch: 1,
+            shinjuku_quantum: 15_000,
+            fair_quantum: 1_000_000,
+            sfs_window: 100,
+            sfs_overload_factor: 3,
+            sfs_initial_slice: 1_000_000,
+            darc_bounds: Vec::new(),
+            admission: Admission::default(),
+        }
+    }
+}
+
+impl PolicyConfig {
+    /// Defaults for a group of `workers` workers.
+    pub fn with_workers(workers: usize) -> Self {
+        Self { workers, ..Self::default() }
+    }
+}
+
+/// Every policy Luge ships.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PolicyKind {
+    /// SledgeScale Alg. 1–2 with EDF workers.
+    SledgeScale,
+    /// Round-robin dispatch, EDF workers with a 1 ms quantum.
+    Rr,
+    /// Join the shortest queue, EDF workers with a 1 ms quantum.
+    Jsq,
+    /// Join the least loaded queue (remaining work), EDF workers with a 1 ms quantum.
+    Lld,
+    /// Sledge: global FIFO feeding per-worker round robin.
+    Sledge,
+    /// One global FIFO queue, run to completion.
+    Fifo,
+    /// One central queue with fixed-quantum preemption to the tail.
+    Shinjuku,
+    /// Cores reserved per duration group.
+    Darc,
+    /// SFS FILTER + fair share.
+    Sfs,
+    /// Shortest remaining processing time (oracle reference).
+    Srpt,
+    /// Processor sharing approximated by fine round robin (CFS-like reference).
+    Ps,
+}
+
+impl PolicyKind {
+    /// Every policy, in the order reports list them.
+    pub const ALL: [PolicyKind; 11] = [
+        PolicyKind::SledgeScale,
+        PolicyKind::Rr,
+        PolicyKind::Jsq,
+        PolicyKind::Lld,
+        PolicyKind::Sledge,
+        PolicyKind::Fifo,
+        PolicyKind::Shinjuku,
+        PolicyKind::Darc,
+        PolicyKind::Sfs,
+        PolicyKind::Srpt,
+        PolicyKind::Ps,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::SledgeScale => "sledgescale",
+            PolicyKind::Rr => "rr",
+            PolicyKind::Jsq => "jsq",
+            PolicyKind::Lld => "lld",
+            PolicyKind::Sledge => "sledge",
+            PolicyKind::Fifo => "fifo",
+            PolicyKind::Shinjuku => "shinjuku",
+            PolicyKind::Darc => "darc",
+            PolicyKind::Sfs => "sfs",
+            PolicyKind::Srpt => "srpt",
+            PolicyKind::Ps => "ps",
+        }
+    }
+
+    /// Builds a policy instance for one dispatcher group.
+    pub fn build(self, config: &PolicyConfig) -> Box<dyn Policy> {
+        match self {
+            PolicyKind::SledgeScale => Box::new(SledgeScale::new(config)),
+            PolicyKind::Rr => Box::new(EarlyBinding::new(EarlyChoice::RoundRobin, config)),
+            PolicyKind::Jsq => Box::new(EarlyBinding::new(EarlyChoice::ShortestQueue, config)),
+            PolicyKind::Lld => Box::new(EarlyBinding::new(EarlyChoice::LeastLoaded, config)),
+            PolicyKind::Sledge => Box::new(Sledge::new(config)),
+            PolicyKind::Fifo => Box::new(Fifo::new(config)),
+            PolicyKind::Shinjuku => Box::new(TimeSliced::shinjuku(config)),
+            PolicyKind::Darc => Box::new(Darc::new(config)),
+            PolicyKind::Sfs => Box::new(Sfs::new(config)),
+            PolicyKind::Srpt => Box::new(Srpt::new(config)),
+            PolicyKind::Ps => Box::new(TimeSliced::ps(config)),
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A policy name that is not one of [`PolicyKind::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown policy `{0}` (expected one of: sledgescale, rr, jsq, lld, sledge, fifo, shinjuku, darc, sfs, srpt, ps)"
+)]
+pub struct UnknownPolicy(pub String);
+
+impl FromStr for PolicyKind {
+    type Err = UnknownPolicy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PolicyKind::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| UnknownPolicy(s.to_owned()))
+    }
+}

@@ -1,0 +1,327 @@
+//! SledgeScale's dispatcher and EDF workers: Algorithm 1 (GetWaitTime) and Algorithm 2 (request
+//! dispatch and preemption) of `000_790f4a71689256ac.txt` §3.3, with the zero-remaining-slack rule
+//! of §3.2 and the sharpening of BRIEF §8.
+
+use super::core::Cores;
+use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
+use crate::queue::{DeadlineQueue, EdfQueue};
+use crate::request::{Nanos, Request};
+
+/// What Algorithm 1 says about one worker for a new request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitTime {
+    /// Nothing runs and nothing is queued (line 1–2): place the request here at once.
+    Empty,
+    /// The running request is less urgent and its slack exceeds the new request's execution
+    /// (line 3–4): preempting it is allowed.
+    Preemptible,
+    /// The new request would wait this long (line 6): Σ remaining work of queued requests with a
+    /// deadline ≤ its own, plus the running request's remaining work.
+    Wait(Nanos),
+}
+
+/// SledgeScale: early binding by Algorithm 2, EDF on each worker, dispatcher-triggered
+/// preemption.
+///
+/// Decisions, per BRIEF §8:
+/// - "Empty" means no running request *and* an empty queue, checked explicitly (an overrunning
+///   request still occupies its worker).
+/// - A worker is preemptible only if its running request is strictly less urgent than the new one
+///   *and* its remaining slack exceeds the new request's expected execution; a worker with a
+///   preemption already in flight is not preemptible again.
+/// - When the new request cannot preempt, the running request's remaining work counts in Wᵢ.
+/// - The total queuing cost Cᵢ (Eq. 2) is the remaining work of every request on the worker,
+///   running or queued: the backlog the preempted request and the newcomer share.
+/// - Ties in Cᵢ or Wᵢ go to the lowest-numbered worker (the paper's strict `<`).
+#[derive(Debug, Clone)]
+pub struct SledgeScale {
+    cores: Cores,
+    queues: Vec<DeadlineQueue>,
+    admission: Admission,
+    stats: PolicyStats,
+}
+
+impl SledgeScale {
+    /// A SledgeScale dispatcher for `config.workers` workers.
+    pub fn new(config: &PolicyConfig) -> Self {
+        let n = config.workers.max(1);
+        Self {
+            cores: Cores::new(n),
+            queues: (0..n).map(|_| DeadlineQueue::new()).collect(),
+            admission: config.admission,
+            stats: PolicyStats::default(),
+        }
+    }
+
+    /// Algorithm 1 for worker `w` at `now`.
+    pub fn wait_time(&self, w: WorkerId, req: &Request, now: Nanos) -> WaitTime {
+        let queue = &self.queues[w];
+        let running = self.cores.get(w);
+        let Some(run) = running else {
+            if queue.is_empty() {
+                return WaitTime::Empty;
+            }
+            return WaitTime::Wait(queue.work_before(req.absolute_deadline));
+        };
+        if !run.preempt_pending
+            && run.req.absolute_deadline > req.absolute_deadline
+            && run.slack_at(now) > req.remaining() as i128
+        {
+            return WaitTime::Preemptible;
+        }
+        WaitTime::Wait(
+            queue.work_before(req.absolute_deadline).saturating_add(run.remaining_at(now)),
+        )
+    }
+
+    /// Cᵢ (Eq. 2): remaining work of everything on worker `w`.
+    pub fn total_work(&self, w: WorkerId, now: Nanos) -> Nanos {
+        let running = self.cores.get(w).map_or(0, |r| r.remaining_at(now));
+        self.queues[w].total_work().saturating_add(running)
+    }
+
+    /// Algorithm 2: the worker for `req` and whether to preempt it.
+    pub fn choose(&mut self, req: &Request, now: Nanos) -> (WorkerId, bool) {
+        let mut p: Option<(WorkerId, Nanos)> = None;
+        let mut c: Option<(WorkerId, Nanos)> = None;
+        for w in 0..self.queues.len() {
+            self.stats.workers_inspected += 1;
+            match self.wait_time(w, req, now) {
+                WaitTime::Empty => return (w, false),
+                WaitTime::Preemptible => {
+                    let cw = self.total_work(w, now);
+                    if p.is_none_or(|(_, cp)| cw < cp) {
+                        p = Some((w, cw));
+                    }
+                }
+                WaitTime::Wait(wt) => {
+                    if c.is_none_or(|(_, wc)| wt < wc) {
+                        c = Some((w, wt));
+                    }
+                }
+            }
+        }
+        match (p, c) {
+            (Some((w, _)), _) => (w, true),
+            (None, Some((w, _))) => (w, false),
+            // Unreachable with ≥ 1 worker: every worker is one of the three cases.
+            (None, None) => (0, false),
+        }
+    }
+
+    fn run_next(&mut self, w: WorkerId, out: &mut Vec<Action>) {
+        if let Some(next) = self.queues[w].pop() {
+            self.cores.run(w, next, out);
+        }
+    }
+
+    fn queued_total(&self) -> usize {
+        self.queues.iter().map(EdfQueue::len).sum()
+    }
+}
+
+impl Policy for SledgeScale {
+    fn name(&self) -> &'static str {
+        "sledgescale"
+    }
+
+    fn workers(&self) -> usize {
+        self.queues.len()
+    }
+
+    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
+        match event {
+            Event::Arrival(req) => {
+                self.stats.arrivals += 1;
+                if let Some(reason) = self.admission.check(now, &req, self.queued_total()) {
+                    self.stats.rejected += 1;
+                    out.push(Action::Reject { req, reason });
+                    return;
+                }
+                let (w, preempt) = self.choose(&req, now);
+                out.push(Action::Enqueue { worker: w, id: req.id });
+                if self.cores.is_idle(w) && self.queues[w].is_empty() {
+                    self.cores.run(w, req, out);
+                } else {
+                    self.queues[w].insert(req);
+                    if preempt && self.cores.preempt(w, out) {
+                        self.stats.preemptions += 1;
+                    }
+                }
+            }
+            Event::Started { worker, id } => {
+                self.cores.started(worker, id, now);
+            }
+            Event::Completed { worker, id, executed } => {
+                if self.cores.finish(worker, id, executed).is_some() {
+                    self.run_next(worker, out);
+                }
+            }
+            Event::Preempted { worker, id, executed } => {
+                if let Some(req) = self.cores.finish(worker, id, executed) {
+                    self.queues[worker].insert(req);
+                    self.run_next(worker, out);
+                }
+            }
+            Event::Tick => {}
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.queued_total()
+    }
+
+    fn local_order(&self) -> LocalOrder {
+        LocalOrder::Edf
+    }
+
+    fn stats(&self) -> PolicyStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{FunctionId, RequestId};
+
+    /// A request with an absolute deadline `d` and expected execution `e` arriving at 0.
+    fn req(id: u64, d: Nanos, e: Nanos) -> Request {
+        Request::new(RequestId(id), FunctionId(0), 0, d, e)
+    }
+
+    fn feed(p: &mut SledgeScale, now: Nanos, ev: Event) -> Vec<Action> {
+        let mut out = Vec::new();
+        p.on_event(now, ev, &mut out);
+        out
+    }
+
+    /// Builds the two workers of Figure 4 (units: µs scaled to ns ×1000 so that the 1 µs floor
+    /// of remaining work never bites). Worker 0 ("worker 1" in the paper) runs a request with
+    /// deadline 100 and 30 left, and queues (110, 50) and (200, 20): W = 80, C = 100 for a request
+    /// due at 125. Worker 1 runs (120, 50) and queues (300, 100): W = 50, C = 150.
+    fn figure4() -> SledgeScale {
+        const K: Nanos = 1_000;
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(2));
+        let mut id = 0;
+        let mut put = |p: &mut SledgeScale, w: usize, d: Nanos, e: Nanos, running: bool| {
+            id += 1;
+            let r = req(id, d * K, e * K);
+            if running {
+                p.cores.run(w, r, &mut Vec::new());
+                p.cores.started(w, r.id, 0);
+            } else {
+                p.queues[w].insert(r);
+            }
+        };
+        put(&mut p, 0, 100, 30, true);
+        put(&mut p, 0, 110, 50, false);
+        put(&mut p, 0, 200, 20, false);
+        put(&mut p, 1, 120, 50, true);
+        put(&mut p, 1, 300, 100, false);
+        p
+    }
+
+    #[test]
+    fn figure_4a_enqueues_where_the_wait_is_shortest() {
+        let mut p = figure4();
+        let r = req(10, 125_000, 10_000);
+        assert_eq!(p.wait_time(0, &r, 0), WaitTime::Wait(80_000));
+        assert_eq!(p.wait_time(1, &r, 0), WaitTime::Wait(50_000));
+        let out = feed(&mut p, 0, Event::Arrival(r));
+        assert_eq!(out, vec![Action::Enqueue { worker: 1, id: RequestId(10) }]);
+        assert_eq!(p.queues[1].len(), 2);
+        assert_eq!(p.stats().preemptions, 0);
+    }
+
+    #[test]
+    fn figure_4b_preempts_the_worker_with_less_total_work() {
+        let mut p = figure4();
+        let r = req(11, 50_000, 5_000);
+        assert_eq!(p.wait_time(0, &r, 0), WaitTime::Preemptible);
+        assert_eq!(p.wait_time(1, &r, 0), WaitTime::Preemptible);
+        assert_eq!(p.total_work(0, 0), 100_000);
+        assert_eq!(p.total_work(1, 0), 150_000);
+        let out = feed(&mut p, 0, Event::Arrival(r));
+        assert_eq!(
+            out,
+            vec![
+                Action::Enqueue { worker: 0, id: RequestId(11) },
+                Action::Preempt { worker: 0, id: RequestId(1) },
+            ]
+        );
+        // The preempted request goes back to the queue and the urgent one runs next.
+        let out =
+            feed(&mut p, 1_000, Event::Preempted { worker: 0, id: RequestId(1), executed: 1_000 });
+        assert_eq!(out.len(), 1);
+        assert!(matches!(out[0], Action::Run { worker: 0, req } if req.id == RequestId(11)));
+        let back = p.queues[0].iter().find(|q| q.id == RequestId(1)).copied();
+        assert_eq!(back.map(|b| b.executed), Some(1_000));
+    }
+
+    #[test]
+    fn empty_worker_wins_at_once() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(3));
+        let out = feed(&mut p, 0, Event::Arrival(req(1, 1_000_000, 10_000)));
+        assert!(matches!(
+            out[..],
+            [Action::Enqueue { worker: 0, .. }, Action::Run { worker: 0, .. }]
+        ));
+        let out = feed(&mut p, 0, Event::Arrival(req(2, 1_000_000, 10_000)));
+        assert!(matches!(
+            out[..],
+            [Action::Enqueue { worker: 1, .. }, Action::Run { worker: 1, .. }]
+        ));
+        // Inspection stops at the first empty worker: 1 for the first request, 2 for the second.
+        assert_eq!(p.stats().workers_inspected, 3);
+    }
+
+    #[test]
+    fn zero_slack_request_is_never_preempted() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        // Running request: deadline 100 µs, expected 100 µs → slack 0 at start.
+        feed(&mut p, 0, Event::Arrival(req(1, 100_000, 100_000)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        let urgent = req(2, 50_000, 1_000);
+        assert_eq!(p.wait_time(0, &urgent, 10_000), WaitTime::Wait(90_000));
+        let out = feed(&mut p, 10_000, Event::Arrival(urgent));
+        assert_eq!(out, vec![Action::Enqueue { worker: 0, id: RequestId(2) }]);
+    }
+
+    #[test]
+    fn slack_must_exceed_the_new_execution_strictly() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        // Slack of the running request: 200 − 0 − 100 = 100 µs.
+        feed(&mut p, 0, Event::Arrival(req(1, 200_000, 100_000)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        assert_eq!(p.wait_time(0, &req(2, 150_000, 100_000), 0), WaitTime::Wait(100_000));
+        assert_eq!(p.wait_time(0, &req(3, 150_000, 99_999), 0), WaitTime::Preemptible);
+        // A less urgent newcomer never preempts.
+        assert!(matches!(p.wait_time(0, &req(4, 300_000, 1_000), 0), WaitTime::Wait(_)));
+    }
+
+    #[test]
+    fn one_preemption_in_flight_per_worker() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 10_000_000, 1_000_000)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        let a = feed(&mut p, 1, Event::Arrival(req(2, 100_000, 1_000)));
+        let b = feed(&mut p, 2, Event::Arrival(req(3, 90_000, 1_000)));
+        assert_eq!(a.iter().filter(|x| matches!(x, Action::Preempt { .. })).count(), 1);
+        assert_eq!(b.iter().filter(|x| matches!(x, Action::Preempt { .. })).count(), 0);
+        // The most urgent request runs once the preemption lands.
+        let out = feed(&mut p, 5, Event::Preempted { worker: 0, id: RequestId(1), executed: 5 });
+        assert!(matches!(out[..], [Action::Run { req, .. }] if req.id == RequestId(3)));
+    }
+
+    #[test]
+    fn completion_that_beats_the_preemption_is_handled() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 10_000_000, 1_000_000)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        feed(&mut p, 1, Event::Arrival(req(2, 100_000, 1_000)));
+        let out = feed(&mut p, 2, Event::Completed { worker: 0, id: RequestId(1), executed: 2 });
+        assert!(matches!(out[..], [Action::Run { req, .. }] if req.id == RequestId(2)));
+        assert_eq!(p.queued(), 0);
+    }
+}

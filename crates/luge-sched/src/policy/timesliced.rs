@@ -1,0 +1,317 @@
+//! One central FIFO queue, late binding, fixed-quantum preemption to the tail of the queue:
+//! `shinjuku` (15 µs) and `ps` (1 ms).
+//!
+//! - **Shinjuku** as SledgeScale integrates it for its comparison (`000_790f4a71689256ac.txt` §4,
+//!   "Baselines" and §4.4): Single-Queue scheduling, a request that has run a full quantum while
+//!   others wait is interrupted, and "preempted requests are moved to the end of the global
+//!   queue"; "a 15 µs quantum yields optimal performance for Shinjuku". Late binding as in §3.3:
+//!   a request stays in the dispatcher's queue until a worker is free.
+//! - **PS**, processor sharing, approximated by round robin over the same central queue with the
+//!   CFS-like fair quantum (`PolicyConfig::fair_quantum`, 1 ms). It is the fair reference of the
+//!   reports; exact processor sharing is the limit as the quantum goes to 0.
+
+use std::collections::VecDeque;
+
+use super::core::Cores;
+use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats};
+use crate::request::{Nanos, Request};
+
+/// Central FIFO queue with fixed-quantum round-robin preemption.
+///
+/// Decisions:
+/// - An arrival runs on the lowest-numbered idle worker, else waits at the tail of the queue.
+/// - On `Started` the worker's slice begins and a `WakeAt(now + quantum)` is requested.
+/// - On a `Tick`, every worker whose slice has lasted at least a quantum (and has no preemption in
+///   flight) is preempted if the queue is non-empty; otherwise its slice is renewed. Nobody is
+///   preempted when nobody waits.
+/// - A preempted request goes to the *tail* of the central queue, and the freed worker runs the
+///   head (which may be another worker's preempted request: requests migrate, the price of one
+///   global queue; SledgeScale's integration resumes them "by the same worker", which a single
+///   late-binding queue only approximates).
+/// - `workers_inspected` counts the worker states looked at to place an arrival: up to and
+///   including the first idle one, or all of them.
+#[derive(Debug, Clone)]
+pub struct TimeSliced {
+    name: &'static str,
+    quantum: Nanos,
+    cores: Cores,
+    queue: VecDeque<Request>,
+    admission: Admission,
+    stats: PolicyStats,
+}
+
+impl TimeSliced {
+    /// Shinjuku with `config.shinjuku_quantum` (`000_790f4a71689256ac.txt` §4.4).
+    pub fn shinjuku(config: &PolicyConfig) -> Self {
+        Self::with_quantum("shinjuku", config.shinjuku_quantum, config)
+    }
+
+    /// Processor sharing approximated by round robin with `config.fair_quantum` (CFS-like).
+    pub fn ps(config: &PolicyConfig) -> Self {
+        Self::with_quantum("ps", config.fair_quantum, config)
+    }
+
+    fn with_quantum(name: &'static str, quantum: Nanos, config: &PolicyConfig) -> Self {
+        Self {
+            name,
+            quantum: quantum.max(1),
+            cores: Cores::new(config.workers.max(1)),
+            queue: VecDeque::new(),
+            admission: config.admission,
+            stats: PolicyStats::default(),
+        }
+    }
+
+    /// The preemption quantum.
+    pub fn quantum(&self) -> Nanos {
+        self.quantum
+    }
+
+    fn run_head(&mut self, w: usize, out: &mut Vec<Action>) {
+        if let Some(next) = self.queue.pop_front() {
+            self.cores.run(w, next, out);
+        }
+    }
+}
+
+impl Policy for TimeSliced {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn workers(&self) -> usize {
+        self.cores.len()
+    }
+
+    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
+        match event {
+            Event::Arrival(req) => {
+                self.stats.arrivals += 1;
+                if let Some(reason) = self.admission.check(now, &req, self.queue.len()) {
+                    self.stats.rejected += 1;
+                    out.push(Action::Reject { req, reason });
+                    return;
+                }
+                let idle = self.cores.first_idle();
+                let looked = idle.map_or(self.cores.len(), |w| w + 1);
+                self.stats.workers_inspected += looked as u64;
+                match idle {
+                    Some(w) => self.cores.run(w, req, out),
+                    None => self.queue.push_back(req),
+                }
+            }
+            Event::Started { worker, id } => {
+                if self.cores.started(worker, id, now) {
+                    out.push(Action::WakeAt(now.saturating_add(self.quantum)));
+                }
+            }
+            Event::Completed { worker, id, executed } => {
+                if self.cores.finish(worker, id, executed).is_some() {
+                    self.run_head(worker, out);
+                }
+            }
+            Event::Preempted { worker, id, executed } => {
+                if let Some(req) = self.cores.finish(worker, id, executed) {
+                    self.queue.push_back(req);
+                    self.run_head(worker, out);
+                }
+            }
+            Event::Tick => {
+                for w in 0..self.cores.len() {
+                    let quantum = self.quantum;
+                    let waiting = !self.queue.is_empty();
+                    let Some(run) = self.cores.get_mut(w) else { continue };
+                    if run.preempt_pending || run.since.is_none() || run.in_slice(now) < quantum {
+                        continue;
+                    }
+                    if waiting {
+                        if self.cores.preempt(w, out) {
+                            self.stats.preemptions += 1;
+                        }
+                    } else {
+                        run.slice_start = Some(now);
+                        out.push(Action::WakeAt(now.saturating_add(quantum)));
+                    }
+                }
+            }
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn local_order(&self) -> LocalOrder {
+        LocalOrder::Central
+    }
+
+    fn stats(&self) -> PolicyStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{FunctionId, RequestId};
+
+    /// A request arriving at 0 with a loose deadline and expected execution `e`.
+    fn req(id: u64, e: Nanos) -> Request {
+        Request::new(RequestId(id), FunctionId(0), 0, 1_000_000_000, e)
+    }
+
+    fn feed(p: &mut TimeSliced, now: Nanos, ev: Event) -> Vec<Action> {
+        let mut out = Vec::new();
+        p.on_event(now, ev, &mut out);
+        out
+    }
+
+    fn runs(out: &[Action]) -> Vec<(usize, u64, Nanos)> {
+        out.iter()
+            .filter_map(|a| match a {
+                Action::Run { worker, req } => Some((*worker, req.id.0, req.executed)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn names_and_quanta_come_from_the_config() {
+        let cfg = PolicyConfig::with_workers(2);
+        let s = TimeSliced::shinjuku(&cfg);
+        let ps = TimeSliced::ps(&cfg);
+        assert_eq!((s.name(), s.quantum()), ("shinjuku", 15_000));
+        assert_eq!((ps.name(), ps.quantum()), ("ps", 1_000_000));
+        assert_eq!(s.local_order(), LocalOrder::Central);
+    }
+
+    #[test]
+    fn shinjuku_preempts_at_the_quantum_only_when_someone_waits() {
+        let mut p = TimeSliced::shinjuku(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 1_000_000)));
+        assert_eq!(
+            feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) }),
+            vec![Action::WakeAt(15_000)]
+        );
+        // Nobody waits: the slice is renewed, no preemption.
+        assert_eq!(feed(&mut p, 15_000, Event::Tick), vec![Action::WakeAt(30_000)]);
+        assert_eq!(p.stats().preemptions, 0);
+        // A short request arrives mid-slice: it waits for the slice boundary.
+        let out = feed(&mut p, 20_000, Event::Arrival(req(2, 5_000)));
+        assert!(out.is_empty(), "{out:?}");
+        assert!(feed(&mut p, 29_999, Event::Tick).is_empty());
+        let out = feed(&mut p, 30_000, Event::Tick);
+        assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(1) }]);
+        assert_eq!(p.stats().preemptions, 1);
+        // A second tick while the preemption is in flight does not preempt again.
+        assert!(feed(&mut p, 31_000, Event::Tick).is_empty());
+        assert_eq!(p.stats().preemptions, 1);
+        let out = feed(
+            &mut p,
+            31_000,
+            Event::Preempted { worker: 0, id: RequestId(1), executed: 31_000 },
+        );
+        assert_eq!(runs(&out), vec![(0, 2, 0)]);
+        // The preempted request sits in the queue with its execution recorded.
+        assert_eq!(p.queued(), 1);
+        assert_eq!(p.queue.front().map(|r| (r.id, r.executed)), Some((RequestId(1), 31_000)));
+    }
+
+    #[test]
+    fn shinjuku_sends_the_preempted_request_to_the_tail() {
+        let mut p = TimeSliced::shinjuku(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 1_000_000)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        feed(&mut p, 1, Event::Arrival(req(2, 1_000_000)));
+        feed(&mut p, 2, Event::Arrival(req(3, 1_000_000)));
+        let out = feed(&mut p, 15_000, Event::Tick);
+        assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(1) }]);
+        let out = feed(
+            &mut p,
+            15_000,
+            Event::Preempted { worker: 0, id: RequestId(1), executed: 15_000 },
+        );
+        assert_eq!(runs(&out), vec![(0, 2, 0)]);
+        let order: Vec<_> = p.queue.iter().map(|r| r.id.0).collect();
+        assert_eq!(order, vec![3, 1], "preempted request must go behind the earlier waiter");
+    }
+
+    #[test]
+    fn ps_alternates_two_long_requests_every_quantum() {
+        let mut p = TimeSliced::ps(&PolicyConfig::with_workers(1));
+        let q = p.quantum();
+        feed(&mut p, 0, Event::Arrival(req(1, 10 * q)));
+        feed(&mut p, 0, Event::Arrival(req(2, 10 * q)));
+        let mut running = 1;
+        let mut order = vec![running];
+        let mut executed = [0u64; 3];
+        let mut now = 0;
+        feed(&mut p, now, Event::Started { worker: 0, id: RequestId(running) });
+        for _ in 0..4 {
+            now += q;
+            let out = feed(&mut p, now, Event::Tick);
+            assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(running) }]);
+            executed[running as usize] += q;
+            let ev = Event::Preempted {
+                worker: 0,
+                id: RequestId(running),
+                executed: executed[running as usize],
+            };
+            let r = runs(&feed(&mut p, now, ev));
+            assert_eq!(r.len(), 1);
+            let (_, next, exec) = r[0];
+            assert_eq!(exec, executed[next as usize], "resumes with its execution so far");
+            running = next;
+            order.push(running);
+            feed(&mut p, now, Event::Started { worker: 0, id: RequestId(running) });
+        }
+        assert_eq!(order, vec![1, 2, 1, 2, 1]);
+        assert_eq!(p.stats().preemptions, 4);
+    }
+
+    #[test]
+    fn arrivals_take_the_first_idle_worker_and_count_inspections() {
+        let mut p = TimeSliced::shinjuku(&PolicyConfig::with_workers(2));
+        assert_eq!(runs(&feed(&mut p, 0, Event::Arrival(req(1, 1_000)))), vec![(0, 1, 0)]);
+        assert_eq!(runs(&feed(&mut p, 0, Event::Arrival(req(2, 1_000)))), vec![(1, 2, 0)]);
+        assert!(runs(&feed(&mut p, 0, Event::Arrival(req(3, 1_000)))).is_empty());
+        // 1 + 2 + 2 worker states looked at.
+        assert_eq!(p.stats().workers_inspected, 5);
+        assert_eq!(p.stats().arrivals, 3);
+        let out = feed(&mut p, 5, Event::Completed { worker: 1, id: RequestId(2), executed: 5 });
+        assert_eq!(runs(&out), vec![(1, 3, 0)]);
+    }
+
+    #[test]
+    fn completion_that_beats_the_preemption_and_stale_events_are_handled() {
+        let mut p = TimeSliced::shinjuku(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 1_000_000)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        feed(&mut p, 1, Event::Arrival(req(2, 1_000)));
+        let out = feed(&mut p, 15_000, Event::Tick);
+        assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(1) }]);
+        let out = feed(
+            &mut p,
+            15_001,
+            Event::Completed { worker: 0, id: RequestId(1), executed: 15_001 },
+        );
+        assert_eq!(runs(&out), vec![(0, 2, 0)]);
+        // Stale events for a request that no longer runs change nothing.
+        let ev = Event::Preempted { worker: 0, id: RequestId(1), executed: 15_001 };
+        assert!(feed(&mut p, 15_002, ev).is_empty());
+        assert!(feed(&mut p, 15_002, Event::Started { worker: 0, id: RequestId(1) }).is_empty());
+        assert_eq!(p.queued(), 0);
+    }
+
+    #[test]
+    fn admission_rejects_when_the_queue_is_full() {
+        let mut cfg = PolicyConfig::with_workers(1);
+        cfg.admission.max_queued = Some(1);
+        let mut p = TimeSliced::ps(&cfg);
+        feed(&mut p, 0, Event::Arrival(req(1, 1_000)));
+        feed(&mut p, 0, Event::Arrival(req(2, 1_000)));
+        let out = feed(&mut p, 0, Event::Arrival(req(3, 1_000)));
+        assert!(matches!(out[..], [Action::Reject { req, .. }] if req.id == RequestId(3)));
+        assert_eq!(p.stats().rejected, 1);
+    }
+}
