@@ -1,0 +1,505 @@
+//! The workload spec: a value that prints as one line and reads back (`Display` + `FromStr`).
+//!
+//! # Grammar
+//!
+//! Comma-separated, no spaces needed (so it is one shell word); the first item is the
+//! distribution, the rest are `key=value` in any order, each at most once:
+//!
+//! ```text
+//! DIST[,scale=S][,truncate=DUR][,deadline=RULE][,arrivals=PROC][,rate=R | ,load=L[,workers=W]]
+//!     [,on=DUR][,off=DUR][,low=F][,seed=N]
+//! ```
+//!
+//! | item | meaning | default |
+//! |---|---|---|
+//! | `DIST` | `fixed`, `high-bimodal`, `extreme-bimodal`, `sdvbs`, `exponential`, `lognormal`, `edgert-bimodal`, `azure`, or `file:PATH` (a mix file, read when the spec is parsed) | — |
+//! | `scale` | multiplies executions and class deadlines | 1 |
+//! | `truncate` | cap of the conditional law X \| X ≤ cap (exponential, lognormal) | off |
+//! | `deadline` | `Kx`, a duration (`5ms`), or `class:Kx` ([`DeadlineRule`]) | `class:10x` |
+//! | `arrivals` | `poisson`, `onoff`, `mmpp`, or `trace:PATH` (a CSV trace, read when parsed) | `poisson` |
+//! | `rate` | requests per second | — |
+//! | `load`, `workers` | target utilisation ρ of W workers: rate = ρ·W / mean | `load=0.5,workers=1` |
+//! | `on`, `off` | mean high / low sojourn of `onoff` / `mmpp` | `10ms`, `30ms` |
+//! | `low` | low-state rate / average rate of `mmpp` (`onoff` has 0) | 0 |
+//! | `seed` | seed of the random streams (`u64`) | 0 |
+//!
+//! Durations take a unit: `ns`, `us`, `ms`, `s` (decimal allowed: `2.5us`). Paths are
+//! percent-encoded where they contain `%`, `,` or whitespace. `Display` writes the canonical
+//! form with every applicable key, e.g.
+//! `lognormal,truncate=1s,deadline=class:10x,arrivals=poisson,load=0.9,workers=2,seed=7`,
+//! and `spec.to_string().parse()` gives back an equal spec.
+//!
+//! Parsing `file:` and `trace:` reads the file then (relative paths are relative to the current
+//! directory), so that the spec can answer `mean()` and so that every error surfaces at once.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::arrivals::{ArrivalProcess, Rate};
+use crate::deadline::DeadlineRule;
+use crate::dist::{Preset, ServiceDist};
+use crate::error::WorkloadError;
+use crate::generator::{Arrival, Generator};
+use crate::text::{decode_path, encode_path, fmt_duration, parse_duration, parse_f64};
+use crate::trace::Trace;
+
+/// A complete, reproducible workload: service times, deadlines, arrivals and seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadSpec {
+    /// Service-time distribution.
+    pub dist: ServiceDist,
+    /// How relative deadlines are derived.
+    pub deadline: DeadlineRule,
+    /// The arrival process.
+    pub arrivals: ArrivalProcess,
+    /// Seed of the generator's random streams.
+    pub seed: u64,
+}
+
+impl WorkloadSpec {
+    /// A spec with the defaults of the module documentation.
+    pub fn new(dist: ServiceDist) -> Self {
+        Self {
+            dist,
+            deadline: DeadlineRule::default(),
+            arrivals: ArrivalProcess::default(),
+            seed: 0,
+        }
+    }
+
+    /// The same spec with another rate (ignored by a trace).
+    pub fn with_rate(mut self, rate: Rate) -> Self {
+        self.arrivals.set_rate(rate);
+        self
+    }
+
+    /// The same spec with another seed.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Average arrival rate in requests per second (`None` for a trace).
+    pub fn rate_per_second(&self) -> Option<f64> {
+        self.arrivals.rate().map(|r| r.per_second(self.dist.mean()))
+    }
+
+    /// An infinite (finite for a trace) iterator over the workload's arrivals.
+    pub fn generator(&self) -> Generator {
+        Generator::new(self)
+    }
+
+    /// The first `n` arrivals (fewer if a trace ends first).
+    pub fn generate(&self, n: usize) -> Vec<Arrival> {
+        self.generator().take(n).collect()
+    }
+}
+
+impl fmt::Display for ServiceDist {
+    /// `NAME[,scale=S][,truncate=DURATION]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())?;
+        if self.scale() != 1.0 {
+            write!(f, ",scale={}", self.scale())?;
+        }
+        if let Some(cap) = self.truncation() {
+            write!(f, ",truncate={}", fmt_duration(cap))?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for ServiceDist {
+    type Err = WorkloadError;
+
+    /// Parses `NAME[,scale=S][,truncate=DURATION]` (other keys are refused).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let items = Items::split(s)?;
+        let dist_keys = ["scale", "truncate"];
+        if let Some(key) =
+            KEYS.iter().filter(|k| !dist_keys.contains(k)).find(|k| items.get(k).is_some())
+        {
+            return Err(WorkloadError::Inconsistent(format!(
+                "`{key}` belongs to a workload spec, not to a distribution"
+            )));
+        }
+        items.dist()
+    }
+}
+
+impl fmt::Display for WorkloadSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{},deadline={}", self.dist, self.deadline)?;
+        let write_rate = |f: &mut fmt::Formatter<'_>, rate: &Rate| match rate {
+            Rate::PerSecond(r) => write!(f, ",rate={r}"),
+            Rate::Load { load, workers } => write!(f, ",load={load},workers={workers}"),
+        };
+        match &self.arrivals {
+            ArrivalProcess::Poisson { rate } => {
+                f.write_str(",arrivals=poisson")?;
+                write_rate(f, rate)?;
+            }
+            ArrivalProcess::Mmpp { rate, on, off, low } => {
+                f.write_str(if *low == 0.0 { ",arrivals=onoff" } else { ",arrivals=mmpp" })?;
+                write_rate(f, rate)?;
+                write!(f, ",on={},off={}", fmt_duration(*on), fmt_duration(*off))?;
+                if *low != 0.0 {
+                    write!(f, ",low={low}")?;
+                }
+            }
+            ArrivalProcess::Trace(t) => write!(f, ",arrivals=trace:{}", encode_path(t.path()))?,
+        }
+        write!(f, ",seed={}", self.seed)
+    }
+}
+
+const KEYS: [&str; 11] = [
+    "scale", "truncate", "deadline", "arrivals", "rate", "load", "workers", "on", "off", "low",
+    "seed",
+];
+
+/// A spec split into its distribution name and `key=value` items.
+struct Items<'a> {
+    name: &'a str,
+    values: [Option<&'a str>; KEYS.len()],
+}
+
+impl<'a> Items<'a> {
+    fn split(s: &'a str) -> Result<Self, WorkloadError> {
+        let mut items = s.split(',').map(str::trim);
+        let name = items.next().unwrap_or("");
+        let mut values: [Option<&str>; KEYS.len()] = [None; KEYS.len()];
+        for item in items {
+            let (key, value) =
+                item.split_once('=').ok_or_else(|| WorkloadError::UnknownKey(item.to_owned()))?;
+            let key = key.trim();
+            let i = KEYS
+                .iter()
+                .position(|k| *k == key)
+                .ok_or_else(|| WorkloadError::UnknownKey(item.to_owned()))?;
+            if values[i].replace(value.trim()).is_some() {
+                return Err(WorkloadError::DuplicateKey(key.to_owned()));
+            }
+        }
+        Ok(Self { name, values })
+    }
+
+    fn get(&self, key: &str) -> Option<&'a str> {
+        KEYS.iter().position(|k| *k == key).and_then(|i| self.values[i])
+    }
+
+    /// The distribution: the name plus `scale` and `truncate`.
+    fn dist(&self) -> Result<ServiceDist, WorkloadError> {
+        let mut dist = if let Some(path) = self.name.strip_prefix("file:") {
+            let path = decode_path(path).map_err(|m| WorkloadError::bad_value("file", m))?;
+            ServiceDist::from_file(&path)?
+        } else {
+            let preset = Preset::from_name(self.name)
+                .ok_or_else(|| WorkloadError::UnknownDistribution(self.name.to_owned()))?;
+            ServiceDist::preset(preset)
+        };
+        if let Some(v) = self.get("scale") {
+            let scale = parse_f64(v).map_err(|m| WorkloadError::bad_value("scale", m))?;
+            dist = dist.with_scale(scale)?;
+        }
+        if let Some(v) = self.get("truncate") {
+            let cap = parse_duration(v).map_err(|m| WorkloadError::bad_value("truncate", m))?;
+            dist = dist.with_truncation(Some(cap))?;
+        }
+        Ok(dist)
+    }
+}
+
+impl FromStr for WorkloadSpec {
+    type Err = WorkloadError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let items = Items::split(s)?;
+        let get = |key: &str| items.get(key);
+        let dist = items.dist()?;
+        let deadline = get("deadline").map(str::parse).transpose()?.unwrap_or_default();
+        let seed = match get("seed") {
+            Some(v) => v
+                .parse::<u64>()
+                .map_err(|_| WorkloadError::bad_value("seed", format!("`{v}` is not a u64")))?,
+            None => 0,
+        };
+
+        let positive = |key: &str| -> Result<Option<f64>, WorkloadError> {
+            get(key)
+                .map(|v| match parse_f64(v) {
+                    Ok(x) if x > 0.0 => Ok(x),
+                    Ok(x) => Err(WorkloadError::bad_value(key, format!("{x} must be > 0"))),
+                    Err(m) => Err(WorkloadError::bad_value(key, m)),
+                })
+                .transpose()
+        };
+        let rate_value = positive("rate")?;
+        let load_value = positive("load")?;
+        let workers = match get("workers") {
+            Some(v) => match v.parse::<u32>() {
+                Ok(w) if w > 0 => Some(w),
+                _ => {
+                    return Err(WorkloadError::bad_value(
+                        "workers",
+                        format!("`{v}` is not a positive integer"),
+                    ));
+                }
+            },
+            None => None,
+        };
+        let rate = match (rate_value, load_value, workers) {
+            (Some(_), Some(_), _) => {
+                return Err(WorkloadError::Inconsistent("give `rate` or `load`, not both".into()));
+            }
+            (Some(_), None, Some(_)) => {
+                return Err(WorkloadError::Inconsistent("`workers` goes with `load`".into()));
+            }
+            (Some(r), None, None) => Some(Rate::PerSecond(r)),
+            (None, Some(load), w) => Some(Rate::Load { load, workers: w.unwrap_or(1) }),
+            (None, None, Some(w)) => Some(Rate::Load { load: 0.5, workers: w }),
+            (None, None, None) => None,
+        };
+
+        let duration = |key: &str, default| -> Result<_, WorkloadError> {
+            match get(key) {
+                Some(v) => match parse_duration(v) {
+                    Ok(d) if d > 0 => Ok(d),
+                    Ok(_) => Err(WorkloadError::bad_value(key, "must be > 0")),
+                    Err(m) => Err(WorkloadError::bad_value(key, m)),
+                },
+                None => Ok(default),
+            }
+        };
+        let bursty_keys = ["on", "off", "low"].into_iter().filter(|k| get(k).is_some());
+        let arrivals_name = get("arrivals").unwrap_or("poisson");
+        let arrivals = match arrivals_name {
+            "poisson" | "onoff" | "mmpp" => {
+                let rate = rate.unwrap_or_default();
+                if arrivals_name == "poisson" {
+                    if let Some(k) = bursty_keys.clone().next() {
+                        return Err(WorkloadError::Inconsistent(format!(
+                            "`{k}` applies only to arrivals=onoff or arrivals=mmpp"
+                        )));
+                    }
+                    ArrivalProcess::Poisson { rate }
+                } else {
+                    let on = duration("on", ArrivalProcess::DEFAULT_ON)?;
+                    let off = duration("off", ArrivalProcess::DEFAULT_OFF)?;
+                    let low = match get("low") {
+                        Some(_) if arrivals_name == "onoff" => {
+                            return Err(WorkloadError::Inconsistent(
+                                "`low` applies only to arrivals=mmpp (onoff has low=0)".into(),
+                            ));
+                        }
+                        Some(v) => match parse_f64(v) {
+                            Ok(x) if (0.0..=1.0).contains(&x) => x,
+                            _ => {
+                                return Err(WorkloadError::bad_value(
+                                    "low",
+                                    format!("`{v}` is not a number in [0, 1]"),
+                                ));
+                            }
+                        },
+                        None => 0.0,
+                    };
+                    ArrivalProcess::Mmpp { rate, on, off, low }
+                }
+            }
+            other => {
+                let Some(path) = other.strip_prefix("trace:") else {
+                    return Err(WorkloadError::UnknownArrivals(other.to_owned()));
+                };
+                if rate.is_some() || bursty_keys.clone().next().is_some() {
+                    return Err(WorkloadError::Inconsistent(
+                        "a trace sets its own arrival times: no rate, load, workers, on, off or low"
+                            .into(),
+                    ));
+                }
+                let path =
+                    decode_path(path).map_err(|m| WorkloadError::bad_value("arrivals", m))?;
+                ArrivalProcess::Trace(Trace::load(&path)?)
+            }
+        };
+        Ok(Self { dist, deadline, arrivals, seed })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn tmp(name: &str, contents: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("luge-workload-spec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, contents).unwrap();
+        p
+    }
+
+    fn round_trip(spec: &WorkloadSpec) {
+        let text = spec.to_string();
+        let back: WorkloadSpec = text.parse().unwrap_or_else(|e| panic!("`{text}`: {e}"));
+        assert_eq!(&back, spec, "{text}");
+        assert_eq!(back.to_string(), text);
+    }
+
+    #[test]
+    fn every_name_round_trips() {
+        for name in Preset::NAMES {
+            let spec: WorkloadSpec = name.parse().unwrap();
+            assert_eq!(
+                spec,
+                WorkloadSpec::new(ServiceDist::preset(Preset::from_name(name).unwrap()))
+            );
+            round_trip(&spec);
+            let dist: ServiceDist = name.parse().unwrap();
+            assert_eq!(dist.to_string(), name);
+        }
+        let mix = tmp("rt weird,%.mix", "a 10 1\nb 20..30 3 500\n");
+        let spec_text = format!("file:{},seed=3", encode_path(&mix));
+        let spec: WorkloadSpec = spec_text.parse().unwrap();
+        assert_eq!(spec.dist.classes().len(), 2);
+        round_trip(&spec);
+        round_trip(&spec.clone().with_rate(Rate::PerSecond(1234.5)));
+    }
+
+    #[test]
+    fn options_round_trip() {
+        let trace = tmp("rt.csv", "arrival_us,execution_us\n0,10\n5,20\n");
+        let texts = [
+            "lognormal,truncate=1s,deadline=class:10x,arrivals=poisson,load=0.9,workers=2,seed=7",
+            "azure,scale=0.001,deadline=2.5x,arrivals=poisson,rate=100000,seed=18446744073709551615",
+            "edgert-bimodal,deadline=5ms,arrivals=onoff,load=1.2,workers=4,on=1ms,off=3ms,seed=1",
+            "sdvbs,deadline=class:2x,arrivals=mmpp,rate=14400,on=500us,off=2500us,low=0.25,seed=2",
+            "exponential,truncate=1500ns,deadline=10x,arrivals=poisson,load=0.1,workers=1,seed=0",
+        ];
+        for t in texts {
+            let spec: WorkloadSpec = t.parse().unwrap();
+            assert_eq!(spec.to_string(), t);
+            round_trip(&spec);
+        }
+        let t = format!("fixed,deadline=10x,arrivals=trace:{},seed=0", encode_path(&trace));
+        let spec: WorkloadSpec = t.parse().unwrap();
+        assert_eq!(spec.to_string(), t);
+        assert_eq!(spec.rate_per_second(), None);
+        round_trip(&spec);
+    }
+
+    #[test]
+    fn defaults_and_rates() {
+        let spec: WorkloadSpec = " exponential , load=0.8 , workers=6 ".parse().unwrap();
+        assert!((spec.rate_per_second().unwrap() - 48_000.0).abs() < 1e-6);
+        assert_eq!(spec.deadline, DeadlineRule::ClassOr(10.0));
+        assert_eq!(spec.seed, 0);
+        let onoff: WorkloadSpec = "fixed,arrivals=onoff".parse().unwrap();
+        assert_eq!(
+            onoff.arrivals,
+            ArrivalProcess::Mmpp {
+                rate: Rate::default(),
+                on: 10_000_000,
+                off: 30_000_000,
+                low: 0.0
+            }
+        );
+        let w: WorkloadSpec = "fixed,workers=2".parse().unwrap();
+        assert_eq!(w.arrivals.rate(), Some(Rate::Load { load: 0.5, workers: 2 }));
+    }
+
+    #[test]
+    fn bad_specs_say_why() {
+        let cases = [
+            ("", "unknown distribution"),
+            ("gaussian", "unknown distribution `gaussian`"),
+            ("fixed,speed=3", "unknown spec item `speed=3`"),
+            ("fixed,seed", "unknown spec item `seed`"),
+            ("fixed,seed=1,seed=2", "duplicate spec key `seed`"),
+            ("fixed,seed=-1", "bad value for `seed`"),
+            ("fixed,rate=10,load=0.5", "not both"),
+            ("fixed,rate=10,workers=2", "`workers` goes with `load`"),
+            ("fixed,load=0", "bad value for `load`"),
+            ("fixed,workers=0", "bad value for `workers`"),
+            ("fixed,on=1ms", "`on` applies only"),
+            ("fixed,arrivals=onoff,low=0.5", "`low` applies only to arrivals=mmpp"),
+            ("fixed,arrivals=mmpp,low=2", "bad value for `low`"),
+            ("fixed,arrivals=mmpp,off=0ms", "bad value for `off`"),
+            ("fixed,arrivals=bursty", "unknown arrival process `bursty`"),
+            ("fixed,truncate=1s", "continuous"),
+            ("lognormal,truncate=1", "bad value for `truncate`"),
+            ("fixed,scale=-2", "bad value for `scale`"),
+            ("fixed,deadline=soon", "bad value for `deadline`"),
+            ("file:/nonexistent/luge.mix", "cannot read /nonexistent/luge.mix"),
+            ("fixed,arrivals=trace:/nonexistent/t.csv", "cannot read"),
+        ];
+        for (text, needle) in cases {
+            let err = text.parse::<WorkloadSpec>().unwrap_err().to_string();
+            assert!(err.contains(needle), "`{text}` → {err}");
+        }
+        let trace = tmp("bad.csv", "arrival_us\n0\n");
+        let t = format!("fixed,arrivals=trace:{},rate=5", trace.display());
+        assert!(t.parse::<WorkloadSpec>().unwrap_err().to_string().contains("own arrival"));
+        let bad_mix = tmp("bad.mix", "ok 10 1\nbad 10\n");
+        let err = format!("file:{}", bad_mix.display()).parse::<WorkloadSpec>().unwrap_err();
+        assert!(
+            err.to_string().ends_with(
+                "bad.mix:2: expected `name execution_us weight [deadline_us]`, found 2 field(s)"
+            ),
+            "{err}"
+        );
+        assert!("fixed,seed=3".parse::<ServiceDist>().is_err());
+        assert!("fixed,deadline=10x".parse::<ServiceDist>().is_err());
+        assert!("lognormal,scale=2,truncate=1s".parse::<ServiceDist>().is_ok());
+    }
+
+    fn arb_rate() -> impl proptest::strategy::Strategy<Value = Rate> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (1e-3f64..1e9).prop_map(Rate::PerSecond),
+            (1e-3f64..10.0, 1u32..512).prop_map(|(load, workers)| Rate::Load { load, workers }),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Any spec built from valid parts prints and reads back equal.
+        #[test]
+        fn random_specs_round_trip(
+            preset in 0usize..Preset::ALL.len(),
+            scale in proptest::option::of(1e-6f64..1e3),
+            cap in 1u64..u64::MAX / 4,
+            truncate in proptest::bool::ANY,
+            rule in 0u8..3,
+            k in 1e-3f64..1e3,
+            fixed in 1u64..u64::MAX,
+            kind in 0u8..3,
+            rate in arb_rate(),
+            on in 1u64..10_000_000_000,
+            off in 1u64..10_000_000_000,
+            low in 0.0f64..=1.0,
+            seed in proptest::num::u64::ANY,
+        ) {
+            let mut dist = ServiceDist::preset(Preset::ALL[preset]);
+            if let Some(scale) = scale {
+                dist = dist.with_scale(scale).unwrap();
+            }
+            if truncate && let Ok(d) = dist.with_truncation(Some(cap)) {
+                dist = d;
+            }
+            let deadline = match rule {
+                0 => DeadlineRule::Multiple(k),
+                1 => DeadlineRule::Fixed(fixed),
+                _ => DeadlineRule::ClassOr(k),
+            };
+            let arrivals = match kind {
+                0 => ArrivalProcess::Poisson { rate },
+                1 => ArrivalProcess::Mmpp { rate, on, off, low: 0.0 },
+                _ => ArrivalProcess::Mmpp { rate, on, off, low },
+            };
+            round_trip(&WorkloadSpec { dist, deadline, arrivals, seed });
+        }
+    }
+}
