@@ -1,6 +1,8 @@
 //! `luge`: the command-line front of the Luge runtime — serve functions, invoke them, compile
 //! modules, benchmark a node and simulate scheduling policies.
 
+mod sim;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +27,8 @@ enum Command {
     Bench,
     /// List, add or remove functions on a running server (not yet available).
     Functions,
+    /// Simulate scheduling policies on the papers' workloads (deterministic, any core count).
+    Sim(Box<sim::SimArgs>),
     /// List the scheduling policies this build knows.
     Policies,
 }
@@ -38,6 +42,13 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Command::Sim(args) => match sim::run(*args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("luge sim: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
         other => {
             eprintln!("luge: `{other:?}` is not implemented in this build yet");
             ExitCode::from(2)

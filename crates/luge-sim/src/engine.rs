@@ -1,0 +1,512 @@
+//! The discrete-event loop: arrivals, dispatcher groups running unmodified `luge-sched`
+//! policies, workers executing requests, preemptions and timers, on a virtual nanosecond clock.
+//!
+//! It plays the *driver* role of the policy contract (`luge_sched::Policy`) exactly as the
+//! runtime will, and when [`SimConfig::check_contract`] is set it verifies the policy's half of
+//! that contract on every action: a `Run` targets an idle worker, early-binding EDF policies run
+//! the most urgent request bound to the worker, and every request ends exactly once.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+
+use luge_sched::{
+    Action, Estimator, EstimatorConfig, Event, FunctionId, LocalOrder, Nanos, Policy, PolicyConfig,
+    PolicyKind, QueueKey, Request, RequestId,
+};
+
+use crate::overheads::Overheads;
+use crate::record::{Outcome, Record};
+
+/// One request offered to the simulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Job {
+    /// Arrival time.
+    pub arrival: Nanos,
+    /// Function invoked.
+    pub function: FunctionId,
+    /// Class tag (for per-class metrics and DARC).
+    pub class: u16,
+    /// Actual execution time.
+    pub execution: Nanos,
+    /// Relative deadline.
+    pub relative_deadline: Nanos,
+}
+
+/// Where a policy's execution-time estimates come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EstimatorMode {
+    /// The actual execution time (SledgeScale's assumption for synthetic loads).
+    #[default]
+    Oracle,
+    /// Median of the last 256 completions of the same function (SledgeScale §4).
+    Median256,
+}
+
+/// What to simulate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Policy run by every dispatcher group.
+    pub policy: PolicyKind,
+    /// Policy tunables; `workers` is overwritten with each group's size.
+    pub policy_config: PolicyConfig,
+    /// Total workers.
+    pub workers: usize,
+    /// Dispatcher groups; workers are split as evenly as possible, contiguously.
+    pub dispatchers: usize,
+    /// Machine cost model.
+    pub overheads: Overheads,
+    /// Estimate source.
+    pub estimator: EstimatorMode,
+    /// Estimate for a function never seen (median mode only).
+    pub default_estimate: Nanos,
+    /// Verify the policy contract on every action (cheap; on in tests).
+    pub check_contract: bool,
+}
+
+impl SimConfig {
+    /// `policy` on `workers` workers and one dispatcher, default overheads, oracle estimates.
+    pub fn new(policy: PolicyKind, workers: usize) -> Self {
+        Self {
+            policy,
+            policy_config: PolicyConfig::default(),
+            workers,
+            dispatchers: 1,
+            overheads: Overheads::DEFAULT,
+            estimator: EstimatorMode::Oracle,
+            default_estimate: 1_000_000,
+            check_contract: false,
+        }
+    }
+}
+
+/// A simulation that could not run or a policy that broke its contract.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    /// The configuration is unusable.
+    #[error("invalid simulation: {0}")]
+    Config(String),
+    /// The policy broke its side of the driver contract.
+    #[error("policy `{policy}` broke the contract at t={at} ns: {what}")]
+    Contract {
+        /// Policy name.
+        policy: &'static str,
+        /// Virtual time.
+        at: Nanos,
+        /// Description.
+        what: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Arrival(usize),
+    Started {
+        w: usize,
+        epoch: u64,
+    },
+    Complete {
+        w: usize,
+        epoch: u64,
+    },
+    PreemptDeliver {
+        w: usize,
+        epoch: u64,
+    },
+    Tick {
+        g: usize,
+    },
+    /// An arrival that found its dispatcher busy, retried when it is free.
+    Dispatch(usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Current {
+    req: Request,
+    epoch: u64,
+    started: Option<Nanos>,
+    preempt_on_start: bool,
+}
+
+struct Group {
+    policy: Box<dyn Policy>,
+    first_worker: usize,
+    busy_until: Nanos,
+    /// Tick times already scheduled (one event per distinct time).
+    ticks: BTreeSet<Nanos>,
+}
+
+/// The result of one run: a record per request, plus machine counters.
+#[derive(Debug, Clone)]
+pub struct SimOutput {
+    /// One record per offered job, in job order.
+    pub records: Vec<Record>,
+    /// Σ time workers spent executing requests or paying start/switch costs.
+    pub worker_busy: Nanos,
+    /// Time of the last event.
+    pub end: Nanos,
+    /// Preemptions requested by the policies.
+    pub preemptions: u64,
+    /// Worker states inspected by dispatchers.
+    pub workers_inspected: u64,
+    /// Events processed.
+    pub events: u64,
+}
+
+struct Sim<'a> {
+    cfg: &'a SimConfig,
+    jobs: &'a [Job],
+    now: Nanos,
+    seq: u64,
+    heap: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
+    groups: Vec<Group>,
+    group_of_worker: Vec<usize>,
+    current: Vec<Option<Current>>,
+    bound: Vec<BTreeSet<QueueKey>>,
+    records: Vec<Record>,
+    estimator: Estimator,
+    epoch: u64,
+    worker_busy: Nanos,
+    events: u64,
+    out: Vec<Action>,
+}
+
+/// Runs `jobs` (sorted by arrival) through the configured machine.
+pub fn simulate(cfg: &SimConfig, jobs: &[Job]) -> Result<SimOutput, SimError> {
+    if cfg.workers == 0 || cfg.dispatchers == 0 || cfg.dispatchers > cfg.workers {
+        return Err(SimError::Config(format!(
+            "need 1 ≤ dispatchers ≤ workers, got {} dispatchers and {} workers",
+            cfg.dispatchers, cfg.workers
+        )));
+    }
+    if jobs.windows(2).any(|w| w[1].arrival < w[0].arrival) {
+        return Err(SimError::Config("jobs must be sorted by arrival".into()));
+    }
+    let mut sim = Sim::new(cfg, jobs);
+    sim.run()?;
+    let (preemptions, workers_inspected) = sim.groups.iter().fold((0, 0), |(p, i), g| {
+        let s = g.policy.stats();
+        (p + s.preemptions, i + s.workers_inspected)
+    });
+    Ok(SimOutput {
+        records: sim.records,
+        worker_busy: sim.worker_busy,
+        end: sim.now,
+        preemptions,
+        workers_inspected,
+        events: sim.events,
+    })
+}
+
+/// Deterministic spread of request ids over dispatcher groups (the paper's RSS, §3.3).
+fn group_for(id: u64, groups: usize) -> usize {
+    let mut z = id.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((z ^ (z >> 31)) % groups as u64) as usize
+}
+
+impl<'a> Sim<'a> {
+    fn new(cfg: &'a SimConfig, jobs: &'a [Job]) -> Self {
+        let mut groups = Vec::with_capacity(cfg.dispatchers);
+        let mut group_of_worker = Vec::with_capacity(cfg.workers);
+        let mut first = 0;
+        for g in 0..cfg.dispatchers {
+            let size =
+                cfg.workers / cfg.dispatchers + usize::from(g < cfg.workers % cfg.dispatchers);
+            let mut pc = cfg.policy_config.clone();
+            pc.workers = size;
+            groups.push(Group {
+                policy: cfg.policy.build(&pc),
+                first_worker: first,
+                busy_until: 0,
+                ticks: BTreeSet::new(),
+            });
+            group_of_worker.extend(std::iter::repeat_n(g, size));
+            first += size;
+        }
+        let records = jobs
+            .iter()
+            .map(|j| Record {
+                arrival: j.arrival,
+                class: j.class,
+                execution: j.execution,
+                relative_deadline: j.relative_deadline,
+                first_start: None,
+                completion: None,
+                preemptions: 0,
+                outcome: Outcome::Pending,
+            })
+            .collect();
+        let mut heap = BinaryHeap::with_capacity(1024);
+        if let Some(j) = jobs.first() {
+            heap.push(Reverse((j.arrival, 0, Ev::Arrival(0))));
+        }
+        Self {
+            cfg,
+            jobs,
+            now: 0,
+            seq: 1,
+            heap,
+            groups,
+            group_of_worker,
+            current: vec![None; cfg.workers],
+            bound: vec![BTreeSet::new(); cfg.workers],
+            records,
+            estimator: Estimator::new(EstimatorConfig {
+                default_estimate: cfg.default_estimate,
+                ..EstimatorConfig::default()
+            }),
+            epoch: 0,
+            worker_busy: 0,
+            events: 0,
+            out: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, at: Nanos, ev: Ev) {
+        self.heap.push(Reverse((at, self.seq, ev)));
+        self.seq += 1;
+    }
+
+    fn violation(&self, g: usize, what: String) -> SimError {
+        SimError::Contract { policy: self.groups[g].policy.name(), at: self.now, what }
+    }
+
+    fn run(&mut self) -> Result<(), SimError> {
+        while let Some(Reverse((at, _, ev))) = self.heap.pop() {
+            self.now = at;
+            self.events += 1;
+            match ev {
+                Ev::Arrival(i) => self.arrival(i)?,
+                Ev::Dispatch(i) => {
+                    let g = group_for(i as u64, self.groups.len());
+                    self.dispatch(i, g)?;
+                }
+                Ev::Started { w, epoch } => self.started(w, epoch)?,
+                Ev::Complete { w, epoch } => self.complete(w, epoch)?,
+                Ev::PreemptDeliver { w, epoch } => self.preempt_deliver(w, epoch)?,
+                Ev::Tick { g } => {
+                    self.groups[g].ticks.remove(&at);
+                    self.feed(g, Event::Tick, self.cfg.overheads.tick)?;
+                }
+            }
+        }
+        if self.cfg.check_contract {
+            for (i, r) in self.records.iter().enumerate() {
+                if r.outcome == Outcome::Pending {
+                    return Err(SimError::Contract {
+                        policy: self.groups[0].policy.name(),
+                        at: self.now,
+                        what: format!("request {i} was never completed or rejected"),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn arrival(&mut self, i: usize) -> Result<(), SimError> {
+        if let Some(next) = self.jobs.get(i + 1) {
+            self.push(next.arrival, Ev::Arrival(i + 1));
+        }
+        let id = RequestId(i as u64);
+        let g = group_for(id.0, self.groups.len());
+        // A busy dispatcher sees the arrival when it is free again.
+        self.dispatch(i, g)
+    }
+
+    fn dispatch(&mut self, i: usize, g: usize) -> Result<(), SimError> {
+        if self.groups[g].busy_until > self.now {
+            let at = self.groups[g].busy_until;
+            self.push(at, Ev::Dispatch(i));
+            return Ok(());
+        }
+        let job = self.jobs[i];
+        let expected = match self.cfg.estimator {
+            EstimatorMode::Oracle => job.execution,
+            EstimatorMode::Median256 => self.estimator.estimate(job.function),
+        };
+        let req = Request::new(
+            RequestId(i as u64),
+            job.function,
+            job.arrival,
+            job.relative_deadline,
+            expected,
+        )
+        .with_class(job.class);
+        let before = self.groups[g].policy.stats().workers_inspected;
+        self.feed_inner(g, Event::Arrival(req))?;
+        let inspected = self.groups[g].policy.stats().workers_inspected - before;
+        let cost =
+            self.cfg.overheads.dispatch_base + self.cfg.overheads.dispatch_per_worker * inspected;
+        self.groups[g].busy_until = self.now + cost;
+        self.apply(g, cost)
+    }
+
+    fn feed(&mut self, g: usize, ev: Event, cost: Nanos) -> Result<(), SimError> {
+        self.feed_inner(g, ev)?;
+        self.apply(g, cost)
+    }
+
+    fn feed_inner(&mut self, g: usize, ev: Event) -> Result<(), SimError> {
+        self.out.clear();
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.out);
+        self.groups[g].policy.on_event(now, ev, &mut out);
+        self.out = out;
+        Ok(())
+    }
+
+    /// Carries out the actions of the last policy call; they take effect `delay` from now.
+    fn apply(&mut self, g: usize, delay: Nanos) -> Result<(), SimError> {
+        let actions = std::mem::take(&mut self.out);
+        let base = self.groups[g].first_worker;
+        let size = self.groups[g].policy.workers();
+        let at = self.now + delay;
+        for a in &actions {
+            match *a {
+                Action::Enqueue { worker, id } => {
+                    if worker >= size {
+                        return Err(
+                            self.violation(g, format!("enqueue on worker {worker} of {size}"))
+                        );
+                    }
+                    if self.cfg.check_contract {
+                        let key = self.key_of(id);
+                        self.bound[base + worker].insert(key);
+                    }
+                }
+                Action::Run { worker, req } => {
+                    if worker >= size {
+                        return Err(self.violation(g, format!("run on worker {worker} of {size}")));
+                    }
+                    self.run_on(g, base + worker, req, at)?;
+                }
+                Action::Preempt { worker, id } => {
+                    let w = base + worker;
+                    if let Some(cur) = self.current.get(w).copied().flatten()
+                        && cur.req.id == id
+                    {
+                        let epoch = cur.epoch;
+                        self.push(
+                            at + self.cfg.overheads.preempt_delivery,
+                            Ev::PreemptDeliver { w, epoch },
+                        );
+                    }
+                }
+                Action::Reject { req, reason } => {
+                    self.finish_record(g, req.id, Outcome::Rejected(reason))?;
+                }
+                Action::WakeAt(t) => {
+                    let t = t.max(self.now);
+                    if self.groups[g].ticks.insert(t) {
+                        self.push(t, Ev::Tick { g });
+                    }
+                }
+            }
+        }
+        self.out = actions;
+        Ok(())
+    }
+
+    fn key_of(&self, id: RequestId) -> QueueKey {
+        let j = &self.jobs[id.0 as usize];
+        QueueKey { deadline: j.arrival.saturating_add(j.relative_deadline), id }
+    }
+
+    fn run_on(&mut self, g: usize, w: usize, req: Request, at: Nanos) -> Result<(), SimError> {
+        if self.current[w].is_some() {
+            return Err(self.violation(g, format!("run of {:?} on busy worker {w}", req.id)));
+        }
+        if self.cfg.check_contract && self.groups[g].policy.local_order() == LocalOrder::Edf {
+            let head = self.bound[w].first().copied();
+            if head != Some(req.key()) {
+                return Err(self.violation(
+                    g,
+                    format!(
+                        "EDF worker {w} ran {:?} but its most urgent bound request is {head:?}",
+                        req.id
+                    ),
+                ));
+            }
+        }
+        let rec = &self.records[req.id.0 as usize];
+        let start_cost = self.cfg.overheads.enqueue
+            + self.cfg.overheads.context_switch
+            + if rec.first_start.is_none() { self.cfg.overheads.sandbox_start } else { 0 };
+        self.worker_busy += start_cost - self.cfg.overheads.enqueue;
+        self.epoch += 1;
+        let epoch = self.epoch;
+        self.current[w] = Some(Current { req, epoch, started: None, preempt_on_start: false });
+        self.push(at + start_cost, Ev::Started { w, epoch });
+        Ok(())
+    }
+
+    fn started(&mut self, w: usize, epoch: u64) -> Result<(), SimError> {
+        let Some(cur) = self.current[w].as_mut().filter(|c| c.epoch == epoch) else {
+            return Ok(());
+        };
+        cur.started = Some(self.now);
+        let (req, preempt) = (cur.req, cur.preempt_on_start);
+        let rec = &mut self.records[req.id.0 as usize];
+        rec.first_start.get_or_insert(self.now);
+        let g = self.group_of_worker[w];
+        let local = w - self.groups[g].first_worker;
+        self.feed(g, Event::Started { worker: local, id: req.id }, 0)?;
+        if preempt {
+            return self.preempt_deliver(w, epoch);
+        }
+        let left = self.jobs[req.id.0 as usize].execution.saturating_sub(req.executed);
+        self.push(self.now + left, Ev::Complete { w, epoch });
+        Ok(())
+    }
+
+    fn complete(&mut self, w: usize, epoch: u64) -> Result<(), SimError> {
+        let Some(cur) = self.current[w].filter(|c| c.epoch == epoch) else { return Ok(()) };
+        self.current[w] = None;
+        let id = cur.req.id;
+        let job = self.jobs[id.0 as usize];
+        self.worker_busy += job.execution.saturating_sub(cur.req.executed);
+        self.estimator.observe(job.function, job.execution);
+        let g = self.group_of_worker[w];
+        let local = w - self.groups[g].first_worker;
+        if self.cfg.check_contract {
+            self.bound[w].remove(&cur.req.key());
+        }
+        self.finish_record(g, id, Outcome::Completed)?;
+        self.feed(g, Event::Completed { worker: local, id, executed: job.execution }, 0)
+    }
+
+    fn preempt_deliver(&mut self, w: usize, epoch: u64) -> Result<(), SimError> {
+        let Some(cur) = self.current[w].as_mut().filter(|c| c.epoch == epoch) else {
+            return Ok(());
+        };
+        let Some(started) = cur.started else {
+            cur.preempt_on_start = true;
+            return Ok(());
+        };
+        let ran = self.now - started;
+        let executed = cur.req.executed + ran;
+        let id = cur.req.id;
+        self.current[w] = None;
+        self.worker_busy += ran;
+        self.records[id.0 as usize].preemptions += 1;
+        let g = self.group_of_worker[w];
+        let local = w - self.groups[g].first_worker;
+        self.feed(g, Event::Preempted { worker: local, id, executed }, 0)
+    }
+
+    fn finish_record(&mut self, g: usize, id: RequestId, outcome: Outcome) -> Result<(), SimError> {
+        let Some(rec) = self.records.get_mut(id.0 as usize) else {
+            return Err(self.violation(g, format!("unknown request {id:?}")));
+        };
+        if rec.outcome != Outcome::Pending {
+            return Err(self.violation(g, format!("request {id:?} answered twice")));
+        }
+        rec.outcome = outcome;
+        if outcome == Outcome::Completed {
+            rec.completion = Some(self.now);
+        }
+        Ok(())
+    }
+}

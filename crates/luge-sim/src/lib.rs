@@ -1,0 +1,22 @@
+//! A deterministic discrete-event simulator of a Luge node: N workers in G dispatcher groups,
+//! each group running an unmodified `luge-sched` policy, under an explicit overhead model.
+//!
+//! [`simulate`] turns a list of [`Job`]s into per-request [`Record`]s; [`Report::from_run`]
+//! turns those into the metrics `luge sim` prints.
+
+mod engine;
+mod experiments;
+mod overheads;
+mod plot;
+mod record;
+mod sweep;
+
+pub use crate::engine::{EstimatorMode, Job, SimConfig, SimError, SimOutput, simulate};
+pub use crate::experiments::{
+    Experiment, ExperimentError, ExperimentOptions, ExperimentOutput, UnknownExperiment,
+    run_experiment, run_point,
+};
+pub use crate::overheads::{Overheads, OverheadsError};
+pub use crate::plot::{Chart, Series, svg};
+pub use crate::record::{ClassReport, Outcome, Record, Report, Summary};
+pub use crate::sweep::{max_sustainable, sweep};

@@ -1,0 +1,177 @@
+//! The simulator's explicit cost model of a real machine: what each scheduling step costs and
+//! when its effect becomes visible. `none` is the ideal machine of queueing theory; the defaults
+//! are the order of magnitude measured on a 2-core VM (BRIEF §3) and are meant to be replaced by
+//! calibrated values exported by the runtime's benchmarks (`Overheads::parse`).
+
+use std::fmt;
+use std::str::FromStr;
+
+use luge_sched::Nanos;
+use serde::{Deserialize, Serialize};
+
+/// Costs and latencies of the simulated machine, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overheads {
+    /// Dispatcher CPU time per arrival, independent of the workers inspected.
+    pub dispatch_base: Nanos,
+    /// Dispatcher CPU time per worker state inspected (Algorithm 2 scans every worker).
+    pub dispatch_per_worker: Nanos,
+    /// Latency from a `Run` decision until the worker sees the request (queue hand-off).
+    pub enqueue: Nanos,
+    /// Worker time to switch to a request (start or resume), charged before it runs.
+    pub context_switch: Nanos,
+    /// Latency from a `Preempt` decision until the running request actually stops.
+    pub preempt_delivery: Nanos,
+    /// Worker time to instantiate a sandbox, charged on a request's first start only.
+    pub sandbox_start: Nanos,
+    /// Dispatcher CPU time per timer tick handled.
+    pub tick: Nanos,
+}
+
+impl Overheads {
+    /// The ideal machine: every step is free and instantaneous.
+    pub const NONE: Overheads = Overheads {
+        dispatch_base: 0,
+        dispatch_per_worker: 0,
+        enqueue: 0,
+        context_switch: 0,
+        preempt_delivery: 0,
+        sandbox_start: 0,
+        tick: 0,
+    };
+
+    /// Documented defaults: a dispatcher decision of 100 ns + 20 ns per worker, 200 ns queue
+    /// hand-off, 300 ns user-level context switch, 2 µs preemption delivery (epoch callback
+    /// granularity), 5 µs sandbox instantiation from a pool, 100 ns per tick. Orders of
+    /// magnitude from SledgeScale §4 and Sledge Table 3, to be replaced by calibrated values.
+    pub const DEFAULT: Overheads = Overheads {
+        dispatch_base: 100,
+        dispatch_per_worker: 20,
+        enqueue: 200,
+        context_switch: 300,
+        preempt_delivery: 2_000,
+        sandbox_start: 5_000,
+        tick: 100,
+    };
+
+    const FIELDS: [&'static str; 7] = [
+        "dispatch_base",
+        "dispatch_per_worker",
+        "enqueue",
+        "context_switch",
+        "preempt_delivery",
+        "sandbox_start",
+        "tick",
+    ];
+
+    fn field_mut(&mut self, name: &str) -> Option<&mut Nanos> {
+        Some(match name {
+            "dispatch_base" => &mut self.dispatch_base,
+            "dispatch_per_worker" => &mut self.dispatch_per_worker,
+            "enqueue" => &mut self.enqueue,
+            "context_switch" => &mut self.context_switch,
+            "preempt_delivery" => &mut self.preempt_delivery,
+            "sandbox_start" => &mut self.sandbox_start,
+            "tick" => &mut self.tick,
+            _ => return None,
+        })
+    }
+
+    fn fields(&self) -> [Nanos; 7] {
+        [
+            self.dispatch_base,
+            self.dispatch_per_worker,
+            self.enqueue,
+            self.context_switch,
+            self.preempt_delivery,
+            self.sandbox_start,
+            self.tick,
+        ]
+    }
+}
+
+impl Default for Overheads {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// A malformed overhead specification.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OverheadsError {
+    /// A `key=value` pair names no known overhead.
+    #[error("unknown overhead `{0}` (known: {known})", known = Overheads::FIELDS.join(", "))]
+    UnknownKey(String),
+    /// A value is not a non-negative integer of nanoseconds.
+    #[error("overhead `{key}`: `{value}` is not a whole number of nanoseconds")]
+    BadValue {
+        /// Key.
+        key: String,
+        /// Value as written.
+        value: String,
+    },
+    /// An item is not `key=value`.
+    #[error("`{0}` is not `key=nanoseconds`")]
+    Syntax(String),
+}
+
+/// Parses `none`, `default`, or a base followed by overrides, separated by commas or newlines:
+/// `default,preempt_delivery=5000` or the lines of a calibration file
+/// (`# comment` lines and blank lines are ignored). This is also the export format of the
+/// runtime's benchmarks.
+impl FromStr for Overheads {
+    type Err = OverheadsError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut o = Overheads::DEFAULT;
+        for item in s.split([',', '\n']).map(str::trim) {
+            if item.is_empty() || item.starts_with('#') {
+                continue;
+            }
+            match item {
+                "none" => o = Overheads::NONE,
+                "default" => o = Overheads::DEFAULT,
+                _ => {
+                    let (k, v) =
+                        item.split_once('=').ok_or_else(|| OverheadsError::Syntax(item.into()))?;
+                    let (k, v) = (k.trim(), v.trim());
+                    let value: Nanos = v
+                        .parse()
+                        .map_err(|_| OverheadsError::BadValue { key: k.into(), value: v.into() })?;
+                    *o.field_mut(k).ok_or_else(|| OverheadsError::UnknownKey(k.into()))? = value;
+                }
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// Prints the calibration-file form: one `key=ns` per line; it parses back to the same value.
+impl fmt::Display for Overheads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (k, v) in Overheads::FIELDS.iter().zip(self.fields()) {
+            writeln!(f, "{k}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_bases_overrides_and_round_trips() -> Result<(), OverheadsError> {
+        assert_eq!("none".parse::<Overheads>()?, Overheads::NONE);
+        let o: Overheads = "none, preempt_delivery=5000".parse()?;
+        assert_eq!(o.preempt_delivery, 5000);
+        assert_eq!(o.enqueue, 0);
+        let text = Overheads::DEFAULT.to_string();
+        assert_eq!(text.parse::<Overheads>()?, Overheads::DEFAULT);
+        assert_eq!("# calibrated\n\nnone\ntick=7\n".parse::<Overheads>()?.tick, 7);
+        assert!(matches!("foo=1".parse::<Overheads>(), Err(OverheadsError::UnknownKey(_))));
+        assert!(matches!("tick=-1".parse::<Overheads>(), Err(OverheadsError::BadValue { .. })));
+        assert!(matches!("tick".parse::<Overheads>(), Err(OverheadsError::Syntax(_))));
+        Ok(())
+    }
+}

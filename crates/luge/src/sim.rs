@@ -1,0 +1,291 @@
+//! `luge sim`: ad-hoc simulations, load sweeps, sustainable-load searches and the named
+//! experiments of `luge-sim`, with table or JSON output.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use luge_sched::PolicyKind;
+use luge_sim::{
+    EstimatorMode, Experiment, ExperimentOptions, Overheads, Report, SimConfig, max_sustainable,
+    run_experiment, run_point, sweep,
+};
+use luge_workload::{Rate, WorkloadSpec};
+
+/// Arguments of `luge sim`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    experiment: Option<SimCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum SimCommand {
+    /// Run a named experiment (or `all`), writing CSV, SVG plots and summary.md.
+    Experiment(ExperimentArgs),
+}
+
+#[derive(Debug, Args)]
+struct ExperimentArgs {
+    /// sledgescale-fig8 … sledgescale-fig13, edgert-fig11, sfs-azure, or all.
+    name: String,
+    /// Output directory (one sub-directory per experiment).
+    #[arg(long, default_value = "results/sim")]
+    out: PathBuf,
+    /// Few requests and points: checks the pipeline, not the numbers.
+    #[arg(long)]
+    quick: bool,
+    /// Parallel simulation threads.
+    #[arg(long, default_value_t = default_threads())]
+    threads: usize,
+    /// Workload seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Overhead model: `none`, `default`, `key=ns,…` overrides, or `@FILE` (calibration file).
+    #[arg(long, default_value = "default")]
+    overheads: String,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Estimate {
+    /// Actual execution times (the papers' assumption for synthetic loads).
+    Oracle,
+    /// Median of the last 256 completions of the function.
+    Median256,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Scheduling policy (see `luge policies`).
+    #[arg(long, default_value = "sledgescale")]
+    policy: PolicyKind,
+    /// Workers.
+    #[arg(long, default_value_t = 6)]
+    workers: usize,
+    /// Dispatcher groups (workers are split evenly among them).
+    #[arg(long, default_value_t = 1)]
+    dispatchers: usize,
+    /// Workload: a name (fixed, high-bimodal, extreme-bimodal, sdvbs, exponential, lognormal,
+    /// edgert-bimodal, azure, file:PATH) or a full spec such as
+    /// `lognormal,deadline=10x,arrivals=onoff`.
+    #[arg(long, default_value = "lognormal")]
+    workload: String,
+    /// Target utilisation of the workers (overrides the spec's rate).
+    #[arg(long, conflicts_with = "rate")]
+    load: Option<f64>,
+    /// Arrival rate in requests per second (overrides the spec's rate).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Sweep these loads (comma-separated) instead of one run.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["load", "rate"])]
+    loads: Vec<f64>,
+    /// Find the largest load meeting a target instead: `p999_slowdown=200` or
+    /// `p999_latency_us=500` (bisection between 0.05 and 1.0).
+    #[arg(long, conflicts_with_all = ["load", "rate", "loads"])]
+    max_load_at: Option<String>,
+    /// Requests to simulate per run.
+    #[arg(long, default_value_t = 100_000)]
+    requests: usize,
+    /// Workload seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Overhead model: `none`, `default`, `key=ns,…` overrides, or `@FILE` (calibration file).
+    #[arg(long, default_value = "default")]
+    overheads: String,
+    /// Where expected execution times come from.
+    #[arg(long, value_enum, default_value_t = Estimate::Oracle)]
+    estimator: Estimate,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Parallel simulation threads for sweeps.
+    #[arg(long, default_value_t = default_threads())]
+    threads: usize,
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+fn parse_overheads(s: &str) -> Result<Overheads> {
+    if let Some(path) = s.strip_prefix('@') {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading overheads file {path}"))?;
+        return text.parse().with_context(|| format!("overheads file {path}"));
+    }
+    s.parse().with_context(|| format!("--overheads {s}"))
+}
+
+fn progress(name: &str, done: usize, total: usize) {
+    let mut err = std::io::stderr();
+    if err.is_terminal() {
+        let width = 30;
+        let filled = done * width / total.max(1);
+        let _ = write!(
+            err,
+            "\r{name} [{}{}] {done}/{total}",
+            "#".repeat(filled),
+            " ".repeat(width - filled)
+        );
+        if done == total {
+            let _ = writeln!(err);
+        }
+    }
+}
+
+/// Runs `luge sim`.
+pub fn run(args: SimArgs) -> Result<()> {
+    match args.experiment {
+        Some(SimCommand::Experiment(e)) => experiments(e),
+        None => adhoc(args.run),
+    }
+}
+
+fn experiments(e: ExperimentArgs) -> Result<()> {
+    let list: Vec<Experiment> =
+        if e.name == "all" { Experiment::ALL.to_vec() } else { vec![e.name.parse()?] };
+    let overheads = parse_overheads(&e.overheads)?;
+    for exp in list {
+        let opts = ExperimentOptions {
+            quick: e.quick,
+            out_dir: e.out.join(exp.name()),
+            threads: e.threads.max(1),
+            seed: e.seed,
+            overheads,
+        };
+        let out = run_experiment(exp, &opts, &progress)
+            .with_context(|| format!("experiment {}", exp.name()))?;
+        println!("{}", out.summary);
+        println!("wrote {}", opts.out_dir.display());
+    }
+    Ok(())
+}
+
+fn adhoc(a: RunArgs) -> Result<()> {
+    if a.workers == 0 || a.requests == 0 {
+        bail!("--workers and --requests must be at least 1");
+    }
+    let mut spec: WorkloadSpec =
+        a.workload.parse().with_context(|| format!("--workload {}", a.workload))?;
+    spec = spec.with_seed(a.seed);
+    let workers = a.workers;
+    match (a.load, a.rate) {
+        (Some(l), _) => spec = spec.with_rate(Rate::Load { load: l, workers: workers as u32 }),
+        (_, Some(r)) => spec = spec.with_rate(Rate::PerSecond(r)),
+        _ if !a.workload.contains("load=") && !a.workload.contains("rate=") => {
+            spec = spec.with_rate(Rate::Load { load: 0.8, workers: workers as u32 });
+        }
+        _ => {}
+    }
+    let mut cfg = SimConfig::new(a.policy, workers);
+    cfg.dispatchers = a.dispatchers;
+    cfg.overheads = parse_overheads(&a.overheads)?;
+    cfg.estimator = match a.estimator {
+        Estimate::Oracle => EstimatorMode::Oracle,
+        Estimate::Median256 => EstimatorMode::Median256,
+    };
+    let at_load = |load: f64| {
+        let s = spec.clone().with_rate(Rate::Load { load, workers: workers as u32 });
+        run_point(&s, &cfg, a.requests)
+    };
+    if let Some(target) = &a.max_load_at {
+        let (metric, value) = target.split_once('=').context("--max-load-at wants metric=value")?;
+        let value: f64 = value.parse().context("--max-load-at value")?;
+        let meets: Box<dyn Fn(&Report) -> bool> = match metric {
+            "p999_slowdown" => {
+                Box::new(move |r: &Report| r.slowdown.p999.is_some_and(|v| v <= value))
+            }
+            "p999_latency_us" => {
+                Box::new(move |r: &Report| r.latency_us.p999.is_some_and(|v| v <= value))
+            }
+            other => {
+                bail!("--max-load-at: unknown metric `{other}` (p999_slowdown, p999_latency_us)")
+            }
+        };
+        let load = max_sustainable(0.05, 1.0, 0.01, at_load, meets)?;
+        let rps = load * workers as f64 * 1e9 / spec.dist.mean();
+        match a.format {
+            Format::Json => println!(
+                "{}",
+                serde_json::json!({"policy": a.policy.name(), "target": target, "max_load": load, "max_rps": rps})
+            ),
+            Format::Table => println!(
+                "{}: max load at {target} = {load:.3} ({:.1} k rps)",
+                a.policy,
+                rps / 1000.0
+            ),
+        }
+        return Ok(());
+    }
+    let reports: Vec<Report> = if a.loads.is_empty() {
+        vec![run_point(&spec, &cfg, a.requests)?]
+    } else {
+        sweep(&a.loads, a.threads, |&l| at_load(l), |d, t| progress("sweep", d, t))
+            .into_iter()
+            .collect::<Result<_, _>>()?
+    };
+    match a.format {
+        Format::Json => {
+            let v: Vec<serde_json::Value> = reports
+                .iter()
+                .map(|r| {
+                    let mut j = serde_json::to_value(r).unwrap_or_default();
+                    j["workload"] = serde_json::Value::String(spec.to_string());
+                    j
+                })
+                .collect();
+            let out = if v.len() == 1 { v[0].clone() } else { serde_json::Value::Array(v) };
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        Format::Table => {
+            println!("workload: {spec}");
+            println!(
+                "{:<12} {:>6} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}",
+                "policy",
+                "load",
+                "requests",
+                "thru rps",
+                "p50 µs",
+                "p99 µs",
+                "p99.9 µs",
+                "sd p99",
+                "sd p99.9",
+                "miss %",
+                "rejected"
+            );
+            let loads: Vec<Option<f64>> = if a.loads.is_empty() {
+                vec![a.load]
+            } else {
+                a.loads.iter().copied().map(Some).collect()
+            };
+            for (r, l) in reports.iter().zip(loads) {
+                let f = |v: Option<f64>| v.map_or_else(|| "inf".into(), |v| format!("{v:.1}"));
+                println!(
+                    "{:<12} {:>6} {:>10} {:>12.0} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8.3} {:>9}",
+                    r.policy,
+                    l.map_or_else(|| "-".into(), |l| format!("{l:.2}")),
+                    r.requests,
+                    r.throughput_rps,
+                    f(r.latency_us.p50),
+                    f(r.latency_us.p99),
+                    f(r.latency_us.p999),
+                    f(r.slowdown.p99),
+                    f(r.slowdown.p999),
+                    r.deadline_miss_rate * 100.0,
+                    r.rejected
+                );
+            }
+        }
+    }
+    Ok(())
+}
