@@ -10,7 +10,10 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use luge_sched::{DeadlineQueue, EdfQueue, FunctionId, Nanos, QueueKey, Request, RequestId};
+use luge_sched::{
+    CtEdfConfig, CtEdfQueue, DeadlineQueue, EdfQueue, FunctionId, Nanos, QueueKey, Request,
+    RequestId,
+};
 
 const SIZES: [usize; 5] = [10, 100, 1_000, 10_000, 100_000];
 
@@ -46,12 +49,31 @@ fn filled(n: usize) -> (DeadlineQueue, BTreeMap<QueueKey, Request>, Heap, Vec<Re
     (q, m, h, all)
 }
 
+/// A CT-EDF queue over the same deadlines (0 … 1 s): Δwindow = 1 ms gives a 1.024 s horizon.
+fn ct_filled(n: usize) -> CtEdfQueue {
+    let (_, _, _, all) = filled(n);
+    let mut q = CtEdfQueue::with_capacity(CtEdfConfig { delta_window: 1_000_000 }, n + 1);
+    for r in all {
+        q.insert(r);
+    }
+    q
+}
+
 fn insert_remove(c: &mut Criterion) {
     let mut group = c.benchmark_group("insert_remove");
     for n in SIZES {
         let (mut q, mut m, _, _) = filled(n);
+        let mut ct = ct_filled(n);
         let mut g = Gen(99);
         let mut id = 1u64 << 40;
+        group.bench_with_input(BenchmarkId::new("ct_edf", n), &n, |b, _| {
+            b.iter(|| {
+                id += 1;
+                let r = g.req(id);
+                ct.insert(r);
+                black_box(ct.remove(r.key()));
+            })
+        });
         group.bench_with_input(BenchmarkId::new("deadline_queue", n), &n, |b, _| {
             b.iter(|| {
                 id += 1;
@@ -76,8 +98,17 @@ fn pop_insert(c: &mut Criterion) {
     let mut group = c.benchmark_group("pop_insert");
     for n in SIZES {
         let (mut q, _, mut h, _) = filled(n);
+        let mut ct = ct_filled(n);
         let mut g = Gen(7);
         let mut id = 1u64 << 40;
+        group.bench_with_input(BenchmarkId::new("ct_edf", n), &n, |b, _| {
+            b.iter(|| {
+                let top = ct.pop();
+                id += 1;
+                ct.insert(g.req(id));
+                black_box(top)
+            })
+        });
         group.bench_with_input(BenchmarkId::new("deadline_queue", n), &n, |b, _| {
             b.iter(|| {
                 let top = q.pop();

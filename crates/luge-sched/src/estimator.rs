@@ -108,8 +108,9 @@ impl Window {
 /// values. When the window is full, an observation replaces the oldest value: both positions in
 /// the sorted array are found by binary search (O(log W) comparisons) and the values between them
 /// are shifted by one in a single `copy_within` (one memmove of at most `W − 1` values, ≤ 2 KiB for
-/// W = 256). For W = 256 this beats an order-statistic tree: no pointers, no allocation after
-/// warm-up, and the memmove is a few cache lines. A query is one array index, O(1).
+/// W = 256). At this size that is simpler than an order-statistic tree and needs no pointers and
+/// no allocation after warm-up; the memmove touches a few cache lines. A query is one array
+/// index, O(1).
 ///
 /// Storage grows lazily: a function's two arrays start empty and grow (doubling, capped at
 /// exactly `window`) as observations arrive, so a function seen once costs a few words, not 4 KiB.
