@@ -9,15 +9,17 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use luge_sched::{
-    Action, Event, FunctionId, Policy, PolicyConfig, PolicyKind, QueueKey, Request, RequestId,
+    Action, EarlyBinding, EarlyChoice, Event, FunctionId, Policy, PolicyConfig, QueueKey, Request,
+    RequestId, SledgeScale,
 };
 
 const WORKERS: [usize; 5] = [1, 4, 16, 32, 64];
 /// Requests queued per worker behind the running one.
 const DEPTH: usize = 32;
 
-fn loaded(kind: PolicyKind, workers: usize) -> Box<dyn Policy> {
-    let mut p = kind.build(&PolicyConfig::with_workers(workers));
+/// `p` after `DEPTH + 1` arrivals per worker, every worker running one request.
+fn loaded<P: Policy>(mut p: P) -> P {
+    let workers = p.workers();
     let mut out = Vec::new();
     let mut x = 42u64;
     for id in 0..(workers * (DEPTH + 1)) as u64 {
@@ -36,25 +38,33 @@ fn loaded(kind: PolicyKind, workers: usize) -> Box<dyn Policy> {
 fn decision(c: &mut Criterion) {
     let mut group = c.benchmark_group("dispatch_decision");
     for n in WORKERS {
-        for kind in [PolicyKind::SledgeScale, PolicyKind::Lld] {
-            let base = loaded(kind, n);
-            // Clone through a fresh build + replay is too slow per iteration; instead measure a
-            // decision on a long-lived policy: each arrival lands in some queue, so the state
-            // drifts by one request per iteration, negligible against 32·n queued.
-            let mut p = base;
-            let mut id = 1u64 << 40;
-            let mut out = Vec::with_capacity(4);
-            group.bench_with_input(BenchmarkId::new(kind.name(), n), &n, |b, _| {
-                b.iter(|| {
-                    id += 1;
-                    out.clear();
-                    // A late deadline: no preemption, Algorithm 2 scans every worker.
-                    let r = Request::new(RequestId(id), FunctionId(0), 0, 5_000_000, 10_000);
-                    p.on_event(0, Event::Arrival(r), &mut out);
+        let cfg = PolicyConfig::with_workers(n);
+        // Every iteration decides on a fresh clone of the same loaded state (the clone is set-up,
+        // not measured), so queues keep DEPTH entries instead of growing by one per iteration.
+        let ss = loaded(SledgeScale::new(&cfg));
+        let lld = loaded(EarlyBinding::new(EarlyChoice::LeastLoaded, &cfg));
+        // A late deadline: no preemption, Algorithm 2 scans every worker.
+        let late = Request::new(RequestId(1 << 40), FunctionId(0), 0, 5_000_000, 10_000);
+        group.bench_with_input(BenchmarkId::new("sledgescale", n), &n, |b, _| {
+            b.iter_batched_ref(
+                || (ss.clone(), Vec::with_capacity(4)),
+                |(p, out)| {
+                    p.on_event(0, Event::Arrival(late), out);
                     black_box(&out);
-                })
-            });
-        }
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        group.bench_with_input(BenchmarkId::new("lld", n), &n, |b, _| {
+            b.iter_batched_ref(
+                || (lld.clone(), Vec::with_capacity(4)),
+                |(p, out)| {
+                    p.on_event(0, Event::Arrival(late), out);
+                    black_box(&out);
+                },
+                BatchSize::SmallInput,
+            )
+        });
         // Naive Algorithm 2 line 6: an O(queue) range sum per worker from a BTreeMap.
         let queues: Vec<BTreeMap<QueueKey, u64>> = (0..n)
             .map(|w| {

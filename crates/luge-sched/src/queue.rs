@@ -71,18 +71,18 @@ impl DeadlineQueue {
     /// Records that the request `key` has executed `executed` in total, updating its remaining
     /// work and every subtree sum above it. Returns `false` if the key is not queued.
     pub fn set_executed(&mut self, key: QueueKey, executed: Nanos) -> bool {
-        let Some(req) = self.tree.get_mut(&key) else { return false };
-        req.executed = executed;
-        let w = req.remaining();
-        self.tree.set_weight(&key, w)
+        self.tree.update_entry(&key, |req| {
+            req.executed = executed;
+            req.remaining()
+        })
     }
 
     /// Replaces the expected execution of the request `key` (a new estimate).
     pub fn set_expected(&mut self, key: QueueKey, expected: Nanos) -> bool {
-        let Some(req) = self.tree.get_mut(&key) else { return false };
-        req.expected = expected;
-        let w = req.remaining();
-        self.tree.set_weight(&key, w)
+        self.tree.update_entry(&key, |req| {
+            req.expected = expected;
+            req.remaining()
+        })
     }
 
     /// Queued requests in EDF order.
