@@ -47,8 +47,11 @@ impl Policy for Fifo {
                     out.push(Action::Reject { req, reason });
                     return;
                 }
-                self.stats.workers_inspected += 1;
-                match self.cores.first_idle() {
+                // Worker states looked at to find the first idle one, counted as the other
+                // central policies count them.
+                let idle = self.cores.first_idle();
+                self.stats.workers_inspected += idle.map_or(self.cores.len(), |w| w + 1) as u64;
+                match idle {
                     Some(w) => self.cores.run(w, req, out),
                     None => self.queue.push_back(req),
                 }

@@ -18,6 +18,8 @@
 //!   preemption is delivered, the driver stops it and reports [`Event::Preempted`] with its total
 //!   execution so far; if `id` completed first, it reports only [`Event::Completed`] and drops the
 //!   preemption. Either way exactly one of the two events ends that run.
+//!   A `Preempt` for a request that was `Run` but has not `Started` yet takes effect as soon as
+//!   it starts (it is stopped at once, with its execution unchanged).
 //! - On [`Action::WakeAt`] `t` the driver delivers an [`Event::Tick`] at some time ≥ `t` (it may
 //!   coalesce ticks and may deliver extra ones).
 //! - On [`Action::Reject`] the driver answers the request with the reason at once.
@@ -217,7 +219,8 @@ pub struct PolicyConfig {
     pub edf_quantum: Nanos,
     /// Round-robin quantum of `sledge` (Sledge §4: 5 ms).
     pub sledge_quantum: Nanos,
-    /// Requests a `sledge` worker takes from the global queue at once (SledgeScale Fig. 8: 5).
+    /// Requests a `sledge` worker takes from the global queue at once when its local queue is
+    /// empty (SledgeScale §4.3, Fig. 8: 5). With 1, `sledge` degenerates to `fifo`.
     pub sledge_batch: usize,
     /// Preemption quantum of `shinjuku` (15 µs).
     pub shinjuku_quantum: Nanos,
@@ -242,7 +245,7 @@ impl Default for PolicyConfig {
             workers: 1,
             edf_quantum: 1_000_000,
             sledge_quantum: 5_000_000,
-            sledge_batch: 1,
+            sledge_batch: 5,
             shinjuku_quantum: 15_000,
             fair_quantum: 1_000_000,
             sfs_window: 100,
