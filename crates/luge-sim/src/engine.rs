@@ -431,9 +431,11 @@ impl<'a> Sim<'a> {
             }
         }
         let rec = &self.records[req.id.0 as usize];
-        let start_cost = self.cfg.overheads.enqueue
-            + self.cfg.overheads.context_switch
-            + if rec.first_start.is_none() { self.cfg.overheads.sandbox_start } else { 0 };
+        let o = &self.cfg.overheads;
+        let start_cost = o.enqueue
+            + o.context_switch
+            + if rec.first_start.is_none() { o.sandbox_start } else { 0 }
+            + if rec.preemptions > 0 { o.preempt_resume } else { 0 };
         self.worker_busy += start_cost - self.cfg.overheads.enqueue;
         self.epoch += 1;
         let epoch = self.epoch;

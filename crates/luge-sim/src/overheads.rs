@@ -22,6 +22,9 @@ pub struct Overheads {
     pub context_switch: Nanos,
     /// Latency from a `Preempt` decision until the running request actually stops.
     pub preempt_delivery: Nanos,
+    /// Extra worker time to resume a request that was preempted (saving and restoring its
+    /// context), on top of `context_switch`.
+    pub preempt_resume: Nanos,
     /// Worker time to instantiate a sandbox, charged on a request's first start only.
     pub sandbox_start: Nanos,
     /// Dispatcher CPU time per timer tick handled.
@@ -36,30 +39,41 @@ impl Overheads {
         enqueue: 0,
         context_switch: 0,
         preempt_delivery: 0,
+        preempt_resume: 0,
         sandbox_start: 0,
         tick: 0,
     };
 
-    /// Documented defaults: a dispatcher decision of 100 ns + 20 ns per worker, 200 ns queue
-    /// hand-off, 300 ns user-level context switch, 2 µs preemption delivery (epoch callback
-    /// granularity), 5 µs sandbox instantiation from a pool, 100 ns per tick. Orders of
-    /// magnitude from SledgeScale §4 and Sledge Table 3, to be replaced by calibrated values.
+    /// Documented defaults for Luge's design (user-level fibers, preemption through an epoch
+    /// check rather than a signal): a dispatcher decision of 100 ns + 20 ns per worker, 200 ns
+    /// queue hand-off, 300 ns fiber switch, 2 µs preemption delivery (epoch granularity), 500 ns
+    /// extra to resume a preempted sandbox, 5 µs sandbox instantiation from a pool, 100 ns per
+    /// tick. Orders of magnitude, to be replaced by values the runtime's benchmarks calibrate.
     pub const DEFAULT: Overheads = Overheads {
         dispatch_base: 100,
         dispatch_per_worker: 20,
         enqueue: 200,
         context_switch: 300,
         preempt_delivery: 2_000,
+        preempt_resume: 500,
         sandbox_start: 5_000,
         tick: 100,
     };
 
-    const FIELDS: [&'static str; 7] = [
+    /// The papers' platforms: preemption by signal, whose resume "requires a signal execution
+    /// context … on the orders of the OS thread switch in Linux" (`002_3f63626bb3898431.txt`
+    /// §3.5; SledgeScale §4 integrates Shinjuku with the same signals). As [`DEFAULT`](Self::DEFAULT)
+    /// but 5 µs delivery and 5 µs extra per resume of a preempted request.
+    pub const SIGNALS: Overheads =
+        Overheads { preempt_delivery: 5_000, preempt_resume: 5_000, ..Overheads::DEFAULT };
+
+    const FIELDS: [&'static str; 8] = [
         "dispatch_base",
         "dispatch_per_worker",
         "enqueue",
         "context_switch",
         "preempt_delivery",
+        "preempt_resume",
         "sandbox_start",
         "tick",
     ];
@@ -71,19 +85,21 @@ impl Overheads {
             "enqueue" => &mut self.enqueue,
             "context_switch" => &mut self.context_switch,
             "preempt_delivery" => &mut self.preempt_delivery,
+            "preempt_resume" => &mut self.preempt_resume,
             "sandbox_start" => &mut self.sandbox_start,
             "tick" => &mut self.tick,
             _ => return None,
         })
     }
 
-    fn fields(&self) -> [Nanos; 7] {
+    fn fields(&self) -> [Nanos; 8] {
         [
             self.dispatch_base,
             self.dispatch_per_worker,
             self.enqueue,
             self.context_switch,
             self.preempt_delivery,
+            self.preempt_resume,
             self.sandbox_start,
             self.tick,
         ]
@@ -115,7 +131,7 @@ pub enum OverheadsError {
     Syntax(String),
 }
 
-/// Parses `none`, `default`, or a base followed by overrides, separated by commas or newlines:
+/// Parses `none`, `default`, `signals`, or a base followed by overrides, separated by commas or newlines:
 /// `default,preempt_delivery=5000` or the lines of a calibration file
 /// (`# comment` lines and blank lines are ignored). This is also the export format of the
 /// runtime's benchmarks.
@@ -131,6 +147,7 @@ impl FromStr for Overheads {
             match item {
                 "none" => o = Overheads::NONE,
                 "default" => o = Overheads::DEFAULT,
+                "signals" => o = Overheads::SIGNALS,
                 _ => {
                     let (k, v) =
                         item.split_once('=').ok_or_else(|| OverheadsError::Syntax(item.into()))?;
@@ -168,6 +185,7 @@ mod tests {
         assert_eq!(o.enqueue, 0);
         let text = Overheads::DEFAULT.to_string();
         assert_eq!(text.parse::<Overheads>()?, Overheads::DEFAULT);
+        assert_eq!("signals".parse::<Overheads>()?, Overheads::SIGNALS);
         assert_eq!("# calibrated\n\nnone\ntick=7\n".parse::<Overheads>()?.tick, 7);
         assert!(matches!("foo=1".parse::<Overheads>(), Err(OverheadsError::UnknownKey(_))));
         assert!(matches!("tick=-1".parse::<Overheads>(), Err(OverheadsError::BadValue { .. })));
