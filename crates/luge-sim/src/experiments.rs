@@ -481,7 +481,8 @@ pub fn run_experiment(
                 config: pc,
             },
             opts,
-            300_000,
+            // Shinjuku's 15 µs quantum over a mean of 11 ms costs ~10⁸ events per 100 k requests.
+            100_000,
             progress,
         ),
         Experiment::Fig12 => run_load_sweep(
