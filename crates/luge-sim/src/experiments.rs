@@ -380,7 +380,9 @@ fn run_load_sweep(
         opts.overheads.to_string().trim().replace('\n', ", ")
     );
     let _ = writeln!(md, "Sustainable load at {} (bisection to ±{tol}):\n", sw.target.describe());
-    md.push_str("| policy | load ρ | k rps | ratio SledgeScale ÷ policy |\n|---|---|---|---|\n");
+    md.push_str(
+        "| policy | load ρ | requests/s | ratio SledgeScale ÷ policy |\n|---|---|---|---|\n",
+    );
     let ss = sw.policies.iter().position(|&p| p == PolicyKind::SledgeScale).map(|i| sustainable[i]);
     for (p, s) in sw.policies.iter().zip(&sustainable) {
         let ratio = match ss {
@@ -388,7 +390,7 @@ fn run_load_sweep(
             Some(_) => "∞ (never meets it)".into(),
             None => "—".into(),
         };
-        let _ = writeln!(md, "| {} | {s:.3} | {:.1} | {ratio} |", p.name(), rps(*s) / 1000.0);
+        let _ = writeln!(md, "| {} | {s:.3} | {:.0} | {ratio} |", p.name(), rps(*s));
     }
     let _ = writeln!(md, "\nPaper: {}\n", sw.paper);
     md.push_str("| policy | load | p99.9 latency µs | p99.9 slowdown | miss rate |\n|---|---|---|---|---|\n");
