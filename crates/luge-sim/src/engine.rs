@@ -162,6 +162,8 @@ struct Sim<'a> {
     group_of_worker: Vec<usize>,
     current: Vec<Option<Current>>,
     bound: Vec<BTreeSet<QueueKey>>,
+    /// Worker each request is bound to (contract checking), indexed by request id.
+    owner: Vec<Option<usize>>,
     records: Vec<Record>,
     estimator: Estimator,
     epoch: u64,
@@ -251,6 +253,7 @@ impl<'a> Sim<'a> {
             group_of_worker,
             current: vec![None; cfg.workers],
             bound: vec![BTreeSet::new(); cfg.workers],
+            owner: if cfg.check_contract { vec![None; jobs.len()] } else { Vec::new() },
             records,
             estimator: Estimator::new(EstimatorConfig {
                 default_estimate: cfg.default_estimate,
@@ -372,7 +375,13 @@ impl<'a> Sim<'a> {
                         );
                     }
                     if self.cfg.check_contract {
+                        // Binding to another worker moves the request (e.g. stealing).
                         let key = self.key_of(id);
+                        if let Some(prev) = self.owner.get_mut(id.0 as usize)
+                            && let Some(old) = prev.replace(base + worker)
+                        {
+                            self.bound[old].remove(&key);
+                        }
                         self.bound[base + worker].insert(key);
                     }
                 }

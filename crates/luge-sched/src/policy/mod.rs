@@ -269,6 +269,8 @@ impl PolicyConfig {
 pub enum PolicyKind {
     /// SledgeScale Alg. 1–2 with EDF workers.
     SledgeScale,
+    /// SledgeScale plus stealing by idle workers (Luge's extension).
+    SledgeScaleSteal,
     /// Round-robin dispatch, EDF workers with a 1 ms quantum.
     Rr,
     /// Join the shortest queue, EDF workers with a 1 ms quantum.
@@ -293,8 +295,9 @@ pub enum PolicyKind {
 
 impl PolicyKind {
     /// Every policy, in the order reports list them.
-    pub const ALL: [PolicyKind; 11] = [
+    pub const ALL: [PolicyKind; 12] = [
         PolicyKind::SledgeScale,
+        PolicyKind::SledgeScaleSteal,
         PolicyKind::Rr,
         PolicyKind::Jsq,
         PolicyKind::Lld,
@@ -311,6 +314,7 @@ impl PolicyKind {
     pub fn name(self) -> &'static str {
         match self {
             PolicyKind::SledgeScale => "sledgescale",
+            PolicyKind::SledgeScaleSteal => "sledgescale-steal",
             PolicyKind::Rr => "rr",
             PolicyKind::Jsq => "jsq",
             PolicyKind::Lld => "lld",
@@ -328,6 +332,7 @@ impl PolicyKind {
     pub fn build(self, config: &PolicyConfig) -> Box<dyn Policy> {
         match self {
             PolicyKind::SledgeScale => Box::new(SledgeScale::new(config)),
+            PolicyKind::SledgeScaleSteal => Box::new(SledgeScale::with_stealing(config)),
             PolicyKind::Rr => Box::new(EarlyBinding::new(EarlyChoice::RoundRobin, config)),
             PolicyKind::Jsq => Box::new(EarlyBinding::new(EarlyChoice::ShortestQueue, config)),
             PolicyKind::Lld => Box::new(EarlyBinding::new(EarlyChoice::LeastLoaded, config)),
@@ -351,7 +356,7 @@ impl fmt::Display for PolicyKind {
 /// A policy name that is not one of [`PolicyKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown policy `{0}` (expected one of: sledgescale, rr, jsq, lld, sledge, fifo, shinjuku, darc, sfs, srpt, ps)"
+    "unknown policy `{0}` (expected one of: sledgescale, sledgescale-steal, rr, jsq, lld, sledge, fifo, shinjuku, darc, sfs, srpt, ps)"
 )]
 pub struct UnknownPolicy(pub String);
 

@@ -39,6 +39,7 @@ pub struct SledgeScale {
     queues: Vec<DeadlineQueue>,
     admission: Admission,
     stats: PolicyStats,
+    steal: bool,
 }
 
 impl SledgeScale {
@@ -50,7 +51,18 @@ impl SledgeScale {
             queues: (0..n).map(|_| DeadlineQueue::new()).collect(),
             admission: config.admission,
             stats: PolicyStats::default(),
+            steal: false,
         }
+    }
+
+    /// Luge's extension (`sledgescale-steal`): Algorithm 2 unchanged, but a worker that becomes
+    /// idle with an empty queue takes the most urgent request queued on another worker of its
+    /// group instead of idling. Early binding decides with the backlog known at arrival; when
+    /// execution then differs from that picture (a preemption, a request finishing early) one
+    /// worker can idle while another still has waiting work. Stealing the earliest deadline
+    /// keeps the group's EDF order and makes the group work-conserving. Not in the paper.
+    pub fn with_stealing(config: &PolicyConfig) -> Self {
+        Self { steal: true, ..Self::new(config) }
     }
 
     /// Algorithm 1 for worker `w` at `now`.
@@ -112,6 +124,22 @@ impl SledgeScale {
     fn run_next(&mut self, w: WorkerId, out: &mut Vec<Action>) {
         if let Some(next) = self.queues[w].pop() {
             self.cores.run(w, next, out);
+            return;
+        }
+        if !self.steal {
+            return;
+        }
+        // The most urgent head among the other workers' queues.
+        let victim = (0..self.queues.len())
+            .filter(|&v| v != w)
+            .filter_map(|v| self.queues[v].peek().map(|r| (r.key(), v)))
+            .min();
+        self.stats.workers_inspected += self.queues.len() as u64 - 1;
+        if let Some((key, v)) = victim
+            && let Some(req) = self.queues[v].remove(key)
+        {
+            out.push(Action::Enqueue { worker: w, id: req.id });
+            self.cores.run(w, req, out);
         }
     }
 
@@ -122,7 +150,7 @@ impl SledgeScale {
 
 impl Policy for SledgeScale {
     fn name(&self) -> &'static str {
-        "sledgescale"
+        if self.steal { "sledgescale-steal" } else { "sledgescale" }
     }
 
     fn workers(&self) -> usize {
@@ -312,6 +340,39 @@ mod tests {
         // The most urgent request runs once the preemption lands.
         let out = feed(&mut p, 5, Event::Preempted { worker: 0, id: RequestId(1), executed: 5 });
         assert!(matches!(out[..], [Action::Run { req, .. }] if req.id == RequestId(3)));
+    }
+
+    #[test]
+    fn stealing_keeps_an_idle_worker_busy_with_the_most_urgent_queued_request() {
+        for steal in [false, true] {
+            let cfg = PolicyConfig::with_workers(2);
+            let mut p =
+                if steal { SledgeScale::with_stealing(&cfg) } else { SledgeScale::new(&cfg) };
+            // Both workers busy with requests more urgent than what follows, so nothing can
+            // preempt; the next two queue behind worker 0's shorter remaining work.
+            feed(&mut p, 0, Event::Arrival(req(1, 10_000_000, 1_000_000)));
+            feed(&mut p, 0, Event::Arrival(req(2, 20_000_000, 9_000_000)));
+            feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+            feed(&mut p, 0, Event::Started { worker: 1, id: RequestId(2) });
+            feed(&mut p, 1, Event::Arrival(req(3, 50_000_000, 1_000_000)));
+            feed(&mut p, 1, Event::Arrival(req(4, 40_000_000, 1_000_000)));
+            assert_eq!(p.queues[0].len(), 2, "premise: both queued on worker 0");
+            // Worker 1 finishes its long request early; worker 0 is still busy.
+            let out =
+                feed(&mut p, 2, Event::Completed { worker: 1, id: RequestId(2), executed: 2 });
+            if steal {
+                assert_eq!(
+                    out,
+                    vec![
+                        Action::Enqueue { worker: 1, id: RequestId(4) },
+                        Action::Run { worker: 1, req: req(4, 40_000_000, 1_000_000) },
+                    ]
+                );
+                assert_eq!(p.name(), "sledgescale-steal");
+            } else {
+                assert!(out.is_empty(), "the paper's policy leaves worker 1 idle");
+            }
+        }
     }
 
     #[test]
