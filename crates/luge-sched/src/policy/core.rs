@@ -2,7 +2,7 @@
 //! whether a preemption is already on its way. Keeps the driver contract of the parent module
 //! (run only on idle workers, at most one preemption in flight per worker) in one place.
 
-use super::{Action, WorkerId};
+use super::{Action, Admission, PolicyStats, WorkerId};
 use crate::request::{Nanos, Request, RequestId};
 
 /// The request on a worker.
@@ -115,5 +115,26 @@ impl Cores {
             }
             _ => false,
         }
+    }
+}
+
+/// The arrival prelude every policy shares: counts the arrival and, if `admission` refuses it
+/// with `queued` requests already waiting, emits the `Reject`. Returns whether it was admitted.
+pub(crate) fn admit(
+    stats: &mut PolicyStats,
+    admission: &Admission,
+    now: Nanos,
+    req: &Request,
+    queued: usize,
+    out: &mut Vec<Action>,
+) -> bool {
+    stats.arrivals += 1;
+    match admission.check(now, req, queued) {
+        Some(reason) => {
+            stats.rejected += 1;
+            out.push(Action::Reject { req: *req, reason });
+            false
+        }
+        None => true,
     }
 }

@@ -33,7 +33,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, VecDeque};
 
-use super::core::Cores;
+use super::core::{self, Cores};
 use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
 use crate::request::{Nanos, Request};
 
@@ -378,10 +378,8 @@ impl Policy for Darc {
     fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
         match event {
             Event::Arrival(req) => {
-                self.stats.arrivals += 1;
-                if let Some(reason) = self.admission.check(now, &req, self.queued_total()) {
-                    self.stats.rejected += 1;
-                    out.push(Action::Reject { req, reason });
+                let queued = self.queued_total();
+                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
                     return;
                 }
                 let g = self.group_of(&req);
@@ -438,6 +436,7 @@ impl Policy for Darc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::testing::feed;
     use crate::request::{FunctionId, RequestId};
 
     const SHORT: u16 = 0;
@@ -446,12 +445,6 @@ mod tests {
     /// A request of class `class` with expected execution `e`, loose deadline.
     fn req(id: u64, class: u16, e: Nanos) -> Request {
         Request::new(RequestId(id), FunctionId(0), 0, 1_000_000_000, e).with_class(class)
-    }
-
-    fn feed(p: &mut Darc, now: Nanos, ev: Event) -> Vec<Action> {
-        let mut out = Vec::new();
-        p.on_event(now, ev, &mut out);
-        out
     }
 
     fn runs(out: &[Action]) -> Vec<(WorkerId, u64)> {

@@ -4,7 +4,7 @@
 //! triggered by a timer", i.e. a more urgent queued request displaces the running one only at the
 //! next quantum boundary, never at arrival.
 
-use super::core::Cores;
+use super::core::{self, Cores};
 use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
 use crate::queue::{DeadlineQueue, EdfQueue};
 use crate::request::Nanos;
@@ -97,10 +97,8 @@ impl Policy for EarlyBinding {
     fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
         match event {
             Event::Arrival(req) => {
-                self.stats.arrivals += 1;
-                if let Some(reason) = self.admission.check(now, &req, self.queued()) {
-                    self.stats.rejected += 1;
-                    out.push(Action::Reject { req, reason });
+                let queued = self.queued();
+                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
                     return;
                 }
                 let w = self.pick(now);
@@ -164,16 +162,11 @@ impl Policy for EarlyBinding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::testing::feed;
     use crate::request::{FunctionId, Request, RequestId};
 
     fn req(id: u64, d: Nanos, e: Nanos) -> Request {
         Request::new(RequestId(id), FunctionId(0), 0, d, e)
-    }
-
-    fn feed(p: &mut EarlyBinding, now: Nanos, ev: Event) -> Vec<Action> {
-        let mut out = Vec::new();
-        p.on_event(now, ev, &mut out);
-        out
     }
 
     fn bound_to(out: &[Action]) -> Option<WorkerId> {

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::core::Cores;
+use super::core::{self, Cores};
 use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats};
 use crate::request::{Nanos, Request};
 
@@ -41,10 +41,8 @@ impl Policy for Fifo {
     fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
         match event {
             Event::Arrival(req) => {
-                self.stats.arrivals += 1;
-                if let Some(reason) = self.admission.check(now, &req, self.queue.len()) {
-                    self.stats.rejected += 1;
-                    out.push(Action::Reject { req, reason });
+                let queued = self.queue.len();
+                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
                     return;
                 }
                 // Worker states looked at to find the first idle one, counted as the other

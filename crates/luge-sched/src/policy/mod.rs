@@ -40,6 +40,8 @@ mod sfs;
 mod sledge;
 mod sledgescale;
 mod srpt;
+#[cfg(test)]
+mod testing;
 mod timesliced;
 
 use std::fmt;

@@ -38,7 +38,7 @@
 
 use std::collections::VecDeque;
 
-use super::core::Cores;
+use super::core::{self, Cores};
 use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
 use crate::request::{Nanos, Request};
 
@@ -233,11 +233,9 @@ impl Policy for Sfs {
     fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
         match event {
             Event::Arrival(req) => {
-                self.stats.arrivals += 1;
                 self.observe_arrival(now);
-                if let Some(reason) = self.admission.check(now, &req, self.queued_total()) {
-                    self.stats.rejected += 1;
-                    out.push(Action::Reject { req, reason });
+                let queued = self.queued_total();
+                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
                     return;
                 }
                 self.place(req, now, out);
@@ -306,17 +304,12 @@ impl Policy for Sfs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::testing::feed;
     use crate::request::{FunctionId, RequestId};
 
     /// A request arriving at `at`, loose deadline, expected execution `e` (SFS ignores it).
     fn req(id: u64, at: Nanos, e: Nanos) -> Request {
         Request::new(RequestId(id), FunctionId(0), at, 1_000_000_000_000, e)
-    }
-
-    fn feed(p: &mut Sfs, now: Nanos, ev: Event) -> Vec<Action> {
-        let mut out = Vec::new();
-        p.on_event(now, ev, &mut out);
-        out
     }
 
     fn arrive(p: &mut Sfs, id: u64, at: Nanos) -> Vec<Action> {

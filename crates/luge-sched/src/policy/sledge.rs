@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use super::core::Cores;
+use super::core::{self, Cores};
 use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
 use crate::request::{Nanos, Request};
 
@@ -93,10 +93,8 @@ impl Policy for Sledge {
     fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
         match event {
             Event::Arrival(req) => {
-                self.stats.arrivals += 1;
-                if let Some(reason) = self.admission.check(now, &req, self.queued_total()) {
-                    self.stats.rejected += 1;
-                    out.push(Action::Reject { req, reason });
+                let queued = self.queued_total();
+                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
                     return;
                 }
                 let mut idle = None;
@@ -168,6 +166,7 @@ impl Policy for Sledge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::testing::feed;
     use crate::request::{FunctionId, RequestId};
 
     const Q: Nanos = 5_000_000;
@@ -175,12 +174,6 @@ mod tests {
     /// A request arriving at 0 with a loose deadline and expected execution `e`.
     fn req(id: u64, e: Nanos) -> Request {
         Request::new(RequestId(id), FunctionId(0), 0, 10_000_000_000, e)
-    }
-
-    fn feed(p: &mut Sledge, now: Nanos, ev: Event) -> Vec<Action> {
-        let mut out = Vec::new();
-        p.on_event(now, ev, &mut out);
-        out
     }
 
     fn ran(out: &[Action]) -> Vec<(WorkerId, u64)> {

@@ -2,7 +2,7 @@
 //! dispatch and preemption) of `000_790f4a71689256ac.txt` §3.3, with the zero-remaining-slack rule
 //! of §3.2 and the sharpening of BRIEF §8.
 
-use super::core::Cores;
+use super::core::{self, Cores};
 use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
 use crate::queue::{DeadlineQueue, EdfQueue};
 use crate::request::{Nanos, Request};
@@ -160,10 +160,8 @@ impl Policy for SledgeScale {
     fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
         match event {
             Event::Arrival(req) => {
-                self.stats.arrivals += 1;
-                if let Some(reason) = self.admission.check(now, &req, self.queued_total()) {
-                    self.stats.rejected += 1;
-                    out.push(Action::Reject { req, reason });
+                let queued = self.queued_total();
+                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
                     return;
                 }
                 let (w, preempt) = self.choose(&req, now);
@@ -211,17 +209,12 @@ impl Policy for SledgeScale {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::testing::feed;
     use crate::request::{FunctionId, RequestId};
 
     /// A request with an absolute deadline `d` and expected execution `e` arriving at 0.
     fn req(id: u64, d: Nanos, e: Nanos) -> Request {
         Request::new(RequestId(id), FunctionId(0), 0, d, e)
-    }
-
-    fn feed(p: &mut SledgeScale, now: Nanos, ev: Event) -> Vec<Action> {
-        let mut out = Vec::new();
-        p.on_event(now, ev, &mut out);
-        out
     }
 
     /// Builds the two workers of Figure 4 (units: µs scaled to ns ×1000 so that the 1 µs floor

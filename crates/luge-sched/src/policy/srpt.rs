@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::core::Cores;
+use super::core::{self, Cores};
 use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
 use crate::request::{Nanos, Request, RequestId};
 
@@ -77,10 +77,8 @@ impl Policy for Srpt {
     fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
         match event {
             Event::Arrival(req) => {
-                self.stats.arrivals += 1;
-                if let Some(reason) = self.admission.check(now, &req, self.queue.len()) {
-                    self.stats.rejected += 1;
-                    out.push(Action::Reject { req, reason });
+                let queued = self.queue.len();
+                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
                     return;
                 }
                 let idle = self.cores.first_idle();
@@ -133,17 +131,12 @@ impl Policy for Srpt {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::testing::feed;
     use crate::request::FunctionId;
 
     /// A request arriving at 0 with a loose deadline and expected execution `e`.
     fn req(id: u64, e: Nanos) -> Request {
         Request::new(RequestId(id), FunctionId(0), 0, 1_000_000_000, e)
-    }
-
-    fn feed(p: &mut Srpt, now: Nanos, ev: Event) -> Vec<Action> {
-        let mut out = Vec::new();
-        p.on_event(now, ev, &mut out);
-        out
     }
 
     fn ran(out: &[Action]) -> Vec<(WorkerId, u64, Nanos)> {

@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 
-use super::core::Cores;
+use super::core::{self, Cores};
 use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats};
 use crate::request::{Nanos, Request};
 
@@ -86,10 +86,8 @@ impl Policy for TimeSliced {
     fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
         match event {
             Event::Arrival(req) => {
-                self.stats.arrivals += 1;
-                if let Some(reason) = self.admission.check(now, &req, self.queue.len()) {
-                    self.stats.rejected += 1;
-                    out.push(Action::Reject { req, reason });
+                let queued = self.queue.len();
+                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
                     return;
                 }
                 let idle = self.cores.first_idle();
@@ -153,17 +151,12 @@ impl Policy for TimeSliced {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::testing::feed;
     use crate::request::{FunctionId, RequestId};
 
     /// A request arriving at 0 with a loose deadline and expected execution `e`.
     fn req(id: u64, e: Nanos) -> Request {
         Request::new(RequestId(id), FunctionId(0), 0, 1_000_000_000, e)
-    }
-
-    fn feed(p: &mut TimeSliced, now: Nanos, ev: Event) -> Vec<Action> {
-        let mut out = Vec::new();
-        p.on_event(now, ev, &mut out);
-        out
     }
 
     fn runs(out: &[Action]) -> Vec<(usize, u64, Nanos)> {
