@@ -138,14 +138,9 @@ pub struct ExperimentOutput {
     pub files: Vec<PathBuf>,
 }
 
-/// Simulates `requests` requests of `spec` on the machine `cfg` and reports.
-pub fn run_point(
-    spec: &WorkloadSpec,
-    cfg: &SimConfig,
-    requests: usize,
-) -> Result<Report, SimError> {
-    let jobs: Vec<Job> = spec
-        .generate(requests)
+/// The first `requests` requests of `spec` as simulator jobs.
+pub fn jobs_of(spec: &WorkloadSpec, requests: usize) -> Vec<Job> {
+    spec.generate(requests)
         .into_iter()
         .map(|a| Job {
             arrival: a.at,
@@ -154,8 +149,16 @@ pub fn run_point(
             execution: a.execution,
             relative_deadline: a.relative_deadline,
         })
-        .collect();
-    let out = simulate(cfg, &jobs)?;
+        .collect()
+}
+
+/// Simulates `requests` requests of `spec` on the machine `cfg` and reports.
+pub fn run_point(
+    spec: &WorkloadSpec,
+    cfg: &SimConfig,
+    requests: usize,
+) -> Result<Report, SimError> {
+    let out = simulate(cfg, &jobs_of(spec, requests))?;
     Ok(Report::from_run(
         cfg.policy.name(),
         cfg.workers,
@@ -711,17 +714,18 @@ fn run_sfs(
     let dist = ServiceDist::preset(Preset::Azure);
     let points: Vec<(PolicyKind, f64)> =
         policies.iter().flat_map(|&p| loads.iter().map(move |&l| (p, l))).collect();
+    let config_for = |p: PolicyKind| {
+        let mut cfg = base_config(opts, p, workers, &PolicyConfig::default());
+        // SRPT is the oracle reference; everything else schedules blind.
+        if p != PolicyKind::Srpt {
+            cfg.estimator = crate::engine::EstimatorMode::Median256;
+        }
+        cfg
+    };
     let results = sweep(
         &points,
         opts.threads,
-        |&(p, l)| {
-            let mut cfg = base_config(opts, p, workers, &PolicyConfig::default());
-            // SRPT is the oracle reference; everything else schedules blind.
-            if p != PolicyKind::Srpt {
-                cfg.estimator = crate::engine::EstimatorMode::Median256;
-            }
-            run_point(&spec_at(&dist, l, workers, opts.seed), &cfg, n)
-        },
+        |&(p, l)| run_point(&spec_at(&dist, l, workers, opts.seed), &config_for(p), n),
         |d, t| progress(exp.name(), d, t),
     );
     let reports: Vec<Report> = results.into_iter().collect::<Result<_, _>>()?;
@@ -768,6 +772,50 @@ fn run_sfs(
         "rte.svg",
         &svg(&chart, &series_of(&policies, &loads, &reports, |r| Some(r.rte.mean))),
     )?;
+    // The RTE distribution at 90 % load (the paper's CDF): 50 quantiles per policy.
+    let cdf_load = 0.9;
+    let jobs = jobs_of(&spec_at(&dist, cdf_load, workers, opts.seed), n);
+    let cdfs = sweep(
+        &policies,
+        opts.threads,
+        |&p| -> Result<Vec<(f64, f64)>, SimError> {
+            let out = simulate(&config_for(p), &jobs)?;
+            let mut rte: Vec<f64> = out
+                .records
+                .iter()
+                .map(|r| {
+                    r.latency().map_or(0.0, |l| (r.execution as f64 / l.max(1) as f64).min(1.0))
+                })
+                .collect();
+            rte.sort_by(f64::total_cmp);
+            Ok((0..=50)
+                .map(|i| {
+                    let q = f64::from(i) / 50.0;
+                    let idx =
+                        ((q * rte.len() as f64).ceil() as usize).clamp(1, rte.len().max(1)) - 1;
+                    (rte.get(idx).copied().unwrap_or(0.0), q)
+                })
+                .collect())
+        },
+        |_, _| {},
+    );
+    let mut cdf_csv = String::from("policy,cumulative_fraction,rte\n");
+    let mut series = Vec::new();
+    for (p, cdf) in policies.iter().zip(cdfs) {
+        let cdf = cdf?;
+        for &(rte, q) in &cdf {
+            let _ = writeln!(cdf_csv, "{},{q:.2},{rte:.4}", p.name());
+        }
+        series.push(Series { name: p.name().into(), points: cdf });
+    }
+    w.write("rte_cdf.csv", &cdf_csv)?;
+    let chart = Chart {
+        title: format!("{} — RTE CDF at load {cdf_load}", exp.title()),
+        x_label: "RTE (execution ÷ turnaround)".into(),
+        y_label: "fraction of requests".into(),
+        log_y: false,
+    };
+    w.write("rte_cdf.svg", &svg(&chart, &series))?;
     w.write("summary.md", &md)?;
     Ok(ExperimentOutput { summary: md, files: w.files })
 }

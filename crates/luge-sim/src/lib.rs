@@ -13,7 +13,7 @@ mod sweep;
 
 pub use crate::engine::{EstimatorMode, Job, SimConfig, SimError, SimOutput, simulate};
 pub use crate::experiments::{
-    Experiment, ExperimentError, ExperimentOptions, ExperimentOutput, UnknownExperiment,
+    Experiment, ExperimentError, ExperimentOptions, ExperimentOutput, UnknownExperiment, jobs_of,
     run_experiment, run_point,
 };
 pub use crate::overheads::{Overheads, OverheadsError};
