@@ -338,7 +338,7 @@ impl<'a> Sim<'a> {
         )
         .with_class(job.class);
         let before = self.groups[g].policy.stats().workers_inspected;
-        self.feed_inner(g, Event::Arrival(req))?;
+        self.feed_inner(g, Event::Arrival(req));
         let inspected = self.groups[g].policy.stats().workers_inspected - before;
         let cost =
             self.cfg.overheads.dispatch_base + self.cfg.overheads.dispatch_per_worker * inspected;
@@ -347,17 +347,14 @@ impl<'a> Sim<'a> {
     }
 
     fn feed(&mut self, g: usize, ev: Event, cost: Nanos) -> Result<(), SimError> {
-        self.feed_inner(g, ev)?;
+        self.feed_inner(g, ev);
         self.apply(g, cost)
     }
 
-    fn feed_inner(&mut self, g: usize, ev: Event) -> Result<(), SimError> {
+    /// Hands one event to group `g`'s policy; its actions land in `self.out` for [`Self::apply`].
+    fn feed_inner(&mut self, g: usize, ev: Event) {
         self.out.clear();
-        let now = self.now;
-        let mut out = std::mem::take(&mut self.out);
-        self.groups[g].policy.on_event(now, ev, &mut out);
-        self.out = out;
-        Ok(())
+        self.groups[g].policy.on_event(self.now, ev, &mut self.out);
     }
 
     /// Carries out the actions of the last policy call; they take effect `delay` from now.

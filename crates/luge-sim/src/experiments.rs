@@ -289,6 +289,17 @@ fn series_of(
         .collect()
 }
 
+/// Runs every point in parallel and collects the reports, in point order, or the first error.
+fn run_points<T: Sync>(
+    points: &[T],
+    opts: &ExperimentOptions,
+    name: &str,
+    run: impl Fn(&T) -> Result<Report, SimError> + Sync,
+    progress: &(dyn Fn(&str, usize, usize) + Sync),
+) -> Result<Vec<Report>, SimError> {
+    sweep(points, opts.threads, run, |d, t| progress(name, d, t)).into_iter().collect()
+}
+
 fn requests(opts: &ExperimentOptions, full: usize) -> usize {
     if opts.quick { (full / 50).max(2_000) } else { full }
 }
@@ -308,9 +319,10 @@ fn run_load_sweep(
     };
     let points: Vec<(PolicyKind, f64)> =
         sw.policies.iter().flat_map(|&p| loads.iter().map(move |&l| (p, l))).collect();
-    let results = sweep(
+    let reports = run_points(
         &points,
-        opts.threads,
+        opts,
+        exp.name(),
         |&(policy, load)| {
             run_point(
                 &spec_at(&sw.dist, load, sw.workers, opts.seed),
@@ -318,9 +330,8 @@ fn run_load_sweep(
                 n,
             )
         },
-        |d, t| progress(exp.name(), d, t),
-    );
-    let reports: Vec<Report> = results.into_iter().collect::<Result<_, _>>()?;
+        progress,
+    )?;
     let mut w = Writer::new(&opts.out_dir)?;
     let mean = sw.dist.mean();
     let rps = |load: f64| load * sw.workers as f64 * 1e9 / mean;
@@ -541,18 +552,18 @@ fn run_fig13(
             points.push((p, d, dist_for(d)?));
         }
     }
-    let results = sweep(
+    let reports = run_points(
         &points,
-        opts.threads,
+        opts,
+        exp.name(),
         |(policy, _, dist)| {
             let spec = WorkloadSpec::new(dist.clone())
                 .with_rate(Rate::PerSecond(14_400.0))
                 .with_seed(opts.seed);
             run_point(&spec, &base_config(opts, *policy, workers, &PolicyConfig::default()), n)
         },
-        |d, t| progress(exp.name(), d, t),
-    );
-    let reports: Vec<Report> = results.into_iter().collect::<Result<_, _>>()?;
+        progress,
+    )?;
     let mut w = Writer::new(&opts.out_dir)?;
     let mut csv = String::from(
         "policy,sift_deadline_ms,deadline_miss_rate,sift_p999_us,segmentation_p999_us,classification_p999_us,sift_miss,segmentation_miss,classification_miss\n",
@@ -625,9 +636,10 @@ fn run_edgert(
     let dist = ServiceDist::preset(Preset::EdgeRtBimodal);
     let points: Vec<(PolicyKind, f64)> =
         policies.iter().flat_map(|&p| loads.iter().map(move |&l| (p, l))).collect();
-    let results = sweep(
+    let reports = run_points(
         &points,
-        opts.threads,
+        opts,
+        exp.name(),
         |&(p, l)| {
             run_point(
                 &spec_at(&dist, l, workers, opts.seed),
@@ -635,9 +647,8 @@ fn run_edgert(
                 n,
             )
         },
-        |d, t| progress(exp.name(), d, t),
-    );
-    let reports: Vec<Report> = results.into_iter().collect::<Result<_, _>>()?;
+        progress,
+    )?;
     let mut w = Writer::new(&opts.out_dir)?;
     let mut csv = String::from(
         "policy,load,light_met,light_missed,light_dropped,heavy_met,heavy_missed,heavy_dropped\n",
@@ -722,13 +733,13 @@ fn run_sfs(
         }
         cfg
     };
-    let results = sweep(
+    let reports = run_points(
         &points,
-        opts.threads,
+        opts,
+        exp.name(),
         |&(p, l)| run_point(&spec_at(&dist, l, workers, opts.seed), &config_for(p), n),
-        |d, t| progress(exp.name(), d, t),
-    );
-    let reports: Vec<Report> = results.into_iter().collect::<Result<_, _>>()?;
+        progress,
+    )?;
     let mut w = Writer::new(&opts.out_dir)?;
     let mut csv = String::from(
         "policy,load,rte_mean,rte_p50,latency_p50_ms,latency_p99_ms,slowdown_p50,slowdown_p99\n",
