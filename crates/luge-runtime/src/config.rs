@@ -1,0 +1,132 @@
+//! Configuration of a runtime and of the functions it serves, with the defaults an operator gets
+//! when the manifest is silent.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use luge_sched::{Admission, PolicyConfig, PolicyKind};
+
+/// How idle threads wait for work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WaitMode {
+    /// Park the thread and wake it on new work (a cross-core wake-up costs tens of µs, idle
+    /// cores cost nothing).
+    #[default]
+    Sleep,
+    /// Busy-poll the queues (sub-µs hand-offs; burns one core per thread).
+    Spin,
+}
+
+/// Runtime-wide settings.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Worker threads (each runs sandboxes; one per core in production).
+    pub workers: usize,
+    /// Dispatcher threads; workers are split between them in contiguous groups.
+    pub dispatchers: usize,
+    /// Pin worker `i` to CPU `cpus[i % cpus.len()]`; empty = do not pin.
+    pub cpus: Vec<usize>,
+    /// Scheduling policy of every dispatcher group.
+    pub policy: PolicyKind,
+    /// Policy tunables (`workers` is overwritten with the group size).
+    pub policy_config: PolicyConfig,
+    /// Idle wait mode of dispatchers and workers.
+    pub wait: WaitMode,
+    /// Epoch ticker period: bounds how late an overrunning guest is killed.
+    pub tick: Duration,
+    /// Submissions a dispatcher can hold before `submit` answers `Overloaded`.
+    pub submit_queue: usize,
+    /// Sandboxes alive at once (running plus preempted) across the runtime: the pool size.
+    pub max_sandboxes: u32,
+    /// Largest linear memory any function may be given (the pool's slot size).
+    pub max_memory_bytes: u64,
+    /// Wasm stack per sandbox (the async fiber stack is this plus host headroom).
+    pub wasm_stack_bytes: usize,
+    /// Where AoT-compiled artifacts are cached; `None` = compile in memory every start.
+    pub cache_dir: Option<PathBuf>,
+    /// Estimator used for requests that bring no expected execution.
+    pub default_estimate: Duration,
+    /// Shutdown grace period: in-flight requests still running after it are killed.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        let policy_config = PolicyConfig {
+            admission: Admission { reject_infeasible: true, max_queued: Some(4096) },
+            ..PolicyConfig::default()
+        };
+        Self {
+            workers: 1,
+            dispatchers: 1,
+            cpus: Vec::new(),
+            policy: PolicyKind::SledgeScale,
+            policy_config,
+            wait: WaitMode::Sleep,
+            tick: Duration::from_millis(1),
+            submit_queue: 4096,
+            max_sandboxes: 256,
+            max_memory_bytes: 64 << 20,
+            wasm_stack_bytes: 512 << 10,
+            cache_dir: None,
+            default_estimate: Duration::from_millis(1),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Per-function limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Execution-time budget; a request running longer is killed.
+    pub max_execution: Duration,
+    /// Linear-memory cap in bytes (at most [`RuntimeConfig::max_memory_bytes`]).
+    pub max_memory_bytes: u64,
+    /// Stdout cap in bytes.
+    pub max_output_bytes: u64,
+    /// Request payload cap in bytes.
+    pub max_request_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_execution: Duration::from_secs(1),
+            max_memory_bytes: 64 << 20,
+            max_output_bytes: 1 << 20,
+            max_request_bytes: 1 << 20,
+        }
+    }
+}
+
+/// A function to register: its name, module and settings.
+#[derive(Debug, Clone)]
+pub struct FunctionConfig {
+    /// Unique name (also the default HTTP route).
+    pub name: String,
+    /// Relative deadline when the request brings none.
+    pub relative_deadline: Duration,
+    /// Expected execution, seeding the estimator until real runs replace it.
+    pub expected_execution: Option<Duration>,
+    /// Limits.
+    pub limits: Limits,
+    /// Owning tenant.
+    pub tenant: u32,
+    /// Use the expected execution a request brings (RPC field / HTTP header) instead of the
+    /// estimator's (BRIEF §8: trusted only where the tenant's config allows).
+    pub trust_client_estimate: bool,
+}
+
+impl FunctionConfig {
+    /// A function with default settings (100 ms deadline, default limits, tenant 0).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            relative_deadline: Duration::from_millis(100),
+            expected_execution: None,
+            limits: Limits::default(),
+            tenant: 0,
+            trust_client_estimate: false,
+        }
+    }
+}

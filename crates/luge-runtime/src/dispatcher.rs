@@ -1,0 +1,260 @@
+//! Dispatcher threads: each owns a worker group and drives a `luge-sched` policy with the events
+//! of its workers, exactly as the simulator's event loop does (`luge_sched::policy` contract).
+//!
+//! # Design and races (BRIEF §8, SledgeScale §3.3)
+//! The dispatcher is the single authority for its group: it holds every request that is not
+//! running (fresh payloads and preempted sandboxes) and the policy's own model of each worker
+//! (for `sledgescale`, a deadline tree per worker with subtree sums, so Algorithm 1's wait time
+//! is O(log n)). Workers only run what they are told and report back on single-producer queues.
+//! The model lags reality by the events still in those queues — at most one `Started` and one
+//! `Completed`/`Preempted` per worker, a few µs in spin mode and one wake-up in sleep mode:
+//! - A request may have finished while the policy still counts its remaining work: the new
+//!   request's wait on that worker is overestimated by at most one remaining execution, and the
+//!   policy learns the truth with the next event.
+//! - A `Preempt` may race with the completion of its target: the flag carries the request id, so
+//!   a stale flag never stops another request, and the worker reports only `Completed`
+//!   (the contract's "exactly one of the two events").
+//! - A `Preempt` may reach a worker before the `Run` it refers to: the worker checks the flag
+//!   before starting, and stops the request at once (execution unchanged).
+//!
+//! Because the worker never picks locally, every policy — early-binding EDF, central queues,
+//! time slicing — runs unchanged, and a completion costs one dispatcher round trip before the
+//! worker's next start (sub-µs when spinning).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use luge_sched::{Action, Estimator, Event, Nanos, Policy, RejectReason, Request, RequestId};
+use wasmtime::Engine;
+
+use crate::config::WaitMode;
+use crate::notify::Notify;
+use crate::outcome::{Failure, Rejection};
+use crate::sandbox::Signals;
+use crate::worker::{Task, WorkerEvent, WorkerShared};
+
+/// A request handed to a dispatcher, with what the policy needs to place it.
+pub(crate) struct Submission {
+    pub task: Box<Task>,
+    pub relative_deadline: Nanos,
+    pub expected: Option<Nanos>,
+    pub tenant: u32,
+}
+
+/// What a dispatcher shares with submitters and the runtime.
+pub(crate) struct GroupShared {
+    pub submissions: ArrayQueue<Submission>,
+    pub notify: Arc<Notify>,
+    /// Set by `shutdown`: drain, then stop the workers and exit.
+    pub shutdown: AtomicBool,
+}
+
+/// One dispatcher and its group.
+pub(crate) struct Dispatcher {
+    pub shared: Arc<GroupShared>,
+    pub workers: Vec<Arc<WorkerShared>>,
+    pub policy: Box<dyn Policy>,
+    pub estimator: Estimator,
+    pub signals: Arc<Signals>,
+    pub engine: Engine,
+    pub mode: WaitMode,
+    pub grace: Duration,
+    pending: HashMap<RequestId, Box<Task>>,
+    running: usize,
+    next_id: u64,
+    wake_at: Option<Nanos>,
+    actions: Vec<Action>,
+}
+
+impl Dispatcher {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        shared: Arc<GroupShared>,
+        workers: Vec<Arc<WorkerShared>>,
+        policy: Box<dyn Policy>,
+        estimator: Estimator,
+        signals: Arc<Signals>,
+        engine: Engine,
+        mode: WaitMode,
+        grace: Duration,
+    ) -> Self {
+        Self {
+            shared,
+            workers,
+            policy,
+            estimator,
+            signals,
+            engine,
+            mode,
+            grace,
+            pending: HashMap::new(),
+            running: 0,
+            next_id: 0,
+            wake_at: None,
+            actions: Vec::new(),
+        }
+    }
+
+    /// The thread body: serve until shut down and drained.
+    pub(crate) fn run(mut self) {
+        self.shared.notify.bind_current();
+        let mut grace_end: Option<Nanos> = None;
+        loop {
+            let busy = self.poll();
+            if self.shared.shutdown.load(Ordering::Acquire) {
+                let now = self.signals.clock.now();
+                let end = *grace_end.get_or_insert(now + self.grace.as_nanos() as Nanos);
+                if now >= end {
+                    self.abort(now);
+                }
+                if self.pending.is_empty()
+                    && self.running == 0
+                    && self.shared.submissions.is_empty()
+                {
+                    break;
+                }
+            }
+            if !busy {
+                let timeout = match (self.wake_at, self.shared.shutdown.load(Ordering::Acquire)) {
+                    (_, true) => Some(Duration::from_millis(1)),
+                    (Some(t), false) => {
+                        Some(Duration::from_nanos(t.saturating_sub(self.signals.clock.now())))
+                    }
+                    (None, false) => None,
+                };
+                let shared = &self.shared;
+                let workers = &self.workers;
+                self.shared.notify.wait(self.mode, timeout, || {
+                    !shared.submissions.is_empty() || workers.iter().any(|w| !w.events.is_empty())
+                });
+            }
+        }
+        for w in &self.workers {
+            w.stop.store(true, Ordering::Release);
+            w.notify.notify();
+        }
+    }
+
+    /// Past the grace period: stop running sandboxes at the next tick and refuse the queued.
+    fn abort(&mut self, now: Nanos) {
+        self.signals.abort.store(true, Ordering::Release);
+        self.engine.increment_epoch();
+        for (_, task) in self.pending.drain() {
+            task.answer(now, Err(Failure::Rejected(Rejection::ShuttingDown)));
+        }
+    }
+
+    /// Handles everything queued; returns whether anything happened.
+    pub(crate) fn poll(&mut self) -> bool {
+        let mut busy = false;
+        let now = self.signals.clock.now();
+        while let Some(sub) = self.shared.submissions.pop() {
+            busy = true;
+            self.arrival(now, sub);
+        }
+        for w in 0..self.workers.len() {
+            while let Some(event) = self.workers[w].events.pop() {
+                busy = true;
+                let now = self.signals.clock.now();
+                let event = match event {
+                    WorkerEvent::Started { sched } => Event::Started { worker: w, id: sched },
+                    WorkerEvent::Completed { sched, function, executed } => {
+                        self.running -= 1;
+                        self.estimator.observe(function, executed);
+                        Event::Completed { worker: w, id: sched, executed }
+                    }
+                    WorkerEvent::Preempted { task } => {
+                        self.running -= 1;
+                        let (id, executed) = (task.sched, task.executed);
+                        self.pending.insert(id, task);
+                        Event::Preempted { worker: w, id, executed }
+                    }
+                };
+                self.feed(now, event);
+            }
+        }
+        if self.wake_at.is_some_and(|t| t <= self.signals.clock.now()) {
+            busy = true;
+            self.wake_at = None;
+            self.feed(self.signals.clock.now(), Event::Tick);
+        }
+        busy
+    }
+
+    fn arrival(&mut self, now: Nanos, sub: Submission) {
+        let Submission { mut task, relative_deadline, expected, tenant } = sub;
+        if self.signals.abort.load(Ordering::Acquire) {
+            task.answer(now, Err(Failure::Rejected(Rejection::ShuttingDown)));
+            return;
+        }
+        self.next_id += 1;
+        let id = RequestId(self.next_id);
+        task.sched = id;
+        let function = task.function.id;
+        if let Some(seed) = task.function.config.expected_execution {
+            self.estimator.seed(function, seed.as_nanos() as Nanos);
+        }
+        let expected = expected.unwrap_or_else(|| self.estimator.estimate(function));
+        let request =
+            Request::new(id, function, now, relative_deadline, expected).with_tenant(tenant);
+        self.pending.insert(id, task);
+        self.feed(now, Event::Arrival(request));
+    }
+
+    fn feed(&mut self, now: Nanos, event: Event) {
+        let mut actions = std::mem::take(&mut self.actions);
+        actions.clear();
+        self.policy.on_event(now, event, &mut actions);
+        for action in actions.drain(..) {
+            self.apply(now, action);
+        }
+        self.actions = actions;
+    }
+
+    fn apply(&mut self, now: Nanos, action: Action) {
+        match action {
+            Action::Enqueue { .. } => {}
+            Action::Run { worker, req } => {
+                let Some(task) = self.pending.remove(&req.id) else {
+                    tracing::error!(
+                        id = req.id.0,
+                        "policy ran a request the dispatcher does not hold"
+                    );
+                    return;
+                };
+                self.running += 1;
+                let w = &self.workers[worker];
+                let mut task = task;
+                while let Err(back) = w.inbox.push(task) {
+                    // The policy only runs on idle workers, so the inbox drains promptly.
+                    task = back;
+                    w.notify.notify();
+                    std::thread::yield_now();
+                }
+                w.notify.notify();
+            }
+            Action::Preempt { worker, id } => {
+                let Some(w) = self.workers.get(worker) else { return };
+                // The flag names the request by the dispatcher's id, unique within the group;
+                // bumping the epoch makes every running sandbox check its worker's flag now.
+                self.signals.workers[w.index].preempt.store(id.0, Ordering::Release);
+                self.engine.increment_epoch();
+            }
+            Action::Reject { req, reason } => {
+                if let Some(task) = self.pending.remove(&req.id) {
+                    let why = match reason {
+                        RejectReason::Infeasible => Rejection::DeadlineInfeasible,
+                        RejectReason::QueueFull => Rejection::Overloaded,
+                    };
+                    task.answer(now, Err(Failure::Rejected(why)));
+                }
+            }
+            Action::WakeAt(t) => {
+                self.wake_at = Some(self.wake_at.map_or(t, |w| w.min(t)));
+            }
+        }
+    }
+}

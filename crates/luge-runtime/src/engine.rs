@@ -1,0 +1,74 @@
+//! The Wasmtime engine Luge runs every sandbox on: pooling allocator, copy-on-write memory
+//! images, epoch interruption, fibers for async execution.
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
+
+use crate::config::RuntimeConfig;
+use crate::error::Error;
+
+/// Linear memory kept resident and zeroed in place between sandboxes of a slot, instead of being
+/// unmapped (SledgeScale §3.4 reuses sandbox memory and zeroes what was used; small functions
+/// touch well under this).
+const KEEP_RESIDENT: usize = 1 << 20;
+
+/// Host headroom on each fiber stack beyond the Wasm stack (host calls and Wasmtime's own
+/// frames run there too).
+const HOST_STACK_HEADROOM: usize = 256 << 10;
+
+/// Builds the engine for `config`.
+pub(crate) fn build(config: &RuntimeConfig) -> Result<Engine, Error> {
+    let mut pool = PoolingAllocationConfig::new();
+    let slots = config.max_sandboxes.max(1);
+    pool.total_core_instances(slots)
+        .total_memories(slots)
+        .total_tables(slots)
+        .total_stacks(slots)
+        .total_component_instances(0)
+        .max_memories_per_module(1)
+        .max_tables_per_module(1)
+        .max_memory_size(config.max_memory_bytes as usize)
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(64 << 10)
+        .async_stack_keep_resident(64 << 10)
+        .max_unused_warm_slots(slots);
+    let mut wasm = Config::new();
+    wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .memory_init_cow(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(config.wasm_stack_bytes)
+        .async_stack_size(config.wasm_stack_bytes + HOST_STACK_HEADROOM)
+        .cranelift_opt_level(OptLevel::Speed);
+    Engine::new(&wasm).map_err(|e| Error::Engine(format!("{e:#}")))
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit: every module with data segments keeps a
+/// file descriptor open for its copy-on-write image (BRIEF §8), so thousands of functions need
+/// more than the usual soft limit of 1024.
+pub(crate) fn raise_nofile_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `lim` is a valid rlimit to write into.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
+        || lim.rlim_cur >= lim.rlim_max
+    {
+        return;
+    }
+    lim.rlim_cur = lim.rlim_max;
+    // SAFETY: `lim` is a valid rlimit whose soft value does not exceed its hard value.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        tracing::warn!("could not raise RLIMIT_NOFILE to {}", lim.rlim_max);
+    }
+}
+
+/// Pins the calling thread to `cpu`; failures are logged, not fatal (the layout still works).
+pub(crate) fn pin_current_thread(cpu: usize) {
+    // SAFETY: `set` is a plain bit set, zero-initialised before use; CPU_SET bounds-checks `cpu`
+    // against the set size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            tracing::warn!(cpu, "could not pin thread");
+        }
+    }
+}

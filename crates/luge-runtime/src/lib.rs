@@ -1,0 +1,31 @@
+//! Luge's runtime core: every request in a fresh Wasmtime sandbox (pooling allocator,
+//! copy-on-write images, AoT-compiled modules), on worker threads ordered and preempted by
+//! deadline through the `luge-sched` policies.
+//!
+//! - [`Runtime`] — start from a [`RuntimeConfig`], [`register`](Runtime::register) functions,
+//!   [`submit`](Runtime::submit) requests (each gets exactly one [`Outcome`]), shut down.
+//! - Function ABI (Sledge): request body on stdin, response on stdout, stderr to the log, exit
+//!   status 0 = success; WASI preview1 through Luge's own non-blocking layer.
+//! - Threads: one ticker (epoch), one dispatcher per worker group driving the policy, one worker
+//!   per core running sandboxes as fibers; see `dispatcher.rs` for the design and its races.
+
+mod config;
+mod dispatcher;
+mod engine;
+mod error;
+mod notify;
+mod outcome;
+mod registry;
+mod reply;
+mod runtime;
+mod sandbox;
+mod wasi;
+mod worker;
+
+pub use crate::config::{FunctionConfig, Limits, RuntimeConfig, WaitMode};
+pub use crate::error::{Error, RegisterError};
+pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing, TrapKind};
+pub use crate::registry::Function;
+pub use crate::reply::Ticket;
+pub use crate::runtime::{Runtime, SubmitOptions};
+pub use luge_sched::PolicyKind;

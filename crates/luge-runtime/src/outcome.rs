@@ -1,0 +1,172 @@
+//! The one answer every request gets: its output, or a typed failure with a reason.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What happened to one request. Every submitted request produces exactly one `Outcome`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The runtime-wide request id (also in logs and response headers).
+    pub request_id: u64,
+    /// The function's stdout, or why there is none.
+    pub result: Result<Vec<u8>, Failure>,
+    /// Where the time went.
+    pub timing: Timing,
+}
+
+impl Outcome {
+    /// True when the function ran to completion and exited 0.
+    pub fn is_ok(&self) -> bool {
+        self.result.is_ok()
+    }
+}
+
+/// Time accounting of one request, for slowdown and RTE.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timing {
+    /// From submission until the first instruction of its sandbox ran (or until rejection).
+    pub queued: Duration,
+    /// Execution time on a worker, instantiation included, over all run segments.
+    pub executed: Duration,
+    /// From submission to the answer.
+    pub total: Duration,
+    /// Times the request was preempted.
+    pub preemptions: u32,
+}
+
+/// Why a request produced no output.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// The guest trapped.
+    #[error("trap: {0}")]
+    Trap(TrapKind),
+    /// The guest ran past its execution-time budget and was killed.
+    #[error("killed after exceeding its execution budget of {budget:?}")]
+    Killed {
+        /// The budget it exceeded.
+        budget: Duration,
+    },
+    /// The guest failed after its linear memory hit the function's cap.
+    #[error("memory limit of {cap} bytes reached")]
+    MemoryLimit {
+        /// The cap, in bytes.
+        cap: u64,
+    },
+    /// The guest wrote more than the function's output cap.
+    #[error("output larger than the limit of {cap} bytes")]
+    OutputTooLarge {
+        /// The cap, in bytes.
+        cap: u64,
+    },
+    /// The guest exited with a non-zero status.
+    #[error("exited with status {0}")]
+    Exit(i32),
+    /// The request was refused before it ran.
+    #[error("rejected: {0}")]
+    Rejected(Rejection),
+    /// The request itself was invalid.
+    #[error("bad request: {0}")]
+    BadRequest(BadRequest),
+    /// A bug or resource failure inside the runtime; the message says which.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Why a request was refused without running (all of these are "try again later").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rejection {
+    /// It could not meet its deadline even if started at once.
+    DeadlineInfeasible,
+    /// The queues are full.
+    Overloaded,
+    /// No sandbox slot was free in the pool.
+    PoolExhausted,
+    /// The runtime is shutting down.
+    ShuttingDown,
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Rejection::DeadlineInfeasible => "deadline infeasible",
+            Rejection::Overloaded => "overloaded (queues full)",
+            Rejection::PoolExhausted => "overloaded (no free sandbox slot)",
+            Rejection::ShuttingDown => "shutting down",
+        })
+    }
+}
+
+/// What was wrong with a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadRequest {
+    /// No function has this name or id.
+    #[error("unknown function `{0}`")]
+    UnknownFunction(String),
+    /// The payload exceeds the function's request-size cap.
+    #[error("request of {size} bytes exceeds the limit of {cap} bytes")]
+    TooLarge {
+        /// Payload size.
+        size: u64,
+        /// The cap.
+        cap: u64,
+    },
+}
+
+/// The kind of a guest trap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TrapKind {
+    /// Call stack exhausted.
+    StackOverflow,
+    /// Out-of-bounds linear-memory access.
+    MemoryOutOfBounds,
+    /// `unreachable` executed.
+    Unreachable,
+    /// Integer division by zero.
+    DivisionByZero,
+    /// Integer overflow (e.g. `i32.div_s` of `MIN / -1`).
+    IntegerOverflow,
+    /// Invalid float-to-integer conversion.
+    BadConversion,
+    /// Indirect call through a null, out-of-bounds or mistyped table entry.
+    BadIndirectCall,
+    /// Any other trap.
+    Other,
+}
+
+impl TrapKind {
+    /// A short stable name (`stack_overflow`, …) for metrics, headers and wire codes.
+    pub fn name(self) -> &'static str {
+        match self {
+            TrapKind::StackOverflow => "stack_overflow",
+            TrapKind::MemoryOutOfBounds => "memory_out_of_bounds",
+            TrapKind::Unreachable => "unreachable",
+            TrapKind::DivisionByZero => "division_by_zero",
+            TrapKind::IntegerOverflow => "integer_overflow",
+            TrapKind::BadConversion => "bad_conversion",
+            TrapKind::BadIndirectCall => "bad_indirect_call",
+            TrapKind::Other => "other",
+        }
+    }
+
+    pub(crate) fn of(trap: wasmtime::Trap) -> Self {
+        use wasmtime::Trap;
+        match trap {
+            Trap::StackOverflow => TrapKind::StackOverflow,
+            Trap::MemoryOutOfBounds | Trap::HeapMisaligned => TrapKind::MemoryOutOfBounds,
+            Trap::UnreachableCodeReached => TrapKind::Unreachable,
+            Trap::IntegerDivisionByZero => TrapKind::DivisionByZero,
+            Trap::IntegerOverflow => TrapKind::IntegerOverflow,
+            Trap::BadConversionToInteger => TrapKind::BadConversion,
+            Trap::TableOutOfBounds | Trap::IndirectCallToNull | Trap::BadSignature => {
+                TrapKind::BadIndirectCall
+            }
+            _ => TrapKind::Other,
+        }
+    }
+}
+
+impl fmt::Display for TrapKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

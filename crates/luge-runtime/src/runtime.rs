@@ -1,0 +1,313 @@
+//! The in-process API the front ends and tests use: start a runtime from a config, register
+//! functions, submit requests (each gets exactly one [`Outcome`]), shut down gracefully.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use luge_sched::{Estimator, EstimatorConfig, Nanos, PolicyConfig, RequestId};
+
+use crate::config::{FunctionConfig, RuntimeConfig};
+use crate::dispatcher::{Dispatcher, GroupShared, Submission};
+use crate::error::Error;
+use crate::notify::Notify;
+use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing};
+use crate::registry::{Function, Registry};
+use crate::reply::{Reply, Ticket};
+use crate::sandbox::{Clock, Signals, TaskClock, WorkerSignals};
+use crate::worker::{self, Task, TaskState, WorkerShared};
+
+/// Per-request options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubmitOptions {
+    /// Relative deadline; the function's default when `None`.
+    pub deadline: Option<Duration>,
+    /// The client's expected execution; used only if the function trusts client estimates.
+    pub expected: Option<Duration>,
+}
+
+/// A running Luge runtime. Dropping it shuts it down (as [`Runtime::shutdown`]).
+pub struct Runtime {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+struct Inner {
+    config: RuntimeConfig,
+    registry: Registry,
+    signals: Arc<Signals>,
+    groups: Vec<Arc<GroupShared>>,
+    next_request: AtomicU64,
+    next_group: AtomicUsize,
+    accepting: AtomicBool,
+    /// Submitters between their `accepting` check and their push (closes the shutdown race).
+    submitting: AtomicUsize,
+    ticker_stop: AtomicBool,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("config", &self.inner.config).finish_non_exhaustive()
+    }
+}
+
+fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, Error> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(body)
+        .map_err(|source| Error::Thread { name, source })
+}
+
+impl Runtime {
+    /// Builds the engine and starts the ticker, dispatcher and worker threads.
+    pub fn start(config: RuntimeConfig) -> Result<Self, Error> {
+        if config.workers == 0 || config.dispatchers == 0 || config.dispatchers > config.workers {
+            return Err(Error::Config(format!(
+                "need 1 ≤ dispatchers ≤ workers (got {} dispatchers, {} workers)",
+                config.dispatchers, config.workers
+            )));
+        }
+        crate::engine::raise_nofile_limit();
+        let engine = crate::engine::build(&config)?;
+        let registry =
+            Registry::new(engine.clone(), config.cache_dir.clone(), config.max_memory_bytes)?;
+        let signals = Arc::new(Signals {
+            clock: Clock::new(),
+            workers: (0..config.workers).map(|_| WorkerSignals::default()).collect(),
+            abort: AtomicBool::new(false),
+        });
+        let groups: Vec<Arc<GroupShared>> = (0..config.dispatchers)
+            .map(|_| {
+                Arc::new(GroupShared {
+                    submissions: crossbeam_queue::ArrayQueue::new(config.submit_queue.max(1)),
+                    notify: Arc::new(Notify::default()),
+                    shutdown: AtomicBool::new(false),
+                })
+            })
+            .collect();
+        let inner = Arc::new(Inner {
+            registry,
+            signals: Arc::clone(&signals),
+            groups: groups.clone(),
+            next_request: AtomicU64::new(1),
+            next_group: AtomicUsize::new(0),
+            accepting: AtomicBool::new(true),
+            submitting: AtomicUsize::new(0),
+            ticker_stop: AtomicBool::new(false),
+            config: config.clone(),
+        });
+        let mut threads = Vec::new();
+        let mut first = 0;
+        for (g, group) in groups.iter().enumerate() {
+            // Contiguous worker groups, sizes differing by at most one.
+            let size = config.workers / config.dispatchers
+                + usize::from(g < config.workers % config.dispatchers);
+            let workers: Vec<Arc<WorkerShared>> =
+                (first..first + size).map(|i| Arc::new(WorkerShared::new(i))).collect();
+            first += size;
+            for w in &workers {
+                let (me, notify, signals) =
+                    (Arc::clone(w), Arc::clone(&group.notify), Arc::clone(&signals));
+                let cpu =
+                    (!config.cpus.is_empty()).then(|| config.cpus[w.index % config.cpus.len()]);
+                let mode = config.wait;
+                threads.push(spawn(format!("luge-worker-{}", w.index), move || {
+                    worker::run(me, notify, signals, mode, cpu)
+                })?);
+            }
+            let mut policy_config: PolicyConfig = config.policy_config.clone();
+            policy_config.workers = size;
+            let estimator = Estimator::new(EstimatorConfig {
+                default_estimate: config.default_estimate.as_nanos() as Nanos,
+                ..EstimatorConfig::default()
+            });
+            let dispatcher = Dispatcher::new(
+                Arc::clone(group),
+                workers,
+                config.policy.build(&policy_config),
+                estimator,
+                Arc::clone(&signals),
+                engine.clone(),
+                config.wait,
+                config.shutdown_grace,
+            );
+            threads.push(spawn(format!("luge-dispatch-{g}"), move || dispatcher.run())?);
+        }
+        let ticker = Arc::clone(&inner);
+        threads.push(spawn("luge-ticker".into(), move || {
+            while !ticker.ticker_stop.load(Ordering::Acquire) {
+                std::thread::sleep(ticker.config.tick);
+                ticker.registry.engine().increment_epoch();
+            }
+        })?);
+        Ok(Self { inner, threads: Mutex::new(threads) })
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    /// Validates, compiles (or loads from the AoT cache) and registers a function. `module` is
+    /// a Wasm binary or WAT text. Bad modules are rejected here, never at request time.
+    pub fn register(&self, config: FunctionConfig, module: &[u8]) -> Result<Arc<Function>, Error> {
+        self.inner.registry.register(config, module)
+    }
+
+    /// Checks and compiles a module without registering it (`luge compile`).
+    pub fn check(&self, config: &FunctionConfig, module: &[u8]) -> Result<(), Error> {
+        self.inner.registry.compile(config, module).map(|_| ())
+    }
+
+    /// Removes a function; requests already submitted to it still finish.
+    pub fn unregister(&self, name: &str) -> Result<(), Error> {
+        self.inner
+            .registry
+            .unregister(name)
+            .map(|_| ())
+            .ok_or_else(|| Error::UnknownFunction(name.to_owned()))
+    }
+
+    /// The function registered under `name`.
+    pub fn function(&self, name: &str) -> Option<Arc<Function>> {
+        self.inner.registry.get(name)
+    }
+
+    /// Sandboxes alive right now (running or preempted), from the pooling allocator.
+    pub fn live_sandboxes(&self) -> u64 {
+        self.inner.registry.engine().pooling_allocator_metrics().map_or(0, |m| m.core_instances())
+    }
+
+    /// Every registered function, by id.
+    pub fn functions(&self) -> Vec<Arc<Function>> {
+        self.inner.registry.list()
+    }
+
+    /// Submits a request to the function named `function`; the ticket yields its one outcome.
+    pub fn submit(&self, function: &str, payload: Vec<u8>, options: SubmitOptions) -> Ticket {
+        let (ticket, fill) = Ticket::new();
+        self.submit_with(function, payload, options, fill);
+        ticket
+    }
+
+    /// Submits a request; `callback` receives its one outcome (on a runtime thread, or on the
+    /// caller's thread when the request is refused at once — keep it short).
+    pub fn submit_with(
+        &self,
+        function: &str,
+        payload: Vec<u8>,
+        options: SubmitOptions,
+        callback: impl FnOnce(Outcome) + Send + 'static,
+    ) {
+        match self.inner.registry.get(function) {
+            Some(f) => self.submit_to(&f, payload, options, callback),
+            None => {
+                let id = self.inner.next_request.fetch_add(1, Ordering::Relaxed);
+                let failure = Failure::BadRequest(BadRequest::UnknownFunction(function.into()));
+                callback(Outcome {
+                    request_id: id,
+                    result: Err(failure),
+                    timing: Timing::default(),
+                });
+            }
+        }
+    }
+
+    /// Submits a request to an already resolved function.
+    pub fn submit_to(
+        &self,
+        function: &Arc<Function>,
+        payload: Vec<u8>,
+        options: SubmitOptions,
+        callback: impl FnOnce(Outcome) + Send + 'static,
+    ) {
+        let inner = &self.inner;
+        let id = inner.next_request.fetch_add(1, Ordering::Relaxed);
+        let refuse = |failure: Failure, callback: Box<dyn FnOnce(Outcome) + Send>| {
+            callback(Outcome { request_id: id, result: Err(failure), timing: Timing::default() })
+        };
+        let cap = function.config.limits.max_request_bytes;
+        if payload.len() as u64 > cap {
+            let size = payload.len() as u64;
+            return refuse(
+                Failure::BadRequest(BadRequest::TooLarge { size, cap }),
+                Box::new(callback),
+            );
+        }
+        inner.submitting.fetch_add(1, Ordering::SeqCst);
+        if !inner.accepting.load(Ordering::SeqCst) {
+            inner.submitting.fetch_sub(1, Ordering::SeqCst);
+            return refuse(Failure::Rejected(Rejection::ShuttingDown), Box::new(callback));
+        }
+        let now = inner.signals.clock.now();
+        let relative = options.deadline.unwrap_or(function.config.relative_deadline);
+        let unix_now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let expected = options
+            .expected
+            .filter(|_| function.config.trust_client_estimate)
+            .map(|d| d.as_nanos() as Nanos);
+        let task = Box::new(Task {
+            id,
+            sched: RequestId(0),
+            function: Arc::clone(function),
+            reply: Reply::new(id, Box::new(callback)),
+            submitted: now,
+            deadline_unix_us: (unix_now + relative).as_micros() as u64,
+            first_run: None,
+            executed: 0,
+            preemptions: 0,
+            state: TaskState::Fresh(payload),
+            clock: Arc::new(TaskClock::default()),
+        });
+        let submission = Submission {
+            task,
+            relative_deadline: relative.as_nanos() as Nanos,
+            expected,
+            tenant: function.config.tenant,
+        };
+        let g = inner.next_group.fetch_add(1, Ordering::Relaxed) % inner.groups.len();
+        let group = &inner.groups[g];
+        let pushed = group.submissions.push(submission);
+        inner.submitting.fetch_sub(1, Ordering::SeqCst);
+        match pushed {
+            Ok(()) => group.notify.notify(),
+            Err(sub) => sub.task.answer(now, Err(Failure::Rejected(Rejection::Overloaded))),
+        }
+    }
+
+    /// Stops accepting, lets everything in flight finish within the grace period (then kills
+    /// what still runs and refuses what still waits), and joins every thread. Every submitted
+    /// request has been answered when this returns. Idempotent.
+    pub fn shutdown(&self) {
+        let inner = &self.inner;
+        inner.accepting.store(false, Ordering::SeqCst);
+        while inner.submitting.load(Ordering::SeqCst) > 0 {
+            std::thread::yield_now();
+        }
+        for g in &inner.groups {
+            g.shutdown.store(true, Ordering::Release);
+            g.notify.notify();
+        }
+        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        // Ticker last: sandboxes aborted after the grace period stop at its next tick.
+        let ticker = threads.pop();
+        for t in threads.drain(..) {
+            if t.join().is_err() {
+                tracing::error!("a runtime thread panicked");
+            }
+        }
+        inner.ticker_stop.store(true, Ordering::Release);
+        if let Some(t) = ticker
+            && t.join().is_err()
+        {
+            tracing::error!("the ticker thread panicked");
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,253 @@
+//! One sandbox serving one request: a fresh `Store` from the pool, the module instantiated from
+//! its `InstancePre`, `_start` run as an async task on fibers, and the result classified into a
+//! typed [`Failure`] or the guest's stdout.
+//!
+//! The task suspends only at epoch ticks, when the epoch callback finds a preemption request for
+//! it (a per-worker flag set by the dispatcher) — SledgeScale §3.4 preempts with signals; Luge
+//! uses a user-level switch on Wasmtime fibers instead (BRIEF §3). The same callback enforces
+//! the execution budget by reading the clock: the epoch is engine-wide, so ticks are not time.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use luge_sched::Nanos;
+use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
+
+use crate::outcome::{Failure, Rejection, TrapKind};
+use crate::registry::Function;
+use crate::wasi::{self, GuestExit, OutputCapExceeded, WasiCtx};
+
+/// The runtime's monotonic clock: nanoseconds since start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    base: Instant,
+}
+
+impl Clock {
+    pub(crate) fn new() -> Self {
+        Self { base: Instant::now() }
+    }
+
+    pub(crate) fn now(&self) -> Nanos {
+        self.base.elapsed().as_nanos() as Nanos
+    }
+}
+
+/// What a worker publishes to the sandboxes it runs.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerSignals {
+    /// Dispatcher id of the request to preempt on this worker (0 = none).
+    pub preempt: AtomicU64,
+}
+
+/// Signals shared by every sandbox of a runtime.
+#[derive(Debug)]
+pub(crate) struct Signals {
+    pub clock: Clock,
+    pub workers: Vec<WorkerSignals>,
+    /// Set at the end of the shutdown grace period: running sandboxes stop at the next tick.
+    pub abort: AtomicBool,
+}
+
+/// Per-task values the worker updates before each run segment and the epoch callback reads.
+#[derive(Debug, Default)]
+pub(crate) struct TaskClock {
+    /// Worker currently running the task.
+    pub worker: AtomicUsize,
+    /// Clock time at which the execution budget runs out during this segment.
+    pub budget_end: AtomicU64,
+}
+
+/// Store data of a sandbox.
+pub(crate) struct SandboxState {
+    pub wasi: WasiCtx,
+    limiter: MemoryLimiter,
+}
+
+/// Enforces the function's linear-memory cap, remembering whether the guest hit it.
+struct MemoryLimiter {
+    cap: usize,
+    hit: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.cap {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}
+
+/// The epoch callback ended the guest because its budget ran out.
+#[derive(Debug, thiserror::Error)]
+#[error("execution budget exceeded")]
+struct BudgetExceeded;
+
+/// The epoch callback ended the guest because the runtime is shutting down.
+#[derive(Debug, thiserror::Error)]
+#[error("aborted by shutdown")]
+struct Aborted;
+
+/// What a finished sandbox produced.
+#[derive(Debug)]
+pub(crate) struct SandboxResult {
+    pub result: Result<Vec<u8>, Failure>,
+    pub stderr: Option<String>,
+}
+
+/// A sandbox in progress: created on first run, suspended at preemption, dropped when done
+/// (returning its pool slot).
+pub(crate) type SandboxFuture = Pin<Box<dyn Future<Output = SandboxResult> + Send>>;
+
+/// The request's identity as the guest sees it (args and environment).
+pub(crate) struct GuestContext {
+    pub request_id: u64,
+    /// Absolute deadline, µs since the Unix epoch.
+    pub deadline_unix_us: u64,
+}
+
+/// Builds the future that instantiates `function` and runs `_start` with `payload` on stdin.
+pub(crate) fn start(
+    function: Arc<Function>,
+    payload: Vec<u8>,
+    guest: GuestContext,
+    id: u64,
+    signals: Arc<Signals>,
+    clock: Arc<TaskClock>,
+) -> SandboxFuture {
+    Box::pin(run(function, payload, guest, id, signals, clock))
+}
+
+async fn run(
+    function: Arc<Function>,
+    payload: Vec<u8>,
+    guest: GuestContext,
+    id: u64,
+    signals: Arc<Signals>,
+    clock: Arc<TaskClock>,
+) -> SandboxResult {
+    let limits = function.config.limits;
+    let name = function.config.name.as_str();
+    let wasi = WasiCtx {
+        stdin: payload,
+        stdout_cap: usize::try_from(limits.max_output_bytes).unwrap_or(usize::MAX),
+        args: vec![name.as_bytes().to_vec()],
+        env: vec![
+            format!("LUGE_FUNCTION={name}").into_bytes(),
+            format!("LUGE_REQUEST_ID={}", guest.request_id).into_bytes(),
+            format!("LUGE_DEADLINE_US={}", guest.deadline_unix_us).into_bytes(),
+        ],
+        ..WasiCtx::default()
+    };
+    let cap = usize::try_from(limits.max_memory_bytes).unwrap_or(usize::MAX);
+    let state = SandboxState { wasi, limiter: MemoryLimiter { cap, hit: false } };
+    let mut store = Store::new(function.pre.module().engine(), state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_ctx| {
+        let now = signals.clock.now();
+        if signals.abort.load(Ordering::Relaxed) {
+            return Err(wasmtime::Error::new(Aborted));
+        }
+        if now >= clock.budget_end.load(Ordering::Relaxed) {
+            return Err(wasmtime::Error::new(BudgetExceeded));
+        }
+        let worker = clock.worker.load(Ordering::Relaxed);
+        if let Some(w) = signals.workers.get(worker)
+            && w.preempt.load(Ordering::Acquire) == id
+            && w.preempt.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        {
+            return Ok(UpdateDeadline::Yield(1));
+        }
+        Ok(UpdateDeadline::Continue(1))
+    });
+    let outcome = async {
+        let instance = function.pre.instantiate_async(&mut store).await.map_err(Stage::Start)?;
+        store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
+        let entry =
+            instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(Stage::Start)?;
+        entry.call_async(&mut store, ()).await.map_err(Stage::Run)
+    }
+    .await;
+    let state = store.into_data();
+    let result = classify(outcome, &state, &limits);
+    let stderr = wasi::stderr_text(&state.wasi);
+    SandboxResult { result: result.map(|()| state.wasi.stdout), stderr }
+}
+
+enum Stage {
+    Start(wasmtime::Error),
+    Run(wasmtime::Error),
+}
+
+fn classify(
+    outcome: Result<(), Stage>,
+    state: &SandboxState,
+    limits: &crate::config::Limits,
+) -> Result<(), Failure> {
+    let memory_limit = Failure::MemoryLimit { cap: limits.max_memory_bytes };
+    let err = match outcome {
+        Ok(()) => return Ok(()),
+        Err(Stage::Start(e)) => {
+            if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() {
+                return Err(Failure::Rejected(Rejection::PoolExhausted));
+            }
+            if state.limiter.hit {
+                return Err(memory_limit);
+            }
+            if e.downcast_ref::<Trap>().is_none() {
+                return Err(Failure::Internal(format!("instantiation failed: {e:#}")));
+            }
+            e
+        }
+        Err(Stage::Run(e)) => e,
+    };
+    if let Some(GuestExit(code)) = err.downcast_ref::<GuestExit>() {
+        return match *code {
+            0 => Ok(()),
+            _ if state.limiter.hit => Err(memory_limit),
+            code => Err(Failure::Exit(code)),
+        };
+    }
+    if err.downcast_ref::<OutputCapExceeded>().is_some() {
+        return Err(Failure::OutputTooLarge { cap: limits.max_output_bytes });
+    }
+    if err.downcast_ref::<BudgetExceeded>().is_some() {
+        return Err(Failure::Killed { budget: limits.max_execution });
+    }
+    if err.downcast_ref::<Aborted>().is_some() {
+        return Err(Failure::Rejected(Rejection::ShuttingDown));
+    }
+    if state.limiter.hit {
+        return Err(memory_limit);
+    }
+    match err.downcast_ref::<Trap>() {
+        Some(trap) => Err(Failure::Trap(TrapKind::of(*trap))),
+        None => Err(Failure::Internal(format!("{err:#}"))),
+    }
+}
+
+/// Remaining budget as an absolute clock time, given the execution so far.
+pub(crate) fn budget_end(now: Nanos, budget: Duration, executed: Nanos) -> Nanos {
+    let budget = budget.as_nanos().min(u128::from(u64::MAX)) as Nanos;
+    now.saturating_add(budget.saturating_sub(executed))
+}

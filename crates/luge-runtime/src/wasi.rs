@@ -1,0 +1,373 @@
+//! Luge's own WASI preview1 layer: in-memory stdin/stdout/stderr, args and environment, clocks
+//! and randomness — and nothing that could block a worker thread.
+//!
+//! A sandbox runs as a user-level task on a worker's executor, so a host call must never block
+//! the OS thread or need a tokio runtime (BRIEF §8). The layer therefore implements only what the
+//! Sledge ABI needs (stdin in, stdout out, stderr to the log, `proc_exit`), and links every other
+//! preview1 function as a stub that returns `ENOSYS` (or `EBADF` for descriptors that do not
+//! exist): a C program built against wasi-libc links and fails cleanly if it reaches for files,
+//! sockets or `poll_oneoff`. Imports outside preview1 are rejected at registration.
+//!
+//! All guest pointers are bounds-checked here; a bad pointer yields `EFAULT`, never a panic.
+
+use wasmtime::{Caller, Extern, FuncType, Linker, Memory, Val, ValType};
+
+use crate::sandbox::SandboxState;
+
+/// The preview1 module name.
+pub(crate) const MODULE: &str = "wasi_snapshot_preview1";
+
+const SUCCESS: i32 = 0;
+const EBADF: i32 = 8;
+const EFAULT: i32 = 21;
+const EINVAL: i32 = 28;
+const ENOSYS: i32 = 52;
+const ENOTSUP: i32 = 58;
+const ESPIPE: i32 = 70;
+
+/// How many bytes of a request's stderr reach the log.
+const STDERR_KEPT: usize = 4096;
+
+/// The guest ended itself with `proc_exit(code)`.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("guest exited with status {0}")]
+pub(crate) struct GuestExit(pub i32);
+
+/// The guest wrote more to stdout than its cap allows.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("output cap exceeded")]
+pub(crate) struct OutputCapExceeded;
+
+/// Per-sandbox WASI state: the pipes, args and environment.
+#[derive(Debug, Default)]
+pub(crate) struct WasiCtx {
+    /// Request payload.
+    pub stdin: Vec<u8>,
+    /// Read position in `stdin`.
+    pub stdin_pos: usize,
+    /// Response bytes written so far.
+    pub stdout: Vec<u8>,
+    /// Stdout cap.
+    pub stdout_cap: usize,
+    /// The first bytes of stderr (for the log).
+    pub stderr: Vec<u8>,
+    /// Stderr bytes dropped beyond [`STDERR_KEPT`].
+    pub stderr_dropped: usize,
+    /// NUL-free argument strings.
+    pub args: Vec<Vec<u8>>,
+    /// `KEY=value` environment strings.
+    pub env: Vec<Vec<u8>>,
+    /// The instance's exported memory, cached after instantiation.
+    pub memory: Option<Memory>,
+}
+
+type Result<T> = wasmtime::Result<T>;
+
+fn memory(caller: &mut Caller<'_, SandboxState>) -> Option<Memory> {
+    if let Some(m) = caller.data().wasi.memory {
+        return Some(m);
+    }
+    match caller.get_export("memory") {
+        Some(Extern::Memory(m)) => Some(m),
+        _ => None,
+    }
+}
+
+fn slice(mem: &[u8], ptr: i32, len: u32) -> Option<&[u8]> {
+    let start = ptr as u32 as usize;
+    mem.get(start..start.checked_add(len as usize)?)
+}
+
+fn slice_mut(mem: &mut [u8], ptr: i32, len: u32) -> Option<&mut [u8]> {
+    let start = ptr as u32 as usize;
+    mem.get_mut(start..start.checked_add(len as usize)?)
+}
+
+fn read_u32(mem: &[u8], ptr: u32) -> Option<u32> {
+    let b = slice(mem, ptr as i32, 4)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn write_bytes(mem: &mut [u8], ptr: i32, bytes: &[u8]) -> bool {
+    match slice_mut(mem, ptr, bytes.len() as u32) {
+        Some(dst) => {
+            dst.copy_from_slice(bytes);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The `(ptr, len)` pairs of an iovec array.
+fn iovecs(mem: &[u8], iovs: i32, count: i32) -> Option<Vec<(u32, u32)>> {
+    let count = u32::try_from(count).ok()?;
+    if count > 1024 {
+        return None;
+    }
+    (0..count)
+        .map(|i| {
+            let at = (iovs as u32).checked_add(i * 8)?;
+            Some((read_u32(mem, at)?, read_u32(mem, at.checked_add(4)?)?))
+        })
+        .collect()
+}
+
+fn fd_read(mut caller: Caller<'_, SandboxState>, fd: i32, iovs: i32, n: i32, nread: i32) -> i32 {
+    if fd != 0 {
+        return EBADF;
+    }
+    let Some(mem) = memory(&mut caller) else { return EFAULT };
+    let (mem, state) = mem.data_and_store_mut(&mut caller);
+    let Some(vecs) = iovecs(mem, iovs, n) else { return EFAULT };
+    let wasi = &mut state.wasi;
+    let mut total = 0u32;
+    for (ptr, len) in vecs {
+        let rest = &wasi.stdin[wasi.stdin_pos..];
+        let take = rest.len().min(len as usize);
+        if !write_bytes(mem, ptr as i32, &rest[..take]) {
+            return EFAULT;
+        }
+        wasi.stdin_pos += take;
+        total += take as u32;
+        if take < len as usize {
+            break;
+        }
+    }
+    if write_bytes(mem, nread, &total.to_le_bytes()) { SUCCESS } else { EFAULT }
+}
+
+fn fd_write(
+    mut caller: Caller<'_, SandboxState>,
+    fd: i32,
+    iovs: i32,
+    n: i32,
+    nwritten: i32,
+) -> Result<i32> {
+    if fd != 1 && fd != 2 {
+        return Ok(EBADF);
+    }
+    let Some(mem) = memory(&mut caller) else { return Ok(EFAULT) };
+    let (mem, state) = mem.data_and_store_mut(&mut caller);
+    let Some(vecs) = iovecs(mem, iovs, n) else { return Ok(EFAULT) };
+    let wasi = &mut state.wasi;
+    let mut total = 0u32;
+    for (ptr, len) in vecs {
+        let Some(bytes) = slice(mem, ptr as i32, len) else { return Ok(EFAULT) };
+        if fd == 1 {
+            if wasi.stdout.len() + bytes.len() > wasi.stdout_cap {
+                return Err(wasmtime::Error::new(OutputCapExceeded));
+            }
+            wasi.stdout.extend_from_slice(bytes);
+        } else {
+            let keep = STDERR_KEPT.saturating_sub(wasi.stderr.len()).min(bytes.len());
+            wasi.stderr.extend_from_slice(&bytes[..keep]);
+            wasi.stderr_dropped += bytes.len() - keep;
+        }
+        total = total.saturating_add(len);
+    }
+    Ok(if write_bytes(mem, nwritten, &total.to_le_bytes()) { SUCCESS } else { EFAULT })
+}
+
+/// Writes a preview1 string table (`*_sizes_get` / `*_get` pairs share this layout).
+fn strings_get(
+    caller: &mut Caller<'_, SandboxState>,
+    pick: fn(&SandboxState) -> &[Vec<u8>],
+    ptrs: i32,
+    buf: i32,
+) -> i32 {
+    let Some(mem) = memory(caller) else { return EFAULT };
+    let (mem, state) = mem.data_and_store_mut(caller);
+    let mut at = buf as u32;
+    for (i, s) in pick(state).iter().enumerate() {
+        let slot = (ptrs as u32).wrapping_add(4 * i as u32);
+        if !write_bytes(mem, slot as i32, &at.to_le_bytes())
+            || !write_bytes(mem, at as i32, s)
+            || !write_bytes(mem, at.wrapping_add(s.len() as u32) as i32, &[0])
+        {
+            return EFAULT;
+        }
+        at = at.wrapping_add(s.len() as u32 + 1);
+    }
+    SUCCESS
+}
+
+fn strings_sizes(
+    caller: &mut Caller<'_, SandboxState>,
+    pick: fn(&SandboxState) -> &[Vec<u8>],
+    count: i32,
+    size: i32,
+) -> i32 {
+    let Some(mem) = memory(caller) else { return EFAULT };
+    let (mem, state) = mem.data_and_store_mut(caller);
+    let strings = pick(state);
+    let n = strings.len() as u32;
+    let bytes: u32 = strings.iter().map(|s| s.len() as u32 + 1).sum();
+    if write_bytes(mem, count, &n.to_le_bytes()) && write_bytes(mem, size, &bytes.to_le_bytes()) {
+        SUCCESS
+    } else {
+        EFAULT
+    }
+}
+
+fn args(s: &SandboxState) -> &[Vec<u8>] {
+    &s.wasi.args
+}
+
+fn env(s: &SandboxState) -> &[Vec<u8>] {
+    &s.wasi.env
+}
+
+fn clock_time_get(mut caller: Caller<'_, SandboxState>, id: i32, _prec: i64, out: i32) -> i32 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let clock = match id {
+        0 => libc::CLOCK_REALTIME,
+        1 => libc::CLOCK_MONOTONIC,
+        2 => libc::CLOCK_PROCESS_CPUTIME_ID,
+        3 => libc::CLOCK_THREAD_CPUTIME_ID,
+        _ => return EINVAL,
+    };
+    // SAFETY: `ts` is a valid, writable timespec and `clock` a valid clock id.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return EINVAL;
+    }
+    let ns = (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64);
+    let Some(mem) = memory(&mut caller) else { return EFAULT };
+    if write_bytes(mem.data_mut(&mut caller), out, &ns.to_le_bytes()) { SUCCESS } else { EFAULT }
+}
+
+fn clock_res_get(mut caller: Caller<'_, SandboxState>, id: i32, out: i32) -> i32 {
+    if !(0..=3).contains(&id) {
+        return EINVAL;
+    }
+    let Some(mem) = memory(&mut caller) else { return EFAULT };
+    if write_bytes(mem.data_mut(&mut caller), out, &1u64.to_le_bytes()) { SUCCESS } else { EFAULT }
+}
+
+fn random_get(mut caller: Caller<'_, SandboxState>, buf: i32, len: i32) -> i32 {
+    let Some(mem) = memory(&mut caller) else { return EFAULT };
+    let Some(dst) = slice_mut(mem.data_mut(&mut caller), buf, len as u32) else { return EFAULT };
+    let mut filled = 0;
+    while filled < dst.len() {
+        let rest = &mut dst[filled..];
+        // SAFETY: `rest` is a valid writable buffer of `rest.len()` bytes.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n <= 0 {
+            return EINVAL;
+        }
+        filled += n as usize;
+    }
+    SUCCESS
+}
+
+fn fd_fdstat_get(mut caller: Caller<'_, SandboxState>, fd: i32, out: i32) -> i32 {
+    if !(0..=2).contains(&fd) {
+        return EBADF;
+    }
+    // filetype CHARACTER_DEVICE (2), flags (APPEND for stdout/stderr), all rights.
+    let mut stat = [0u8; 24];
+    stat[0] = 2;
+    stat[2] = u8::from(fd != 0);
+    stat[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    let Some(mem) = memory(&mut caller) else { return EFAULT };
+    if write_bytes(mem.data_mut(&mut caller), out, &stat) { SUCCESS } else { EFAULT }
+}
+
+fn fd_only(fd: i32, ok: i32) -> i32 {
+    if (0..=2).contains(&fd) { ok } else { EBADF }
+}
+
+/// Preview1 functions Luge does not provide, with their signatures (`i` = i32, `I` = i64; all
+/// return an i32 errno): linked so that wasi-libc programs instantiate, answering `ENOSYS`.
+const UNSUPPORTED: &[(&str, &str)] = &[
+    ("fd_advise", "iIIi"),
+    ("fd_allocate", "iII"),
+    ("fd_datasync", "i"),
+    ("fd_fdstat_set_flags", "ii"),
+    ("fd_fdstat_set_rights", "iII"),
+    ("fd_filestat_get", "ii"),
+    ("fd_filestat_set_size", "iI"),
+    ("fd_filestat_set_times", "iIIi"),
+    ("fd_pread", "iiiIi"),
+    ("fd_pwrite", "iiiIi"),
+    ("fd_readdir", "iiiIi"),
+    ("fd_renumber", "ii"),
+    ("fd_sync", "i"),
+    ("fd_tell", "ii"),
+    ("path_create_directory", "iii"),
+    ("path_filestat_get", "iiiii"),
+    ("path_filestat_set_times", "iiiiIIi"),
+    ("path_link", "iiiiiii"),
+    ("path_open", "iiiiiIIii"),
+    ("path_readlink", "iiiiii"),
+    ("path_remove_directory", "iii"),
+    ("path_rename", "iiiiii"),
+    ("path_symlink", "iiiii"),
+    ("path_unlink_file", "iii"),
+    ("proc_raise", "i"),
+    ("sock_accept", "iii"),
+    ("sock_recv", "iiiiii"),
+    ("sock_send", "iiiii"),
+    ("sock_shutdown", "ii"),
+];
+
+/// Defines every preview1 import in `linker`.
+pub(crate) fn add_to_linker(linker: &mut Linker<SandboxState>) -> Result<()> {
+    linker.func_wrap(MODULE, "fd_read", fd_read)?;
+    linker.func_wrap(MODULE, "fd_write", fd_write)?;
+    linker.func_wrap(MODULE, "proc_exit", |code: i32| -> Result<()> {
+        Err(wasmtime::Error::new(GuestExit(code)))
+    })?;
+    linker.func_wrap(MODULE, "args_get", |mut c: Caller<'_, SandboxState>, p: i32, b: i32| {
+        strings_get(&mut c, args, p, b)
+    })?;
+    linker.func_wrap(
+        MODULE,
+        "args_sizes_get",
+        |mut c: Caller<'_, SandboxState>, n: i32, s: i32| strings_sizes(&mut c, args, n, s),
+    )?;
+    linker.func_wrap(
+        MODULE,
+        "environ_get",
+        |mut c: Caller<'_, SandboxState>, p: i32, b: i32| strings_get(&mut c, env, p, b),
+    )?;
+    linker.func_wrap(
+        MODULE,
+        "environ_sizes_get",
+        |mut c: Caller<'_, SandboxState>, n: i32, s: i32| strings_sizes(&mut c, env, n, s),
+    )?;
+    linker.func_wrap(MODULE, "clock_time_get", clock_time_get)?;
+    linker.func_wrap(MODULE, "clock_res_get", clock_res_get)?;
+    linker.func_wrap(MODULE, "random_get", random_get)?;
+    linker.func_wrap(MODULE, "fd_fdstat_get", fd_fdstat_get)?;
+    linker.func_wrap(MODULE, "fd_close", |fd: i32| fd_only(fd, SUCCESS))?;
+    linker.func_wrap(MODULE, "fd_seek", |fd: i32, _off: i64, _wh: i32, _out: i32| {
+        fd_only(fd, ESPIPE)
+    })?;
+    linker.func_wrap(MODULE, "fd_prestat_get", |_fd: i32, _out: i32| EBADF)?;
+    linker.func_wrap(MODULE, "fd_prestat_dir_name", |_fd: i32, _p: i32, _l: i32| EBADF)?;
+    linker.func_wrap(MODULE, "sched_yield", || SUCCESS)?;
+    // Blocking waits are refused: a sandbox must never block its worker thread.
+    linker.func_wrap(MODULE, "poll_oneoff", |_i: i32, _o: i32, _n: i32, _ne: i32| ENOTSUP)?;
+    let engine = linker.engine().clone();
+    for (name, sig) in UNSUPPORTED {
+        let params = sig.chars().map(|c| if c == 'I' { ValType::I64 } else { ValType::I32 });
+        let ty = FuncType::new(&engine, params, [ValType::I32]);
+        linker.func_new(MODULE, name, ty, |_caller, _params, results| {
+            results[0] = Val::I32(ENOSYS);
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// Takes the stderr bytes kept for the log, as text.
+pub(crate) fn stderr_text(wasi: &WasiCtx) -> Option<String> {
+    if wasi.stderr.is_empty() {
+        return None;
+    }
+    let mut text = String::from_utf8_lossy(&wasi.stderr).trim_end().to_owned();
+    if wasi.stderr_dropped > 0 {
+        text.push_str(&format!(" … ({} more bytes dropped)", wasi.stderr_dropped));
+    }
+    Some(text)
+}

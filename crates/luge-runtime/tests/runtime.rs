@@ -1,0 +1,370 @@
+//! Runtime behaviour end to end: real Wasmtime sandboxes on real worker threads. Every test uses
+//! sleep mode and unpinned threads (BRIEF §8: no spinning or pinned servers in parallel tests).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use luge_runtime::{
+    BadRequest, Error, Failure, FunctionConfig, Limits, Outcome, PolicyKind, RegisterError,
+    Rejection, Runtime, RuntimeConfig, SubmitOptions, TrapKind,
+};
+
+const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
+const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
+const HELLO: &str = include_str!("../../../functions/builtin/hello.wat");
+const FIB: &str = include_str!("../../../functions/builtin/fib.wat");
+const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
+const LOOP: &str = include_str!("../../../functions/test/loop.wat");
+const MEMBOMB: &str = include_str!("../../../functions/test/membomb.wat");
+const STACK: &str = include_str!("../../../functions/test/stackoverflow.wat");
+const OOB: &str = include_str!("../../../functions/test/oob.wat");
+const BIGOUT: &str = include_str!("../../../functions/test/bigout.wat");
+const EXIT3: &str = include_str!("../../../functions/test/exit3.wat");
+const LEAK: &str = include_str!("../../../functions/test/leak.wat");
+const ARGS: &str = include_str!("../../../functions/test/args.wat");
+
+fn runtime(workers: usize, policy: PolicyKind) -> Runtime {
+    let config = RuntimeConfig { workers, policy, ..RuntimeConfig::default() };
+    Runtime::start(config).unwrap()
+}
+
+fn register(rt: &Runtime, name: &str, wat: &str, tune: impl FnOnce(&mut FunctionConfig)) {
+    let mut config = FunctionConfig::new(name);
+    tune(&mut config);
+    rt.register(config, wat.as_bytes()).unwrap();
+}
+
+fn call(rt: &Runtime, name: &str, payload: &[u8]) -> Outcome {
+    rt.submit(name, payload.to_vec(), SubmitOptions::default())
+        .wait_timeout(Duration::from_secs(60))
+        .unwrap()
+}
+
+fn ok(outcome: Outcome) -> Vec<u8> {
+    match outcome.result {
+        Ok(out) => out,
+        Err(e) => panic!("request {} failed: {e}", outcome.request_id),
+    }
+}
+
+#[test]
+fn builtin_functions_answer() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    for (name, wat) in [("noop", NOOP), ("echo", ECHO), ("hello", HELLO), ("fib", FIB)] {
+        register(&rt, name, wat, |_| {});
+    }
+    register(&rt, "spin", SPIN, |_| {});
+    assert_eq!(ok(call(&rt, "noop", b"")), b"");
+    let kib: Vec<u8> = (0..1024u32).map(|i| (i * 7) as u8).collect();
+    assert_eq!(ok(call(&rt, "echo", &kib)), kib);
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(ok(call(&rt, "echo", &big)), big);
+    assert_eq!(ok(call(&rt, "hello", b"")), b"Hello from Luge!\n");
+    assert_eq!(ok(call(&rt, "hello", b"edge\n")), b"Hello, edge!\n");
+    assert_eq!(ok(call(&rt, "fib", b"20\n")), b"6765\n");
+    assert_eq!(ok(call(&rt, "spin", b"1000")), b"432f32487609ff83\n");
+    assert_eq!(call(&rt, "fib", b"nope").result, Err(Failure::Exit(2)));
+    let outcome = call(&rt, "spin", b"1000000");
+    assert!(
+        outcome.timing.executed > Duration::ZERO && outcome.timing.total >= outcome.timing.executed
+    );
+}
+
+#[test]
+fn failures_are_typed() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    let limits = Limits {
+        max_execution: Duration::from_millis(50),
+        max_memory_bytes: 8 << 20,
+        max_output_bytes: 1 << 20,
+        max_request_bytes: 1024,
+    };
+    for (name, wat) in [
+        ("loop", LOOP),
+        ("membomb", MEMBOMB),
+        ("stack", STACK),
+        ("oob", OOB),
+        ("bigout", BIGOUT),
+        ("exit3", EXIT3),
+        ("echo", ECHO),
+    ] {
+        register(&rt, name, wat, |c| c.limits = limits);
+    }
+    let killed = call(&rt, "loop", b"");
+    assert_eq!(killed.result, Err(Failure::Killed { budget: Duration::from_millis(50) }));
+    assert!(killed.timing.executed >= Duration::from_millis(50), "{:?}", killed.timing);
+    assert_eq!(call(&rt, "membomb", b"").result, Err(Failure::MemoryLimit { cap: 8 << 20 }));
+    assert_eq!(call(&rt, "stack", b"").result, Err(Failure::Trap(TrapKind::StackOverflow)));
+    assert_eq!(call(&rt, "oob", b"").result, Err(Failure::Trap(TrapKind::MemoryOutOfBounds)));
+    assert_eq!(call(&rt, "bigout", b"").result, Err(Failure::OutputTooLarge { cap: 1 << 20 }));
+    assert_eq!(call(&rt, "exit3", b"").result, Err(Failure::Exit(3)));
+    assert_eq!(
+        call(&rt, "echo", &[0; 1025]).result,
+        Err(Failure::BadRequest(BadRequest::TooLarge { size: 1025, cap: 1024 }))
+    );
+    assert_eq!(
+        call(&rt, "nosuch", b"").result,
+        Err(Failure::BadRequest(BadRequest::UnknownFunction("nosuch".into())))
+    );
+    // The runtime is unharmed: a well-behaved request still succeeds.
+    assert_eq!(ok(call(&rt, "echo", b"still fine")), b"still fine");
+    assert_eq!(rt.live_sandboxes(), 0);
+}
+
+#[test]
+fn bad_modules_are_rejected_at_registration() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    let reason = |wat: &str| match rt.register(FunctionConfig::new("bad"), wat.as_bytes()) {
+        Err(Error::Register { reason, .. }) => reason,
+        other => panic!("expected a registration error, got {other:?}"),
+    };
+    assert!(matches!(reason("(module"), RegisterError::Invalid(_)));
+    assert!(matches!(reason("\0asm\x01\0\0\0\x7f"), RegisterError::Invalid(_)));
+    assert!(matches!(
+        reason(r#"(module (memory (export "memory") 1))"#),
+        RegisterError::MissingExport("_start")
+    ));
+    assert!(matches!(
+        reason(r#"(module (func (export "_start")))"#),
+        RegisterError::MissingExport("memory")
+    ));
+    assert!(matches!(
+        reason(
+            r#"(module (import "env" "f" (func)) (memory (export "memory") 1) (func (export "_start")))"#
+        ),
+        RegisterError::UnsupportedImport { .. }
+    ));
+    assert!(matches!(
+        reason(
+            r#"(module (import "wasi_snapshot_preview1" "fd_write" (func (param i32)))
+                  (memory (export "memory") 1) (func (export "_start")))"#
+        ),
+        RegisterError::Link(_)
+    ));
+    // Beyond the pool's slot size: Wasmtime's own check, with a clear message.
+    assert!(matches!(
+        reason(r#"(module (memory (export "memory") 2000) (func (export "_start")))"#),
+        RegisterError::Invalid(m) if m.contains("exceeds the limit")
+    ));
+    // Beyond the function's cap.
+    let mut small = FunctionConfig::new("small");
+    small.limits.max_memory_bytes = 1 << 20;
+    let wat = r#"(module (memory (export "memory") 20) (func (export "_start")))"#;
+    assert!(matches!(
+        rt.register(small, wat.as_bytes()),
+        Err(Error::Register { reason: RegisterError::MemoryTooLarge { needed: 1310720, .. }, .. })
+    ));
+    register(&rt, "noop", NOOP, |_| {});
+    assert!(matches!(
+        rt.register(FunctionConfig::new("noop"), NOOP.as_bytes()),
+        Err(Error::Register { reason: RegisterError::Duplicate, .. })
+    ));
+}
+
+#[test]
+fn guest_sees_its_name_id_and_deadline() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    register(&rt, "args", ARGS, |_| {});
+    let outcome = call(&rt, "args", b"");
+    let id = outcome.request_id;
+    let text = String::from_utf8(ok(outcome)).unwrap();
+    assert!(text.starts_with("args\n\n"), "{text}");
+    assert!(text.contains(&format!("LUGE_REQUEST_ID={id}\n")), "{text}");
+    assert!(text.contains("LUGE_FUNCTION=args\n") && text.contains("LUGE_DEADLINE_US="), "{text}");
+}
+
+#[test]
+fn sandboxes_never_see_a_previous_request() {
+    let rt = runtime(2, PolicyKind::SledgeScale);
+    register(&rt, "leak", LEAK, |_| {});
+    for i in 0..50u8 {
+        assert_eq!(ok(call(&rt, "leak", &[i.wrapping_add(1); 16])), [0u8; 16], "request {i}");
+    }
+    // Premise: a module that keeps its instance would show the bytes (checked by the WAT's own
+    // test, functions/test/check_wat.py); here every request got a fresh one.
+}
+
+#[test]
+fn an_urgent_request_preempts_a_long_one() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    // spin(10^8) runs ~0.2 s; tell the estimator so its slack is known.
+    register(&rt, "spin", SPIN, |c| {
+        c.expected_execution = Some(Duration::from_millis(200));
+        c.relative_deadline = Duration::from_secs(20);
+        c.limits.max_execution = Duration::from_secs(20);
+    });
+    register(&rt, "noop", NOOP, |c| c.expected_execution = Some(Duration::from_micros(50)));
+    let long = rt.submit("spin", b"100000000".to_vec(), SubmitOptions::default());
+    // Wait until the long request is running (premise), then send urgent ones.
+    let start = std::time::Instant::now();
+    while rt.live_sandboxes() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "long request never started");
+        std::thread::yield_now();
+    }
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let urgent: Vec<_> = (0..3)
+        .map(|i| {
+            let order = Arc::clone(&order);
+            let options = SubmitOptions {
+                deadline: Some(Duration::from_millis(50 + i * 10)),
+                ..Default::default()
+            };
+            let (tx, rx) = std::sync::mpsc::channel();
+            rt.submit_with("noop", Vec::new(), options, move |o| {
+                order.lock().unwrap().push(i);
+                tx.send(o).unwrap();
+            });
+            rx
+        })
+        .collect();
+    for rx in urgent {
+        ok(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    }
+    let long = long.wait_timeout(Duration::from_secs(30)).unwrap();
+    assert!(long.timing.preemptions >= 1, "no preemption happened: {:?}", long.timing);
+    assert_eq!(ok(long).len(), 17);
+    // EDF order among the urgent ones (deadlines 50, 60, 70 ms).
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
+}
+
+#[test]
+fn every_policy_serves_a_mixed_load() {
+    for policy in PolicyKind::ALL {
+        let rt = runtime(2, policy);
+        register(&rt, "echo", ECHO, |_| {});
+        register(&rt, "spin", SPIN, |c| c.relative_deadline = Duration::from_secs(10));
+        let tickets: Vec<_> = (0..40)
+            .map(|i| {
+                if i % 4 == 0 {
+                    rt.submit("spin", b"200000".to_vec(), SubmitOptions::default())
+                } else {
+                    rt.submit("echo", vec![i as u8; 10], SubmitOptions::default())
+                }
+            })
+            .collect();
+        for t in tickets {
+            let outcome = t.wait_timeout(Duration::from_secs(60)).unwrap();
+            assert!(outcome.is_ok(), "{policy}: {outcome:?}");
+        }
+        rt.shutdown();
+        assert_eq!(rt.live_sandboxes(), 0, "{policy}");
+    }
+}
+
+#[test]
+fn concurrent_submitters_get_exactly_one_answer_each() {
+    let config =
+        RuntimeConfig { workers: 2, dispatchers: 2, max_sandboxes: 8, ..RuntimeConfig::default() };
+    let rt = Arc::new(Runtime::start(config).unwrap());
+    register(&rt, "echo", ECHO, |_| {});
+    register(&rt, "exit3", EXIT3, |_| {});
+    register(&rt, "oob", OOB, |_| {});
+    register(&rt, "spin", SPIN, |_| {});
+    let answers = Arc::new(AtomicUsize::new(0));
+    let per_thread = 300;
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let rt = Arc::clone(&rt);
+            let answers = Arc::clone(&answers);
+            std::thread::spawn(move || {
+                let mut ids = Vec::new();
+                for i in 0..per_thread {
+                    let (name, payload): (&str, Vec<u8>) = match i % 4 {
+                        0 => ("echo", format!("{t}:{i}").into_bytes()),
+                        1 => ("exit3", Vec::new()),
+                        2 => ("oob", Vec::new()),
+                        _ => ("spin", b"20000".to_vec()),
+                    };
+                    let expect = payload.clone();
+                    let answers = Arc::clone(&answers);
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    rt.submit_with(name, payload, SubmitOptions::default(), move |o| {
+                        answers.fetch_add(1, Ordering::Relaxed);
+                        let _ = tx.send(o);
+                    });
+                    let o = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+                    match (i % 4, &o.result) {
+                        (0, Ok(out)) => assert_eq!(*out, expect),
+                        (1, Err(Failure::Exit(3))) => {}
+                        (2, Err(Failure::Trap(TrapKind::MemoryOutOfBounds))) => {}
+                        (3, Ok(out)) => assert_eq!(out.len(), 17),
+                        (_, Err(Failure::Rejected(_))) => {}
+                        other => panic!("unexpected {other:?}"),
+                    }
+                    // A second answer would arrive on the closed channel: none may.
+                    assert!(rx.recv_timeout(Duration::from_millis(0)).is_err());
+                    ids.push(o.request_id);
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut ids: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    assert_eq!(answers.load(Ordering::Relaxed), 8 * per_thread);
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 8 * per_thread, "request ids must be unique");
+    assert_eq!(rt.live_sandboxes(), 0, "pool slots leaked");
+}
+
+#[test]
+fn shutdown_answers_everything_in_flight() {
+    let config = RuntimeConfig {
+        workers: 2,
+        shutdown_grace: Duration::from_millis(300),
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::start(config).unwrap();
+    register(&rt, "spin", SPIN, |c| c.relative_deadline = Duration::from_secs(60));
+    register(&rt, "loop", LOOP, |c| c.limits.max_execution = Duration::from_secs(60));
+    let mut tickets: Vec<_> =
+        (0..200).map(|_| rt.submit("spin", b"300000".to_vec(), SubmitOptions::default())).collect();
+    tickets.push(rt.submit("loop", Vec::new(), SubmitOptions::default()));
+    rt.shutdown();
+    let (mut done, mut refused) = (0, 0);
+    for t in tickets {
+        match t.wait_timeout(Duration::from_secs(10)).unwrap().result {
+            Ok(_) => done += 1,
+            Err(Failure::Rejected(Rejection::ShuttingDown)) => refused += 1,
+            Err(e) => panic!("unexpected failure {e}"),
+        }
+    }
+    assert_eq!(done + refused, 201);
+    assert!(refused >= 1, "the endless loop must have been stopped");
+    assert_eq!(
+        call(&rt, "spin", b"1").result,
+        Err(Failure::Rejected(Rejection::ShuttingDown)),
+        "no new work after shutdown"
+    );
+    assert_eq!(rt.live_sandboxes(), 0);
+}
+
+#[test]
+fn compiled_modules_are_cached_on_disk() {
+    let dir = std::env::temp_dir().join(format!("luge-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = RuntimeConfig { cache_dir: Some(dir.clone()), ..RuntimeConfig::default() };
+    let first = Runtime::start(config.clone()).unwrap();
+    let f = first.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
+    assert!(!f.from_cache);
+    drop(first);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    let second = Runtime::start(config).unwrap();
+    let f = second.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
+    assert!(f.from_cache, "second start must load the artifact");
+    assert_eq!(ok(call(&second, "echo", b"cached")), b"cached");
+    drop(second);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn infeasible_deadlines_are_refused_at_once() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    register(&rt, "noop", NOOP, |c| c.expected_execution = Some(Duration::from_millis(5)));
+    let options = SubmitOptions { deadline: Some(Duration::from_millis(1)), ..Default::default() };
+    let outcome = rt.submit("noop", Vec::new(), options).wait();
+    assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
+}
