@@ -17,6 +17,18 @@ pub enum WaitMode {
     Spin,
 }
 
+/// Where dispatchers run (BRIEF §3: the thread layout is configuration, not architecture).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// Each dispatcher has its own thread, separate from its workers'.
+    #[default]
+    Threads,
+    /// Each dispatcher runs on the thread of its single worker (requires `dispatchers ==
+    /// workers`); while a sandbox runs, the epoch callback polls for arrivals, and submitters
+    /// bump the epoch so that happens at once.
+    Inline,
+}
+
 /// Runtime-wide settings.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -32,6 +44,8 @@ pub struct RuntimeConfig {
     pub policy_config: PolicyConfig,
     /// Idle wait mode of dispatchers and workers.
     pub wait: WaitMode,
+    /// Thread layout.
+    pub layout: Layout,
     /// Epoch ticker period: bounds how late an overrunning guest is killed.
     pub tick: Duration,
     /// Submissions a dispatcher can hold before `submit` answers `Overloaded`.
@@ -63,6 +77,7 @@ impl Default for RuntimeConfig {
             policy: PolicyKind::SledgeScale,
             policy_config,
             wait: WaitMode::Sleep,
+            layout: Layout::Threads,
             tick: Duration::from_millis(1),
             submit_queue: 4096,
             max_sandboxes: 256,

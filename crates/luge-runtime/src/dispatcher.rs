@@ -44,6 +44,16 @@ pub(crate) struct Submission {
     pub tenant: u32,
 }
 
+/// What a dispatcher's round asks of its thread.
+pub(crate) enum Step {
+    /// Something happened: go round again.
+    Busy,
+    /// Nothing to do: wait for input, at most this long.
+    Idle(Option<Duration>),
+    /// Shut down and drained.
+    Done,
+}
+
 /// What a dispatcher shares with submitters and the runtime.
 pub(crate) struct GroupShared {
     pub submissions: ArrayQueue<Submission>,
@@ -64,6 +74,7 @@ pub(crate) struct Dispatcher {
     pub grace: Duration,
     pending: HashMap<RequestId, Box<Task>>,
     running: usize,
+    grace_end: Option<Nanos>,
     next_id: u64,
     wake_at: Option<Nanos>,
     actions: Vec<Action>,
@@ -92,44 +103,56 @@ impl Dispatcher {
             grace,
             pending: HashMap::new(),
             running: 0,
+            grace_end: None,
             next_id: 0,
             wake_at: None,
             actions: Vec::new(),
         }
     }
 
-    /// The thread body: serve until shut down and drained.
+    /// One round: handle all input, then say whether to go on at once, wait, or stop (shut
+    /// down and drained).
+    pub(crate) fn step(&mut self) -> Step {
+        let busy = self.poll();
+        let shutdown = self.shared.shutdown.load(Ordering::Acquire);
+        if shutdown {
+            let now = self.signals.clock.now();
+            let end = *self.grace_end.get_or_insert(now + self.grace.as_nanos() as Nanos);
+            if now >= end {
+                self.abort(now);
+            }
+            if self.pending.is_empty() && self.running == 0 && self.shared.submissions.is_empty() {
+                return Step::Done;
+            }
+        }
+        if busy {
+            return Step::Busy;
+        }
+        Step::Idle(match (self.wake_at, shutdown) {
+            (_, true) => Some(Duration::from_millis(1)),
+            (Some(t), false) => {
+                Some(Duration::from_nanos(t.saturating_sub(self.signals.clock.now())))
+            }
+            (None, false) => None,
+        })
+    }
+
+    /// Whether submissions or worker events are waiting.
+    pub(crate) fn has_input(&self) -> bool {
+        !self.shared.submissions.is_empty() || self.workers.iter().any(|w| !w.events.is_empty())
+    }
+
+    /// The thread body: serve until shut down and drained, then stop the workers.
     pub(crate) fn run(mut self) {
         self.shared.notify.bind_current();
-        let mut grace_end: Option<Nanos> = None;
         loop {
-            let busy = self.poll();
-            if self.shared.shutdown.load(Ordering::Acquire) {
-                let now = self.signals.clock.now();
-                let end = *grace_end.get_or_insert(now + self.grace.as_nanos() as Nanos);
-                if now >= end {
-                    self.abort(now);
+            match self.step() {
+                Step::Busy => {}
+                Step::Idle(timeout) => {
+                    let notify = Arc::clone(&self.shared.notify);
+                    notify.wait(self.mode, timeout, || self.has_input());
                 }
-                if self.pending.is_empty()
-                    && self.running == 0
-                    && self.shared.submissions.is_empty()
-                {
-                    break;
-                }
-            }
-            if !busy {
-                let timeout = match (self.wake_at, self.shared.shutdown.load(Ordering::Acquire)) {
-                    (_, true) => Some(Duration::from_millis(1)),
-                    (Some(t), false) => {
-                        Some(Duration::from_nanos(t.saturating_sub(self.signals.clock.now())))
-                    }
-                    (None, false) => None,
-                };
-                let shared = &self.shared;
-                let workers = &self.workers;
-                self.shared.notify.wait(self.mode, timeout, || {
-                    !shared.submissions.is_empty() || workers.iter().any(|w| !w.events.is_empty())
-                });
+                Step::Done => break,
             }
         }
         for w in &self.workers {

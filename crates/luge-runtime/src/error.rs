@@ -37,14 +37,9 @@ pub enum RegisterError {
     /// Not valid WebAssembly (or WAT) for this engine.
     #[error("invalid module: {0}")]
     Invalid(String),
-    /// It imports something the runtime does not provide.
-    #[error("unsupported import `{module}::{name}` (Luge provides WASI preview1 only)")]
-    UnsupportedImport {
-        /// Import module.
-        module: String,
-        /// Import name.
-        name: String,
-    },
+    /// It imports things the runtime does not provide (`module::name` each).
+    #[error("unsupported imports: {} (Luge provides WASI preview1 only)", .0.join(", "))]
+    UnsupportedImports(Vec<String>),
     /// It imports a preview1 function with the wrong signature, or cannot be linked.
     #[error("cannot link: {0}")]
     Link(String),

@@ -52,6 +52,7 @@ pub(crate) struct Registry {
 #[derive(Default)]
 struct Functions {
     by_name: HashMap<String, Arc<Function>>,
+    by_id: HashMap<u32, Arc<Function>>,
     next_id: u32,
 }
 
@@ -100,16 +101,13 @@ impl Registry {
         }
         let hash = hex(&Sha256::digest(&bytes));
         let (module, from_cache) = self.load_or_compile(name, &bytes, &hash)?;
-        for import in module.imports() {
-            if import.module() != wasi::MODULE {
-                return Err(reject(
-                    name,
-                    RegisterError::UnsupportedImport {
-                        module: import.module().to_owned(),
-                        name: import.name().to_owned(),
-                    },
-                ));
-            }
+        let unsupported: Vec<String> = module
+            .imports()
+            .filter(|i| !wasi::provides(i.module(), i.name()))
+            .map(|i| format!("{}::{}", i.module(), i.name()))
+            .collect();
+        if !unsupported.is_empty() {
+            return Err(reject(name, RegisterError::UnsupportedImports(unsupported)));
         }
         match module.get_export("_start") {
             Some(ExternType::Func(f)) if f.params().len() == 0 && f.results().len() == 0 => {}
@@ -188,12 +186,20 @@ impl Registry {
         functions.next_id += 1;
         let function = Arc::new(Function { id, config, module_hash, from_cache, pre });
         functions.by_name.insert(function.config.name.clone(), Arc::clone(&function));
+        functions.by_id.insert(id.0, Arc::clone(&function));
         Ok(function)
     }
 
     /// Removes a function; requests already submitted keep their `Arc` and finish.
     pub(crate) fn unregister(&self, name: &str) -> Option<Arc<Function>> {
-        self.functions.write().unwrap_or_else(|p| p.into_inner()).by_name.remove(name)
+        let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
+        let function = functions.by_name.remove(name)?;
+        functions.by_id.remove(&function.id.0);
+        Some(function)
+    }
+
+    pub(crate) fn get_by_id(&self, id: u32) -> Option<Arc<Function>> {
+        self.functions.read().unwrap_or_else(|p| p.into_inner()).by_id.get(&id).cloned()
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<Arc<Function>> {

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use luge_sched::{Estimator, EstimatorConfig, Nanos, PolicyConfig, RequestId};
 
-use crate::config::{FunctionConfig, RuntimeConfig};
+use crate::config::{FunctionConfig, Layout, RuntimeConfig};
 use crate::dispatcher::{Dispatcher, GroupShared, Submission};
 use crate::error::Error;
 use crate::notify::Notify;
@@ -68,6 +68,14 @@ impl Runtime {
                 config.dispatchers, config.workers
             )));
         }
+        let inline = config.layout == Layout::Inline;
+        if inline && config.dispatchers != config.workers {
+            return Err(Error::Config(format!(
+                "the inline layout runs each dispatcher on its worker's thread: it needs \
+                 dispatchers == workers (got {} and {})",
+                config.dispatchers, config.workers
+            )));
+        }
         crate::engine::raise_nofile_limit();
         let engine = crate::engine::build(&config)?;
         let registry =
@@ -76,6 +84,7 @@ impl Runtime {
             clock: Clock::new(),
             workers: (0..config.workers).map(|_| WorkerSignals::default()).collect(),
             abort: AtomicBool::new(false),
+            inline,
         });
         let groups: Vec<Arc<GroupShared>> = (0..config.dispatchers)
             .map(|_| {
@@ -106,7 +115,8 @@ impl Runtime {
             let workers: Vec<Arc<WorkerShared>> =
                 (first..first + size).map(|i| Arc::new(WorkerShared::new(i))).collect();
             first += size;
-            for w in &workers {
+            let spawn_workers = if inline { &workers[..0] } else { &workers[..] };
+            for w in spawn_workers {
                 let (me, notify, signals) =
                     (Arc::clone(w), Arc::clone(&group.notify), Arc::clone(&signals));
                 let cpu =
@@ -122,6 +132,7 @@ impl Runtime {
                 default_estimate: config.default_estimate.as_nanos() as Nanos,
                 ..EstimatorConfig::default()
             });
+            let inline_worker = inline.then(|| Arc::clone(&workers[0]));
             let dispatcher = Dispatcher::new(
                 Arc::clone(group),
                 workers,
@@ -132,7 +143,20 @@ impl Runtime {
                 config.wait,
                 config.shutdown_grace,
             );
-            threads.push(spawn(format!("luge-dispatch-{g}"), move || dispatcher.run())?);
+            match inline_worker {
+                Some(me) => {
+                    let signals = Arc::clone(&signals);
+                    let cpu = (!config.cpus.is_empty())
+                        .then(|| config.cpus[me.index % config.cpus.len()]);
+                    let mode = config.wait;
+                    threads.push(spawn(format!("luge-worker-{}", me.index), move || {
+                        worker::run_inline(me, dispatcher, signals, mode, cpu)
+                    })?);
+                }
+                None => {
+                    threads.push(spawn(format!("luge-dispatch-{g}"), move || dispatcher.run())?)
+                }
+            }
         }
         let ticker = Arc::clone(&inner);
         threads.push(spawn("luge-ticker".into(), move || {
@@ -172,6 +196,11 @@ impl Runtime {
     /// The function registered under `name`.
     pub fn function(&self, name: &str) -> Option<Arc<Function>> {
         self.inner.registry.get(name)
+    }
+
+    /// The function registered under numeric id `id` (the UDP-RPC function id).
+    pub fn function_by_id(&self, id: u32) -> Option<Arc<Function>> {
+        self.inner.registry.get_by_id(id)
     }
 
     /// Sandboxes alive right now (running or preempted), from the pooling allocator.
@@ -271,7 +300,13 @@ impl Runtime {
         let pushed = group.submissions.push(submission);
         inner.submitting.fetch_sub(1, Ordering::SeqCst);
         match pushed {
-            Ok(()) => group.notify.notify(),
+            Ok(()) => {
+                group.notify.notify();
+                if inner.signals.inline {
+                    // A running sandbox's epoch callback polls the inline dispatcher now.
+                    inner.registry.engine().increment_epoch();
+                }
+            }
             Err(sub) => sub.task.answer(now, Err(Failure::Rejected(Rejection::Overloaded))),
         }
     }

@@ -50,6 +50,9 @@ pub(crate) struct Signals {
     pub workers: Vec<WorkerSignals>,
     /// Set at the end of the shutdown grace period: running sandboxes stop at the next tick.
     pub abort: AtomicBool,
+    /// Dispatchers run on their worker's thread (`Layout::Inline`): the epoch callback polls
+    /// them.
+    pub inline: bool,
 }
 
 /// Per-task values the worker updates before each run segment and the epoch callback reads.
@@ -164,6 +167,9 @@ async fn run(
     store.limiter(|s| &mut s.limiter);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_ctx| {
+        if signals.inline {
+            crate::worker::poll_inline();
+        }
         let now = signals.clock.now();
         if signals.abort.load(Ordering::Relaxed) {
             return Err(wasmtime::Error::new(Aborted));

@@ -310,6 +310,32 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("sock_shutdown", "ii"),
 ];
 
+/// The preview1 functions implemented for real (the rest of preview1 is in [`UNSUPPORTED`]).
+const IMPLEMENTED: &[&str] = &[
+    "fd_read",
+    "fd_write",
+    "proc_exit",
+    "args_get",
+    "args_sizes_get",
+    "environ_get",
+    "environ_sizes_get",
+    "clock_time_get",
+    "clock_res_get",
+    "random_get",
+    "fd_fdstat_get",
+    "fd_close",
+    "fd_seek",
+    "fd_prestat_get",
+    "fd_prestat_dir_name",
+    "sched_yield",
+    "poll_oneoff",
+];
+
+/// Whether the linker defines `module::name`.
+pub(crate) fn provides(module: &str, name: &str) -> bool {
+    module == MODULE && (IMPLEMENTED.contains(&name) || UNSUPPORTED.iter().any(|(n, _)| *n == name))
+}
+
 /// Defines every preview1 import in `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<SandboxState>) -> Result<()> {
     linker.func_wrap(MODULE, "fd_read", fd_read)?;

@@ -9,6 +9,7 @@
 //! request for it, so `Pending` means "preempted" and the suspended future (store, instance and
 //! fiber stack) goes back to the dispatcher, which may resume it on any worker of its group.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
@@ -17,6 +18,7 @@ use crossbeam_queue::ArrayQueue;
 use luge_sched::{FunctionId, Nanos, RequestId};
 
 use crate::config::WaitMode;
+use crate::dispatcher::{Dispatcher, Step};
 use crate::notify::Notify;
 use crate::outcome::{Outcome, Timing};
 use crate::registry::Function;
@@ -91,6 +93,58 @@ impl WorkerShared {
             stop: AtomicBool::new(false),
         }
     }
+}
+
+thread_local! {
+    /// The dispatcher of an inline worker (dispatcher and worker on one thread).
+    static INLINE: RefCell<Option<Dispatcher>> = const { RefCell::new(None) };
+}
+
+/// Lets the inline dispatcher of this thread handle arrivals and events while a sandbox runs
+/// (called from the epoch callback, BRIEF §8); a no-op on other threads.
+pub(crate) fn poll_inline() {
+    INLINE.with(|cell| {
+        if let Ok(mut guard) = cell.try_borrow_mut()
+            && let Some(d) = guard.as_mut()
+        {
+            d.poll();
+        }
+    });
+}
+
+/// The body of a worker that is also its own dispatcher (`Layout::Inline`): one thread runs the
+/// policy and the sandboxes; while a sandbox runs, the epoch callback polls for arrivals so an
+/// urgent request can still preempt it.
+pub(crate) fn run_inline(
+    me: Arc<WorkerShared>,
+    dispatcher: Dispatcher,
+    signals: Arc<Signals>,
+    mode: WaitMode,
+    cpu: Option<usize>,
+) {
+    if let Some(cpu) = cpu {
+        crate::engine::pin_current_thread(cpu);
+    }
+    let notify = Arc::clone(&dispatcher.shared.notify);
+    notify.bind_current();
+    me.notify.bind_current();
+    INLINE.with(|cell| *cell.borrow_mut() = Some(dispatcher));
+    loop {
+        let step = INLINE.with(|cell| cell.borrow_mut().as_mut().map_or(Step::Done, |d| d.step()));
+        if let Some(task) = me.inbox.pop() {
+            execute(&me, &notify, &signals, task);
+            continue;
+        }
+        match step {
+            Step::Busy => {}
+            Step::Done => break,
+            Step::Idle(timeout) => notify.wait(mode, timeout, || {
+                !me.inbox.is_empty()
+                    || INLINE.with(|cell| cell.borrow().as_ref().is_some_and(|d| d.has_input()))
+            }),
+        }
+    }
+    INLINE.with(|cell| cell.borrow_mut().take());
 }
 
 /// The worker thread's body.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use luge_runtime::{
-    BadRequest, Error, Failure, FunctionConfig, Limits, Outcome, PolicyKind, RegisterError,
+    BadRequest, Error, Failure, FunctionConfig, Layout, Limits, Outcome, PolicyKind, RegisterError,
     Rejection, Runtime, RuntimeConfig, SubmitOptions, TrapKind,
 };
 
@@ -133,9 +133,11 @@ fn bad_modules_are_rejected_at_registration() {
     ));
     assert!(matches!(
         reason(
-            r#"(module (import "env" "f" (func)) (memory (export "memory") 1) (func (export "_start")))"#
+            r#"(module (import "env" "f" (func)) (import "wasi_snapshot_preview1" "nope" (func))
+                (memory (export "memory") 1) (func (export "_start")))"#
         ),
-        RegisterError::UnsupportedImport { .. }
+        RegisterError::UnsupportedImports(list)
+            if list == ["env::f", "wasi_snapshot_preview1::nope"]
     ));
     assert!(matches!(
         reason(
@@ -189,7 +191,19 @@ fn sandboxes_never_see_a_previous_request() {
 
 #[test]
 fn an_urgent_request_preempts_a_long_one() {
-    let rt = runtime(1, PolicyKind::SledgeScale);
+    urgent_requests_preempt(runtime(1, PolicyKind::SledgeScale));
+}
+
+#[test]
+fn the_inline_layout_preempts_too() {
+    // Dispatcher and worker share one thread: arrivals are seen from the epoch callback.
+    let config = RuntimeConfig { layout: Layout::Inline, ..RuntimeConfig::default() };
+    urgent_requests_preempt(Runtime::start(config).unwrap());
+    let config = RuntimeConfig { layout: Layout::Inline, workers: 2, ..RuntimeConfig::default() };
+    assert!(matches!(Runtime::start(config), Err(Error::Config(_))));
+}
+
+fn urgent_requests_preempt(rt: Runtime) {
     // spin(10^8) runs ~0.2 s; tell the estimator so its slack is known.
     register(&rt, "spin", SPIN, |c| {
         c.expected_execution = Some(Duration::from_millis(200));
@@ -232,8 +246,19 @@ fn an_urgent_request_preempts_a_long_one() {
 
 #[test]
 fn every_policy_serves_a_mixed_load() {
-    for policy in PolicyKind::ALL {
-        let rt = runtime(2, policy);
+    let layouts = PolicyKind::ALL
+        .into_iter()
+        .map(|p| (p, Layout::Threads, 2))
+        .chain([PolicyKind::SledgeScale, PolicyKind::Fifo].map(|p| (p, Layout::Inline, 1)));
+    for (policy, layout, workers) in layouts {
+        let config = RuntimeConfig {
+            workers,
+            dispatchers: if layout == Layout::Inline { workers } else { 1 },
+            policy,
+            layout,
+            ..RuntimeConfig::default()
+        };
+        let rt = Runtime::start(config).unwrap();
         register(&rt, "echo", ECHO, |_| {});
         register(&rt, "spin", SPIN, |c| c.relative_deadline = Duration::from_secs(10));
         let tickets: Vec<_> = (0..40)
