@@ -1,0 +1,26 @@
+//! Rust clients for Luge's two front ends.
+//!
+//! - UDP-RPC (`docs/protocol.md`): [`RpcClient`] (blocking, one call at a time per client) and
+//!   [`AsyncRpcClient`] (tokio; any number of concurrent calls over one socket, demultiplexed by
+//!   request id, optionally bounded by a window). Both retransmit on the [`Backoff`] schedule
+//!   with the `RETRANSMIT` flag, start their request ids from a random value and ignore
+//!   responses to other ids.
+//! - HTTP/1.1: [`AsyncHttpClient`] (hyper-util's pooled keep-alive client) and [`HttpClient`]
+//!   (the same, driven by a private current-thread tokio runtime), reading Luge's timing headers.
+//!
+//! Every call takes [`CallOptions`]: deadline and expected execution for the server, and how
+//! long the client waits.
+
+mod error;
+mod http;
+mod rpc;
+mod rpc_async;
+
+pub use crate::error::ClientError;
+pub use crate::http::{
+    AsyncHttpClient, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, HttpClient, HttpResponse,
+    OUTCOME_HEADER, QUEUEING_HEADER, REQUEST_ID_HEADER,
+};
+pub use crate::rpc::{CallOptions, RpcClient, RpcResponse};
+pub use crate::rpc_async::AsyncRpcClient;
+pub use luge_proto::{Backoff, Status, StatusClass};

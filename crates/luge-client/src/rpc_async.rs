@@ -1,0 +1,271 @@
+//! The async UDP-RPC client: many concurrent calls over one socket.
+//!
+//! Each call registers its request id in a table of pending calls, sends, and waits on a
+//! oneshot channel with the backoff's timeouts, retransmitting between them. One receive task
+//! per client reads every datagram and completes the pending call with that id; answers nobody
+//! waits for (late, replayed, or for a call that gave up) are counted and dropped. A call that
+//! is cancelled (its future dropped) removes its entry. An optional window bounds the calls
+//! outstanding at once, as a pipelined load generator needs.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use luge_proto::{DecodeError, Kind, MAX_DATAGRAM, Message, decode};
+use tokio::net::{ToSocketAddrs, UdpSocket};
+use tokio::sync::{Semaphore, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::error::ClientError;
+use crate::rpc::{
+    CallOptions, Expect, IdGenerator, Reply, RpcResponse, encode_ping, encode_request, first_addr,
+    mark_retransmit,
+};
+
+type Pending = HashMap<u64, (Expect, oneshot::Sender<Reply>)>;
+
+/// State shared by the calls and the receive task.
+#[derive(Debug)]
+struct Shared {
+    socket: UdpSocket,
+    server: SocketAddr,
+    ids: IdGenerator,
+    pending: Mutex<Pending>,
+    /// An ICMP "port unreachable" was reported since the flag was last cleared.
+    refused: AtomicBool,
+    /// Datagrams that answered no pending call.
+    stale: AtomicU64,
+    /// Datagrams that did not decode.
+    undecodable: AtomicU64,
+}
+
+impl Shared {
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Completes the pending call a datagram answers, if any.
+    fn deliver(&self, datagram: &[u8]) {
+        let msg = match decode(datagram) {
+            Ok(msg @ (Message::Response(_) | Message::Pong(_))) => msg,
+            Ok(_) => {
+                self.stale.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Err(_) => {
+                self.undecodable.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let id = msg.request_id();
+        let entry = {
+            let mut pending = self.pending();
+            match pending.get(&id) {
+                // A Response may answer a Ping (a refusal); a Pong never answers a Request.
+                Some((Expect::Response, _)) if matches!(msg, Message::Pong(_)) => None,
+                Some(_) => pending.remove(&id),
+                None => None,
+            }
+        };
+        let Some((_, tx)) = entry else {
+            self.stale.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let reply = match msg {
+            Message::Pong(p) => Reply::Pong(p.payload.to_vec()),
+            Message::Response(r) => Reply::Response(RpcResponse::from_wire(&r, 0)),
+            Message::Request(_) | Message::Ping(_) => return,
+        };
+        // The call may have just given up; then the reply is simply dropped.
+        let _ = tx.send(reply);
+    }
+}
+
+/// Removes a call's pending entry when the call ends, however it ends.
+struct PendingGuard<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.pending().remove(&self.id);
+    }
+}
+
+/// Owns the receive task; aborts it when the last client handle goes away.
+#[derive(Debug)]
+struct Inner {
+    shared: Arc<Shared>,
+    window: Option<Arc<Semaphore>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// An async (tokio) UDP-RPC client. Cheap to clone; every clone shares one socket, one id
+/// sequence and one receive task, and any number of tasks may [`call`](Self::call) at once.
+/// Must be created and used inside a tokio runtime with I/O and time enabled.
+#[derive(Debug, Clone)]
+pub struct AsyncRpcClient {
+    inner: Arc<Inner>,
+}
+
+impl AsyncRpcClient {
+    /// A client of the server at `server`, without a bound on outstanding calls.
+    pub async fn connect(server: impl ToSocketAddrs) -> Result<Self, ClientError> {
+        Self::build(server, None).await
+    }
+
+    /// A client that lets at most `window` calls be outstanding at once; further calls wait
+    /// for a slot (the wait counts towards nothing: the timeout starts at the first send).
+    pub async fn connect_with_window(
+        server: impl ToSocketAddrs,
+        window: usize,
+    ) -> Result<Self, ClientError> {
+        Self::build(server, Some(window.max(1))).await
+    }
+
+    async fn build(server: impl ToSocketAddrs, window: Option<usize>) -> Result<Self, ClientError> {
+        let server = first_addr(tokio::net::lookup_host(server).await?, "the server")?;
+        let bind: SocketAddr = match server {
+            SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+            SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        let socket = UdpSocket::bind(bind).await?;
+        socket.connect(server).await?;
+        let shared = Arc::new(Shared {
+            socket,
+            server,
+            ids: IdGenerator::new(),
+            pending: Mutex::new(HashMap::new()),
+            refused: AtomicBool::new(false),
+            stale: AtomicU64::new(0),
+            undecodable: AtomicU64::new(0),
+        });
+        let task = tokio::spawn(receive(Arc::clone(&shared)));
+        let window = window.map(|w| Arc::new(Semaphore::new(w)));
+        Ok(Self { inner: Arc::new(Inner { shared, window, task }) })
+    }
+
+    /// The server's address.
+    pub fn server(&self) -> SocketAddr {
+        self.inner.shared.server
+    }
+
+    /// The client's own address.
+    pub fn local_addr(&self) -> Result<SocketAddr, ClientError> {
+        Ok(self.inner.shared.socket.local_addr()?)
+    }
+
+    /// Calls waiting for their answer right now.
+    pub fn outstanding(&self) -> usize {
+        self.inner.shared.pending().len()
+    }
+
+    /// Datagrams received that answered no pending call (late answers, replays, duplicates).
+    pub fn stale_responses(&self) -> u64 {
+        self.inner.shared.stale.load(Ordering::Relaxed)
+    }
+
+    /// Invokes function `function_id` with `payload` as stdin; returns its response, whatever
+    /// its status, or an error if none arrived within `opts.timeout`.
+    pub async fn call(
+        &self,
+        function_id: u32,
+        payload: &[u8],
+        opts: CallOptions,
+    ) -> Result<RpcResponse, ClientError> {
+        let id = self.inner.shared.ids.next();
+        let mut datagram = Vec::new();
+        encode_request(&mut datagram, id, function_id, payload, &opts)?;
+        match self.exchange(id, datagram, Expect::Response, &opts).await? {
+            Reply::Response(r) => Ok(r),
+            // Never: the receive task hands a Pong only to a Ping.
+            Reply::Pong(_) => {
+                Err(ClientError::Protocol(DecodeError::UnknownKind(Kind::Pong as u8)))
+            }
+        }
+    }
+
+    /// Sends a Ping with `payload`; returns the echoed payload.
+    pub async fn ping(&self, payload: &[u8], opts: CallOptions) -> Result<Vec<u8>, ClientError> {
+        let id = self.inner.shared.ids.next();
+        let mut datagram = Vec::new();
+        encode_ping(&mut datagram, id, payload)?;
+        match self.exchange(id, datagram, Expect::Pong, &opts).await? {
+            Reply::Pong(p) => Ok(p),
+            Reply::Response(r) => Err(ClientError::Status(r.status)),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        id: u64,
+        mut datagram: Vec<u8>,
+        expect: Expect,
+        opts: &CallOptions,
+    ) -> Result<Reply, ClientError> {
+        let _permit = match &self.inner.window {
+            Some(window) => Some(window.acquire().await.map_err(|_| ClientError::Closed)?),
+            None => None,
+        };
+        let shared = &*self.inner.shared;
+        let (tx, mut rx) = oneshot::channel();
+        shared.pending().insert(id, (expect, tx));
+        let _guard = PendingGuard { shared, id };
+        let start = Instant::now();
+        let mut attempts = 0u32;
+        let mut refused = false;
+        loop {
+            let remaining = opts.timeout.saturating_sub(start.elapsed());
+            let Some((wait, resend)) = opts.wait(attempts, remaining) else { break };
+            if resend {
+                if attempts > 0 {
+                    mark_retransmit(&mut datagram);
+                }
+                attempts += 1;
+                match shared.socket.send(&datagram).await {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => refused = true,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            match tokio::time::timeout(wait, &mut rx).await {
+                Ok(Ok(Reply::Response(mut r))) => {
+                    r.attempts = attempts;
+                    return Ok(Reply::Response(r));
+                }
+                Ok(Ok(pong)) => return Ok(pong),
+                // The sender is gone: the receive task stopped.
+                Ok(Err(_)) => return Err(ClientError::Closed),
+                Err(_elapsed) => {}
+            }
+        }
+        if refused || shared.refused.swap(false, Ordering::Relaxed) {
+            return Err(ClientError::Io(std::io::ErrorKind::ConnectionRefused.into()));
+        }
+        Err(ClientError::Timeout { attempts, elapsed: start.elapsed() })
+    }
+}
+
+/// The receive task: reads every datagram and completes the call it answers.
+async fn receive(shared: Arc<Shared>) {
+    let mut buf = vec![0; MAX_DATAGRAM + 1];
+    loop {
+        match shared.socket.recv(&mut buf).await {
+            Ok(n) => shared.deliver(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                shared.refused.store(true, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! Luge's front ends over the runtime: HTTP/1.1 (hyper) and UDP-RPC (`luge-proto`), the route
+//! table, the status mapping both share, and Prometheus metrics.
+
+mod http;
+mod metrics;
+mod status;
+mod udp;
+
+pub use crate::http::{HttpConfig, HttpError, HttpServer};
+pub use crate::metrics::{Metrics, Protocol};
+pub use crate::status::{http_status, outcome_label, rpc_status};
+pub use crate::udp::{UdpConfig, UdpError, UdpServer, UdpStats};

@@ -1,0 +1,308 @@
+//! The few socket calls std does not offer, as safe wrappers over `libc`: `recvmmsg` into a
+//! reusable batch of buffers, `sendmmsg` of a batch of replies, a non-blocking `sendto`, and
+//! conversions between [`SocketAddr`] and `sockaddr_storage`. Every `unsafe` block is here.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::RawFd;
+
+/// A zeroed `sockaddr_storage`.
+fn empty_storage() -> libc::sockaddr_storage {
+    // SAFETY: `sockaddr_storage` is a plain C struct of integers; all-zero is a valid value
+    // (family `AF_UNSPEC`).
+    unsafe { zeroed() }
+}
+
+/// Writes `addr` into a `sockaddr_storage`; returns the length to pass to the kernel.
+pub(super) fn to_storage(
+    addr: SocketAddr,
+    storage: &mut libc::sockaddr_storage,
+) -> libc::socklen_t {
+    *storage = empty_storage();
+    match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: `sockaddr_storage` is larger than and suitably aligned for every
+            // `sockaddr_*` type (that is its purpose); we write one whole `sockaddr_in` at its
+            // start through a pointer derived from a valid `&mut`.
+            unsafe {
+                std::ptr::write(std::ptr::from_mut(storage).cast::<libc::sockaddr_in>(), sin)
+            };
+            size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo().to_be(),
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above, for `sockaddr_in6`.
+            unsafe {
+                std::ptr::write(std::ptr::from_mut(storage).cast::<libc::sockaddr_in6>(), sin6)
+            };
+            size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
+
+/// Reads the address the kernel wrote into `storage` (`len` bytes); `None` for a family other
+/// than IPv4/IPv6 or a short length.
+pub(super) fn from_storage(
+    storage: &libc::sockaddr_storage,
+    len: libc::socklen_t,
+) -> Option<SocketAddr> {
+    let len = len as usize;
+    match i32::from(storage.ss_family) {
+        libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the family says the kernel wrote a `sockaddr_in`, `len` confirms its size,
+            // and `sockaddr_storage` is aligned for it.
+            let sin = unsafe { &*std::ptr::from_ref(storage).cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+        }
+        libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, for `sockaddr_in6`.
+            let sin6 = unsafe { &*std::ptr::from_ref(storage).cast::<libc::sockaddr_in6>() };
+            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(sin6.sin6_port),
+                u32::from_be(sin6.sin6_flowinfo),
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// `setsockopt(SOL_SOCKET, opt, value)` for an integer option.
+pub(super) fn set_int_option(fd: RawFd, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: `value` is a live `c_int` and we pass its exact size; the kernel only reads it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            std::ptr::from_ref(&value).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// `sendto(fd, buf, flags, addr)`: returns the bytes sent.
+pub(super) fn send_to(
+    fd: RawFd,
+    buf: &[u8],
+    addr: SocketAddr,
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    let mut storage = empty_storage();
+    let len = to_storage(addr, &mut storage);
+    // SAFETY: `buf` and `storage` are live for the call, with the lengths passed; the kernel
+    // only reads them.
+    let rc = unsafe {
+        libc::sendto(
+            fd,
+            buf.as_ptr().cast(),
+            buf.len(),
+            flags,
+            std::ptr::from_ref(&storage).cast(),
+            len,
+        )
+    };
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc as usize) }
+}
+
+/// A reusable `recvmmsg` batch: `capacity` buffers of `buf_len` bytes with their source
+/// addresses. Holds raw pointers into its own heap allocations (which never move), so it is
+/// neither `Send` nor `Sync`: it lives on the receive thread.
+pub(super) struct RecvBatch {
+    buf_len: usize,
+    bufs: Vec<u8>,
+    addrs: Vec<libc::sockaddr_storage>,
+    iovecs: Vec<libc::iovec>,
+    headers: Vec<libc::mmsghdr>,
+    received: usize,
+}
+
+impl RecvBatch {
+    pub(super) fn new(capacity: usize, buf_len: usize) -> Self {
+        let capacity = capacity.max(1);
+        let mut bufs = vec![0u8; capacity * buf_len];
+        let mut addrs = vec![empty_storage(); capacity];
+        let mut iovecs: Vec<libc::iovec> = bufs
+            .chunks_exact_mut(buf_len)
+            .map(|chunk| libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: buf_len })
+            .collect();
+        let headers = iovecs
+            .iter_mut()
+            .zip(addrs.iter_mut())
+            .map(|(iov, addr)| {
+                // SAFETY: `mmsghdr` is a plain C struct; all-zero is valid (null pointers,
+                // zero lengths) and we set the fields we use right after.
+                let mut h: libc::mmsghdr = unsafe { zeroed() };
+                h.msg_hdr.msg_name = std::ptr::from_mut(addr).cast();
+                h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                h.msg_hdr.msg_iov = std::ptr::from_mut(iov);
+                h.msg_hdr.msg_iovlen = 1;
+                h
+            })
+            .collect();
+        Self { buf_len, bufs, addrs, iovecs, headers, received: 0 }
+    }
+
+    /// One `recvmmsg(fd, batch, flags)`: returns how many datagrams arrived (at least 1).
+    pub(super) fn recv(&mut self, fd: RawFd, flags: libc::c_int) -> io::Result<usize> {
+        self.received = 0;
+        for h in &mut self.headers {
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_len = 0;
+        }
+        // The pointers set in `new` still point into `bufs`, `addrs` and `iovecs`: their heap
+        // buffers were never reallocated (we never push to or resize them).
+        debug_assert_eq!(self.iovecs.len(), self.headers.len());
+        // SAFETY: `headers` holds `headers.len()` initialised `mmsghdr`s whose name and iovec
+        // pointers point into live buffers owned by `self` (sizes as declared); the kernel
+        // writes at most those sizes. The timeout pointer may be null.
+        let rc = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.headers.as_mut_ptr(),
+                self.headers.len() as libc::c_uint,
+                flags,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.received = rc as usize;
+        Ok(self.received)
+    }
+
+    /// Datagram `i` of the last batch: its bytes, its source (if IPv4/IPv6) and whether the
+    /// kernel truncated it (it was larger than the buffer).
+    pub(super) fn get(&self, i: usize) -> Option<(&[u8], Option<SocketAddr>, bool)> {
+        if i >= self.received {
+            return None;
+        }
+        let h = &self.headers[i];
+        let len = (h.msg_len as usize).min(self.buf_len);
+        let start = i * self.buf_len;
+        let data = &self.bufs[start..start + len];
+        let peer = from_storage(&self.addrs[i], h.msg_hdr.msg_namelen);
+        let truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+        Some((data, peer, truncated))
+    }
+}
+
+/// Replies queued by the receive thread during one batch, sent with one `sendmmsg`. Buffers
+/// are reused from batch to batch.
+pub(super) struct SendBatch {
+    bufs: Vec<Vec<u8>>,
+    addrs: Vec<libc::sockaddr_storage>,
+    addr_lens: Vec<libc::socklen_t>,
+    iovecs: Vec<libc::iovec>,
+    headers: Vec<libc::mmsghdr>,
+    len: usize,
+}
+
+impl SendBatch {
+    pub(super) fn new() -> Self {
+        Self {
+            bufs: Vec::new(),
+            addrs: Vec::new(),
+            addr_lens: Vec::new(),
+            iovecs: Vec::new(),
+            headers: Vec::new(),
+            len: 0,
+        }
+    }
+
+    /// Queued replies.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// A cleared buffer for the next reply to `peer`; fill it and it is sent on `flush`.
+    pub(super) fn push(&mut self, peer: SocketAddr) -> &mut Vec<u8> {
+        if self.len == self.bufs.len() {
+            self.bufs.push(Vec::new());
+            self.addrs.push(empty_storage());
+            self.addr_lens.push(0);
+        }
+        let i = self.len;
+        self.len += 1;
+        self.addr_lens[i] = to_storage(peer, &mut self.addrs[i]);
+        let buf = &mut self.bufs[i];
+        buf.clear();
+        buf
+    }
+
+    /// Drops the last pushed reply (e.g. its encoding failed).
+    pub(super) fn pop(&mut self) {
+        self.len = self.len.saturating_sub(1);
+    }
+
+    /// Sends every queued reply with `sendmmsg(flags)`, retrying the rest after a partial send
+    /// and dropping a reply the kernel refuses. Returns how many could not be sent.
+    pub(super) fn flush(&mut self, fd: RawFd, flags: libc::c_int) -> usize {
+        let n = self.len;
+        self.len = 0;
+        if n == 0 {
+            return 0;
+        }
+        self.iovecs.clear();
+        self.headers.clear();
+        for buf in &mut self.bufs[..n] {
+            self.iovecs.push(libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() });
+        }
+        for i in 0..n {
+            // SAFETY: plain C struct, all-zero is valid; the used fields are set below.
+            let mut h: libc::mmsghdr = unsafe { zeroed() };
+            h.msg_hdr.msg_name = std::ptr::from_mut(&mut self.addrs[i]).cast();
+            h.msg_hdr.msg_namelen = self.addr_lens[i];
+            h.msg_hdr.msg_iov = std::ptr::from_mut(&mut self.iovecs[i]);
+            h.msg_hdr.msg_iovlen = 1;
+            self.headers.push(h);
+        }
+        let mut sent = 0;
+        let mut failed = 0;
+        while sent < n {
+            // SAFETY: `headers[sent..n]` are initialised and point into `addrs`, `iovecs` and
+            // `bufs`, which are not modified until the loop ends; the kernel only reads them.
+            let rc = unsafe {
+                libc::sendmmsg(
+                    fd,
+                    self.headers[sent..].as_mut_ptr(),
+                    (n - sent) as libc::c_uint,
+                    flags,
+                )
+            };
+            if rc > 0 {
+                sent += rc as usize;
+            } else {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                // The first remaining reply cannot be sent (buffer full, unreachable peer, …):
+                // drop it and go on with the others.
+                tracing::debug!("udp: dropping a reply: {err}");
+                sent += 1;
+                failed += 1;
+            }
+        }
+        failed
+    }
+}

@@ -1,0 +1,619 @@
+//! The HTTP front end end to end: a real runtime (one worker, sleep mode, no pinning — BRIEF §8)
+//! behind a real hyper server on `127.0.0.1:0`, driven by a hyper client, or by a raw
+//! `TcpStream` where the test needs control of the bytes on the wire (malformed input,
+//! keep-alive, bodies that stop half way).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::HeaderMap;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use luge_runtime::{FunctionConfig, Limits, Runtime, RuntimeConfig};
+use luge_server::{HttpConfig, HttpServer, Metrics, Protocol};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
+const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
+const HELLO: &str = include_str!("../../../functions/builtin/hello.wat");
+const FIB: &str = include_str!("../../../functions/builtin/fib.wat");
+const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
+const LOOP: &str = include_str!("../../../functions/test/loop.wat");
+const OOB: &str = include_str!("../../../functions/test/oob.wat");
+const EXIT3: &str = include_str!("../../../functions/test/exit3.wat");
+const MEMBOMB: &str = include_str!("../../../functions/test/membomb.wat");
+
+/// Request cap of the `tiny` echo.
+const TINY_CAP: usize = 4096;
+/// Every wait in these tests is bounded by this.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A runtime, its metrics and an HTTP server in front of them.
+struct Node {
+    runtime: Arc<Runtime>,
+    metrics: Arc<Metrics>,
+    server: Option<HttpServer>,
+    addr: SocketAddr,
+}
+
+impl Node {
+    fn server(&self) -> &HttpServer {
+        self.server.as_ref().unwrap()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+fn register(rt: &Runtime, name: &str, wat: &str, tune: impl FnOnce(&mut FunctionConfig)) {
+    let mut config = FunctionConfig::new(name);
+    tune(&mut config);
+    rt.register(config, wat.as_bytes()).unwrap();
+}
+
+/// A node serving the built-ins plus the failing test functions.
+fn node_with(runtime_config: RuntimeConfig, threads: usize) -> Node {
+    let runtime = Arc::new(Runtime::start(runtime_config).unwrap());
+    for (name, wat) in [("noop", NOOP), ("echo", ECHO), ("hello", HELLO), ("fib", FIB)] {
+        register(&runtime, name, wat, |_| {});
+    }
+    register(&runtime, "spin", SPIN, |c| c.relative_deadline = Duration::from_secs(30));
+    register(&runtime, "tiny", ECHO, |c| c.limits.max_request_bytes = TINY_CAP as u64);
+    register(&runtime, "slow", NOOP, |c| c.expected_execution = Some(Duration::from_millis(50)));
+    register(&runtime, "loop", LOOP, |c| {
+        c.limits.max_execution = Duration::from_millis(50);
+        c.relative_deadline = Duration::from_secs(5);
+    });
+    register(&runtime, "oob", OOB, |_| {});
+    register(&runtime, "exit3", EXIT3, |_| {});
+    register(&runtime, "membomb", MEMBOMB, |c| {
+        c.limits = Limits { max_memory_bytes: 8 << 20, ..Limits::default() }
+    });
+    let metrics = Arc::new(Metrics::new());
+    let config = HttpConfig {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        threads,
+        ..HttpConfig::default()
+    };
+    let server = HttpServer::start(Arc::clone(&runtime), Arc::clone(&metrics), config).unwrap();
+    let addr = server.local_addr();
+    Node { runtime, metrics, server: Some(server), addr }
+}
+
+fn node() -> Node {
+    node_with(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, 1)
+}
+
+fn client() -> Client<HttpConnector, Full<Bytes>> {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// One answer, with the Luge headers checked and parsed.
+#[derive(Debug)]
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    request_id: u64,
+    execution_ns: u64,
+    outcome: String,
+}
+
+impl Answer {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+
+    fn is_local(&self) -> bool {
+        self.request_id & (1 << 63) != 0
+    }
+}
+
+fn parse_answer(status: StatusCode, headers: HeaderMap, body: Bytes) -> Answer {
+    let number = |name: &str| -> u64 {
+        let value = headers.get(name).unwrap_or_else(|| panic!("{status}: no `{name}` header"));
+        value.to_str().unwrap().parse().unwrap_or_else(|_| panic!("`{name}`: {value:?}"))
+    };
+    let request_id = number("luge-request-id");
+    let execution_ns = number("luge-execution-ns");
+    number("luge-queueing-ns");
+    let outcome = headers
+        .get("luge-outcome")
+        .unwrap_or_else(|| panic!("{status}: no `luge-outcome` header"))
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(headers.contains_key("content-type") || status == StatusCode::NO_CONTENT);
+    Answer { status, headers, body, request_id, execution_ns, outcome }
+}
+
+async fn send(
+    client: &Client<HttpConnector, Full<Bytes>>,
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Answer {
+    let mut request = Request::builder().method(method).uri(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(Full::new(body.into())).unwrap();
+    let response = tokio::time::timeout(PATIENCE, client.request(request))
+        .await
+        .expect("no answer in time")
+        .expect("request failed");
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    parse_answer(parts.status, parts.headers, body)
+}
+
+async fn post(
+    client: &Client<HttpConnector, Full<Bytes>>,
+    node: &Node,
+    path: &str,
+    body: impl Into<Bytes>,
+) -> Answer {
+    send(client, Method::POST, &node.url(path), &[], body).await
+}
+
+fn assert_ok(answer: &Answer, body: &[u8]) {
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.text());
+    assert_eq!(answer.outcome, "ok");
+    assert_eq!(answer.header("content-type"), Some("application/octet-stream"));
+    assert!(!answer.is_local(), "a run request has a runtime id");
+    assert!(answer.execution_ns > 0);
+    assert_eq!(&answer.body[..], body);
+}
+
+fn assert_error(answer: &Answer, status: u16, outcome: &str, body_contains: &str) {
+    assert_eq!(answer.status.as_u16(), status, "{}", answer.text());
+    assert_eq!(answer.outcome, outcome);
+    assert_eq!(answer.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert!(answer.text().contains(body_contains), "{:?} lacks {body_contains:?}", answer.text());
+    assert_eq!(answer.header("retry-after").is_some(), status == 503);
+}
+
+// ---- raw HTTP/1.1 over TCP ----
+
+/// Reads one response (head + `Content-Length` body) from a raw connection.
+async fn read_raw(reader: &mut BufReader<TcpStream>) -> Answer {
+    let read = async {
+        let mut line = String::new();
+        reader.read_line(&mut line).await.unwrap();
+        assert!(line.starts_with("HTTP/1.1 "), "status line {line:?}");
+        let status = StatusCode::from_u16(line[9..12].parse().unwrap()).unwrap();
+        let mut headers = HeaderMap::new();
+        loop {
+            line.clear();
+            reader.read_line(&mut line).await.unwrap();
+            let trimmed = line.trim_end();
+            if trimmed.is_empty() {
+                break;
+            }
+            let (name, value) = trimmed.split_once(':').unwrap();
+            headers.append(
+                hyper::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.trim().parse().unwrap(),
+            );
+        }
+        let length: usize =
+            headers.get("content-length").map_or(0, |v| v.to_str().unwrap().parse().unwrap());
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).await.unwrap();
+        (status, headers, Bytes::from(body))
+    };
+    let (status, headers, body) =
+        tokio::time::timeout(PATIENCE, read).await.expect("no response in time");
+    parse_answer(status, headers, body)
+}
+
+async fn raw(node: &Node) -> BufReader<TcpStream> {
+    BufReader::new(TcpStream::connect(node.addr).await.unwrap())
+}
+
+/// Polls `condition` until it holds (bounded by [`PATIENCE`]).
+async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+// ---- tests ----
+
+#[tokio::test]
+async fn builtin_functions_answer() {
+    let node = node();
+    let c = client();
+    assert_ok(&post(&c, &node, "/noop", "").await, b"");
+    let kib: Vec<u8> = (0..1024u32).map(|i| (i * 7) as u8).collect();
+    assert_ok(&post(&c, &node, "/echo", kib.clone()).await, &kib);
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    assert_ok(&post(&c, &node, "/echo", big.clone()).await, &big);
+    assert_ok(&post(&c, &node, "/hello", "").await, b"Hello from Luge!\n");
+    assert_ok(&post(&c, &node, "/hello", "edge\n").await, b"Hello, edge!\n");
+    assert_ok(&post(&c, &node, "/fib", "20\n").await, b"6765\n");
+    assert_ok(&post(&c, &node, "/spin", "1000").await, b"432f32487609ff83\n");
+    // A deadline header within range is accepted, and an expected execution too.
+    let headers = [("Luge-Deadline-Us", "2000000"), ("Luge-Expected-Us", "100")];
+    let answer = send(&c, Method::POST, &node.url("/noop"), &headers, "").await;
+    assert_ok(&answer, b"");
+    assert_eq!(node.metrics.requests("echo", "ok"), 2);
+    assert_eq!(node.metrics.requests("noop", "ok"), 2);
+}
+
+#[tokio::test]
+async fn every_status_has_its_path() {
+    let node = node();
+    let c = client();
+    // 400: malformed Luge headers, counted as malformed input.
+    for (name, value) in [
+        ("Luge-Deadline-Us", "soon"),
+        ("Luge-Deadline-Us", "-5"),
+        ("Luge-Deadline-Us", "99999999999999999999999"),
+        ("Luge-Expected-Us", "1.5"),
+    ] {
+        let answer = send(&c, Method::POST, &node.url("/echo"), &[(name, value)], "x").await;
+        assert_error(&answer, 400, "bad_request", "bad request");
+        assert!(answer.is_local(), "refused before submission: local id");
+    }
+    assert_eq!(node.metrics.malformed_total(Protocol::Http), 4);
+    // 404: unknown function, on POST and on any other method.
+    let answer = post(&c, &node, "/nosuch", "x").await;
+    assert_error(&answer, 404, "unknown_function", "unknown function `nosuch`");
+    let answer = send(&c, Method::GET, &node.url("/nosuch"), &[], "").await;
+    assert_error(&answer, 404, "unknown_function", "nosuch");
+    assert_error(&post(&c, &node, "/", "").await, 404, "unknown_function", "unknown function");
+    assert_error(&post(&c, &node, "/admin/nope", "").await, 404, "not_found", "no such endpoint");
+    // 405: a function route takes POST only.
+    let answer = send(&c, Method::GET, &node.url("/echo"), &[], "").await;
+    assert_error(&answer, 405, "method_not_allowed", "not allowed");
+    assert_eq!(answer.header("allow"), Some("POST"));
+    let answer = send(&c, Method::PUT, &node.url("/echo"), &[], "x").await;
+    assert_eq!((answer.status.as_u16(), answer.header("allow")), (405, Some("POST")));
+    // 413: a body over the function's cap (hyper sends it with a Content-Length).
+    let answer = post(&c, &node, "/tiny", vec![b'x'; TINY_CAP + 1]).await;
+    assert_error(&answer, 413, "too_large", "exceeds the limit of 4096 bytes");
+    assert_ok(&post(&c, &node, "/tiny", vec![b'x'; TINY_CAP]).await, &[b'x'; TINY_CAP]);
+    // 503: a deadline the function's expected execution cannot meet.
+    let headers = [("Luge-Deadline-Us", "1000")];
+    let answer = send(&c, Method::POST, &node.url("/slow"), &headers, "").await;
+    assert_error(&answer, 503, "deadline_infeasible", "deadline infeasible");
+    assert_eq!(answer.header("retry-after"), Some("1"));
+    assert!(!answer.is_local(), "refused by the runtime: runtime id");
+    // 504: killed after its execution budget.
+    let answer = post(&c, &node, "/loop", "").await;
+    assert_error(&answer, 504, "killed", "killed after exceeding its execution budget");
+    assert!(answer.execution_ns >= 50_000_000, "ran {} ns", answer.execution_ns);
+    // 500: trap (with its kind), exit status, memory limit.
+    let answer = post(&c, &node, "/oob", "").await;
+    assert_error(&answer, 500, "trap", "trap: memory_out_of_bounds");
+    assert_error(&post(&c, &node, "/exit3", "").await, 500, "exit_failure", "exited with status 3");
+    let answer = post(&c, &node, "/membomb", "").await;
+    assert_error(&answer, 500, "memory_limit", "memory limit of 8388608 bytes");
+    // Every function outcome was recorded once under its label.
+    for (function, label) in [
+        ("tiny", "too_large"),
+        ("tiny", "ok"),
+        ("slow", "deadline_infeasible"),
+        ("loop", "killed"),
+        ("oob", "trap"),
+        ("exit3", "exit_failure"),
+        ("membomb", "memory_limit"),
+    ] {
+        assert_eq!(node.metrics.requests(function, label), 1, "{function}/{label}");
+    }
+    // And the node is unharmed.
+    assert_ok(&post(&c, &node, "/echo", "still fine").await, b"still fine");
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_refused_before_they_are_read() {
+    let node = node();
+    // Content-Length over the cap: answered from the head alone (no body byte is ever sent).
+    let mut conn = raw(&node).await;
+    let head = "POST /tiny HTTP/1.1\r\nHost: luge\r\nContent-Length: 1000000000\r\n\r\n";
+    conn.get_mut().write_all(head.as_bytes()).await.unwrap();
+    let answer = read_raw(&mut conn).await;
+    assert_error(&answer, 413, "too_large", "request of 1000000000 bytes exceeds the limit");
+    assert_eq!(answer.header("connection"), Some("close"));
+    // A chunked body without Content-Length: refused as soon as it crosses the cap, although the
+    // client never finishes it (no terminating chunk is sent).
+    let mut conn = raw(&node).await;
+    let head = "POST /tiny HTTP/1.1\r\nHost: luge\r\nTransfer-Encoding: chunked\r\n\r\n";
+    conn.get_mut().write_all(head.as_bytes()).await.unwrap();
+    for _ in 0..3 {
+        let chunk = format!("800\r\n{}\r\n", "y".repeat(0x800)); // 2 KiB per chunk
+        conn.get_mut().write_all(chunk.as_bytes()).await.unwrap();
+    }
+    let answer = read_raw(&mut conn).await;
+    assert_error(&answer, 413, "too_large", "request body exceeds the limit of 4096 bytes");
+    // A chunked body under the cap goes through.
+    let mut conn = raw(&node).await;
+    let request = "POST /tiny HTTP/1.1\r\nHost: luge\r\nTransfer-Encoding: chunked\r\n\r\n\
+                   5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+    conn.get_mut().write_all(request.as_bytes()).await.unwrap();
+    assert_ok(&read_raw(&mut conn).await, b"hello world");
+    assert_eq!(node.metrics.requests("tiny", "too_large"), 2);
+}
+
+#[tokio::test]
+async fn keep_alive_serves_several_requests_on_one_connection() {
+    let node = node();
+    let mut conn = raw(&node).await;
+    for (path, body, status) in
+        [("/echo", "one", 200), ("/nosuch", "two", 404), ("/hello", "three", 200)]
+    {
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: luge\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        conn.get_mut().write_all(request.as_bytes()).await.unwrap();
+        let answer = read_raw(&mut conn).await;
+        assert_eq!(answer.status.as_u16(), status, "{path}: {}", answer.text());
+        assert_eq!(answer.header("connection"), None, "{path}: the connection must stay open");
+    }
+    // Two requests written back to back (pipelined) are answered in order.
+    let two = "POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 1\r\n\r\nA\
+               POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 1\r\n\r\nB";
+    conn.get_mut().write_all(two.as_bytes()).await.unwrap();
+    assert_ok(&read_raw(&mut conn).await, b"A");
+    assert_ok(&read_raw(&mut conn).await, b"B");
+    assert_eq!(node.metrics.requests("echo", "ok"), 3);
+}
+
+#[tokio::test]
+async fn malformed_http_is_answered_and_counted() {
+    let node = node();
+    let mut conn = raw(&node).await;
+    conn.get_mut().write_all(b"THIS IS NOT HTTP\r\n\r\n").await.unwrap();
+    let mut reply = String::new();
+    let read = conn.read_to_string(&mut reply);
+    tokio::time::timeout(PATIENCE, read).await.unwrap().unwrap();
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply:?}");
+    let metrics = Arc::clone(&node.metrics);
+    eventually("the parse error to be counted", || metrics.malformed_total(Protocol::Http) == 1)
+        .await;
+}
+
+#[tokio::test]
+async fn metrics_health_and_routes() {
+    let node = node();
+    let c = client();
+    let health = send(&c, Method::GET, &node.url("/healthz"), &[], "").await;
+    assert_eq!((health.status, health.text().as_str()), (StatusCode::OK, "ok"));
+    assert!(health.is_local());
+    for _ in 0..3 {
+        assert_ok(&post(&c, &node, "/echo", "m").await, b"m");
+    }
+    post(&c, &node, "/oob", "").await;
+    let metrics = send(&c, Method::GET, &node.url("/metrics"), &[], "").await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    assert!(metrics.header("content-type").unwrap().starts_with("text/plain; version=0.0.4"));
+    let text = metrics.text();
+    for line in [
+        "luge_requests_total{function=\"echo\",outcome=\"ok\",protocol=\"http\"} 3",
+        "luge_requests_total{function=\"oob\",outcome=\"trap\",protocol=\"http\"} 1",
+        "luge_execution_seconds_count{function=\"echo\"} 3",
+        "luge_functions 11",
+    ] {
+        assert!(text.contains(line), "no {line:?} in\n{text}");
+    }
+    let answer = send(&c, Method::POST, &node.url("/metrics"), &[], "").await;
+    assert_eq!((answer.status.as_u16(), answer.header("allow")), (405, Some("GET")));
+
+    // Explicit routes: another path for a function; the default one keeps working.
+    node.server().set_route("/v1/echo", "echo").unwrap();
+    assert_ok(&post(&c, &node, "/v1/echo", "routed").await, b"routed");
+    assert_ok(&post(&c, &node, "/echo", "default").await, b"default");
+    assert_eq!(node.server().routes(), vec![("/v1/echo".to_owned(), "echo".to_owned())]);
+    assert_eq!(node.server().remove_route("/v1/echo").as_deref(), Some("echo"));
+    assert_eq!(post(&c, &node, "/v1/echo", "gone").await.status, StatusCode::NOT_FOUND);
+    // A route to a function not registered (yet) answers 404.
+    node.server().set_route("/later", "nobody").unwrap();
+    assert_eq!(post(&c, &node, "/later", "").await.status, StatusCode::NOT_FOUND);
+    for bad in ["/metrics", "/admin/functions", "nope", "/a b"] {
+        assert!(node.server().set_route(bad, "echo").is_err(), "{bad:?} accepted");
+    }
+}
+
+#[tokio::test]
+async fn admin_api_lists_adds_and_removes_functions() {
+    let node = node();
+    let c = client();
+    // A name that needs escaping, registered in process.
+    register(&node.runtime, "we\"ird\\\n", NOOP, |_| {});
+    let list = send(&c, Method::GET, &node.url("/admin/functions"), &[], "").await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert_eq!(list.header("content-type"), Some("application/json"));
+    let all: serde_json::Value = serde_json::from_slice(&list.body).unwrap();
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), 12);
+    let tiny = all.iter().find(|f| f["name"] == "tiny").unwrap();
+    assert_eq!(tiny["route"], "/tiny");
+    assert_eq!(tiny["max_request_bytes"], TINY_CAP as u64);
+    assert_eq!(tiny["relative_deadline_us"], 100_000);
+    assert_eq!(tiny["expected_execution_us"], serde_json::Value::Null);
+    assert_eq!(tiny["max_execution_us"], 1_000_000);
+    assert_eq!(tiny["max_memory_bytes"], 64u64 << 20);
+    assert_eq!(tiny["max_output_bytes"], 1u64 << 20);
+    assert_eq!(tiny["tenant"], 0);
+    assert_eq!(tiny["module_sha256"].as_str().unwrap().len(), 64);
+    let slow = all.iter().find(|f| f["name"] == "slow").unwrap();
+    assert_eq!(slow["expected_execution_us"], 50_000);
+    assert!(all.iter().any(|f| f["name"] == "we\"ird\\\n"), "escaped name round-trips");
+    let ids: HashSet<u64> = all.iter().map(|f| f["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), 12);
+
+    // PUT registers at run time, with a route and a deadline.
+    let url = node.url("/admin/functions/greet?route=/say/hello&deadline_us=20000");
+    let put = send(&c, Method::PUT, &url, &[], HELLO).await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.text());
+    let created: serde_json::Value = serde_json::from_slice(&put.body).unwrap();
+    assert_eq!(created["name"], "greet");
+    assert_eq!(created["route"], "/say/hello");
+    assert_eq!(created["relative_deadline_us"], 20_000);
+    assert_ok(&post(&c, &node, "/say/hello", "admin\n").await, b"Hello, admin!\n");
+    assert_ok(&post(&c, &node, "/greet", "").await, b"Hello from Luge!\n");
+    let one = send(&c, Method::GET, &node.url("/admin/functions/greet"), &[], "").await;
+    let one: serde_json::Value = serde_json::from_slice(&one.body).unwrap();
+    assert_eq!(one["route"], "/say/hello");
+    // Refusals: duplicate, invalid module, bad name, bad query.
+    let again = send(&c, Method::PUT, &node.url("/admin/functions/greet"), &[], HELLO).await;
+    assert_error(&again, 400, "bad_request", "already registered");
+    let bad = send(&c, Method::PUT, &node.url("/admin/functions/bad"), &[], "(module").await;
+    assert_error(&bad, 400, "bad_request", "invalid module");
+    let bad = send(&c, Method::PUT, &node.url("/admin/functions/a%20b"), &[], NOOP).await;
+    assert_error(&bad, 400, "bad_request", "function name");
+    let url = node.url("/admin/functions/x?deadline_us=soon");
+    assert_error(&send(&c, Method::PUT, &url, &[], NOOP).await, 400, "bad_request", "deadline_us");
+    let url = node.url("/admin/functions/x?route=/say/hello");
+    let taken = send(&c, Method::PUT, &url, &[], NOOP).await;
+    assert_error(&taken, 400, "bad_request", "already belongs to function `greet`");
+    assert!(node.runtime.function("x").is_none(), "a refused PUT leaves nothing behind");
+    // DELETE removes the function and its routes.
+    let url = node.url("/admin/functions/greet");
+    let deleted = send(&c, Method::DELETE, &url, &[], "").await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    assert_eq!(post(&c, &node, "/say/hello", "").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(post(&c, &node, "/greet", "").await.status, StatusCode::NOT_FOUND);
+    let again = send(&c, Method::DELETE, &url, &[], "").await;
+    assert_error(&again, 404, "unknown_function", "greet");
+    let answer = send(&c, Method::POST, &url, &[], "").await;
+    assert_eq!((answer.status.as_u16(), answer.header("allow")), (405, Some("GET, PUT, DELETE")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_get_exactly_one_answer_each() {
+    const TASKS: usize = 8;
+    const PER_TASK: usize = 50;
+    let node = node_with(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, 2);
+    let c = client();
+    let url = node.url("/echo");
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let (c, url) = (c.clone(), url.clone());
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for i in 0..PER_TASK {
+                    let body = format!("task {t} request {i} {}", "z".repeat(i * 13));
+                    // Long deadlines: this test is about answers, not admission.
+                    let headers = [("Luge-Deadline-Us", "5000000")];
+                    let answer = send(&c, Method::POST, &url, &headers, body.clone()).await;
+                    assert_ok(&answer, body.as_bytes());
+                    ids.push(answer.request_id);
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for task in tasks {
+        ids.extend(task.await.unwrap());
+    }
+    assert_eq!(ids.len(), TASKS * PER_TASK);
+    let distinct: HashSet<u64> = ids.iter().copied().collect();
+    assert_eq!(distinct.len(), ids.len(), "request ids must be unique");
+    assert_eq!(node.metrics.requests("echo", "ok"), (TASKS * PER_TASK) as u64);
+    assert_eq!(node.runtime.live_sandboxes(), 0, "pool slots leaked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_requests_in_flight() {
+    const SPINS: usize = 4;
+    let mut node = node();
+    let c = client();
+    // Spins of tens of ms each, queued one behind the other on the single worker.
+    let in_flight: Vec<_> = (0..SPINS)
+        .map(|_| {
+            let (c, url) = (c.clone(), node.url("/spin"));
+            tokio::spawn(async move {
+                send(&c, Method::POST, &url, &[("Luge-Deadline-Us", "30000000")], "20000000").await
+            })
+        })
+        .collect();
+    // Premise: every request has reached its handler and one really runs in a sandbox.
+    let server = node.server.take().unwrap();
+    let runtime = Arc::clone(&node.runtime);
+    eventually("every request to be in flight, one running", || {
+        server.in_flight() == SPINS && runtime.live_sandboxes() > 0
+    })
+    .await;
+    assert_eq!(server.connections(), SPINS);
+    let addr = server.local_addr();
+    let started = Instant::now();
+    tokio::task::spawn_blocking(move || server.shutdown(Duration::from_secs(8))).await.unwrap();
+    let took = started.elapsed();
+    for task in in_flight {
+        // The grace is long enough for all of them: each gets its real answer.
+        let answer = task.await.unwrap();
+        assert_eq!((answer.status, answer.body.len()), (StatusCode::OK, 17), "{}", answer.text());
+    }
+    assert!(took < Duration::from_secs(8), "shutdown waited {took:?}");
+    // Not accepting any more.
+    assert!(TcpStream::connect(addr).await.is_err(), "still accepting after shutdown");
+    drop(node);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_after_the_grace_answers_503() {
+    let runtime_config = RuntimeConfig {
+        workers: 1,
+        shutdown_grace: Duration::from_millis(100),
+        ..RuntimeConfig::default()
+    };
+    let mut node = node_with(runtime_config, 1);
+    register(&node.runtime, "forever", LOOP, |c| {
+        c.limits.max_execution = Duration::from_secs(2);
+        c.relative_deadline = Duration::from_secs(30);
+    });
+    let c = client();
+    let url = node.url("/forever");
+    let stuck = tokio::spawn(async move { send(&c, Method::POST, &url, &[], "").await });
+    let runtime = Arc::clone(&node.runtime);
+    eventually("the loop to start", || runtime.live_sandboxes() > 0).await;
+    let server = node.server.take().unwrap();
+    let started = Instant::now();
+    tokio::task::spawn_blocking(move || server.shutdown(Duration::from_millis(100))).await.unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "shutdown took {took:?}");
+    let answer = stuck.await.unwrap();
+    assert_error(&answer, 503, "shutting_down", "shutting down");
+    assert!(answer.execution_ns == 0 && answer.is_local());
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_early_is_still_counted() {
+    let node = node();
+    let mut conn = raw(&node).await;
+    let body = "20000000";
+    let request = format!(
+        "POST /spin HTTP/1.1\r\nHost: luge\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    conn.get_mut().write_all(request.as_bytes()).await.unwrap();
+    // Premise: the request runs when the client goes away.
+    let (runtime, server) = (Arc::clone(&node.runtime), node.server());
+    eventually("the spin to start", || runtime.live_sandboxes() > 0 && server.in_flight() == 1)
+        .await;
+    drop(conn);
+    eventually("the handler to be dropped", || server.in_flight() == 0).await;
+    let metrics = Arc::clone(&node.metrics);
+    eventually("the outcome to be recorded", || metrics.requests("spin", "ok") == 1).await;
+}

@@ -1,0 +1,469 @@
+//! The UDP-RPC front end end to end: real runtime (one worker, sleep mode, unpinned: BRIEF §8),
+//! real sockets on 127.0.0.1, the built-in and test WAT functions, the `luge-client` clients and
+//! raw sockets for what a well-behaved client never sends.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::collections::HashSet;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use luge_client::{Backoff, CallOptions, RpcClient, Status};
+use luge_proto::{Flags, MAX_DATAGRAM, Message, Request, RequestHeader, ResponseHeader, decode};
+use luge_runtime::{FunctionConfig, Runtime, RuntimeConfig};
+use luge_server::{Metrics, Protocol, UdpConfig, UdpServer};
+
+const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
+const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
+const HELLO: &str = include_str!("../../../functions/builtin/hello.wat");
+const FIB: &str = include_str!("../../../functions/builtin/fib.wat");
+const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
+const LOOP: &str = include_str!("../../../functions/test/loop.wat");
+const OOB: &str = include_str!("../../../functions/test/oob.wat");
+const EXIT3: &str = include_str!("../../../functions/test/exit3.wat");
+
+const MS: Duration = Duration::from_millis(1);
+/// spin(k) output for k = 1000 (`functions/builtin/spin.wat`).
+const SPIN_1000: &[u8] = b"432f32487609ff83\n";
+/// spin iterations for a request that runs long enough to be retransmitted (~50–100 ms).
+const SPIN_LONG: &[u8] = b"30000000";
+
+/// A function to register: name, WAT text, settings tweak.
+type Spec<'a> = (&'a str, &'a str, &'a dyn Fn(&mut FunctionConfig));
+
+/// A runtime with one worker, the server on an ephemeral port, and the function ids by name.
+struct Env {
+    runtime: Arc<Runtime>,
+    metrics: Arc<Metrics>,
+    server: Option<UdpServer>,
+    addr: SocketAddr,
+}
+
+impl Env {
+    fn start(config: UdpConfig, functions: &[Spec<'_>]) -> Self {
+        let runtime =
+            Arc::new(Runtime::start(RuntimeConfig { workers: 1, ..Default::default() }).unwrap());
+        for (name, wat, tune) in functions {
+            let mut config = FunctionConfig::new(*name);
+            // Generous defaults: test machines are slow and shared.
+            config.relative_deadline = Duration::from_secs(10);
+            config.limits.max_execution = Duration::from_secs(10);
+            tune(&mut config);
+            runtime.register(config, wat.as_bytes()).unwrap();
+        }
+        let metrics = Arc::new(Metrics::new());
+        let config = UdpConfig { addr: "127.0.0.1:0".parse().unwrap(), ..config };
+        let server = UdpServer::start(Arc::clone(&runtime), Arc::clone(&metrics), config).unwrap();
+        let addr = server.local_addr();
+        Self { runtime, metrics, server: Some(server), addr }
+    }
+
+    /// Waits until every submitted request has been answered *and* accounted: the server
+    /// decrements `in_flight` after recording the outcome in the metrics, and a client may see
+    /// the response before that.
+    fn settled(&self) {
+        wait_until("every request is accounted", || self.server().in_flight() == 0);
+    }
+
+    fn server(&self) -> &UdpServer {
+        self.server.as_ref().unwrap()
+    }
+
+    fn id(&self, name: &str) -> u32 {
+        self.runtime.function(name).unwrap().id.0
+    }
+
+    fn client(&self) -> RpcClient {
+        RpcClient::connect(self.addr).unwrap()
+    }
+
+    /// A raw socket connected to the server, with a read timeout.
+    fn raw(&self) -> UdpSocket {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.connect(self.addr).unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        socket
+    }
+}
+
+fn nothing(_: &mut FunctionConfig) {}
+
+fn opts() -> CallOptions {
+    CallOptions::default().with_timeout(Duration::from_secs(20))
+}
+
+fn request(id: u64, function: u32, flags: Flags, payload: &[u8]) -> Vec<u8> {
+    let header = RequestHeader { request_id: id, flags, function, deadline_us: 0, expected_us: 0 };
+    let mut out = Vec::new();
+    Message::Request(Request { header, payload }).encode(&mut out).unwrap();
+    out
+}
+
+/// Receives one datagram, which must be a Response.
+fn recv_response(socket: &UdpSocket) -> (ResponseHeader, Vec<u8>) {
+    let mut buf = vec![0; MAX_DATAGRAM + 1];
+    let n = socket.recv(&mut buf).expect("a response");
+    match decode(&buf[..n]) {
+        Ok(Message::Response(r)) => (r.header, r.payload.to_vec()),
+        other => panic!("expected a response, got {other:?}"),
+    }
+}
+
+/// Waits until `cond` holds (or panics after 10 s).
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(10), "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+#[test]
+fn builtin_functions_answer_over_rpc() {
+    let env = Env::start(
+        UdpConfig::default(),
+        &[
+            ("noop", NOOP, &nothing),
+            ("echo", ECHO, &nothing),
+            ("hello", HELLO, &nothing),
+            ("fib", FIB, &nothing),
+            ("spin", SPIN, &nothing),
+        ],
+    );
+    let mut client = env.client();
+    let call = |client: &mut RpcClient, name: &str, payload: &[u8]| {
+        let r = client.call(env.id(name), payload, opts()).unwrap();
+        assert_eq!(r.status, Status::Ok, "{name}: {}", r.message());
+        assert!(!r.replayed);
+        r
+    };
+    assert_eq!(call(&mut client, "noop", b"").payload, b"");
+    let kib: Vec<u8> = (0..1024u32).map(|i| (i * 7) as u8).collect();
+    assert_eq!(call(&mut client, "echo", &kib).payload, kib);
+    // The largest request payload a datagram carries, echoed in the largest response that fits.
+    let big: Vec<u8> = (0..MAX_DATAGRAM - 40).map(|i| (i % 251) as u8).collect();
+    assert_eq!(call(&mut client, "echo", &big).payload, big);
+    assert_eq!(call(&mut client, "hello", b"").payload, b"Hello from Luge!\n");
+    assert_eq!(call(&mut client, "hello", b"edge\n").payload, b"Hello, edge!\n");
+    assert_eq!(call(&mut client, "fib", b"20\n").payload, b"6765\n");
+    let spin = call(&mut client, "spin", b"1000");
+    assert_eq!(spin.payload, SPIN_1000);
+    assert!(spin.execution > Duration::ZERO, "{spin:?}");
+    assert!(spin.queueing > Duration::ZERO, "{spin:?}");
+    assert_eq!(client.ping(b"ping!", opts()).unwrap(), b"ping!");
+    env.settled();
+    assert_eq!(env.metrics.requests("spin", "ok"), 1);
+}
+
+#[test]
+fn every_status_path() {
+    let env = Env::start(
+        UdpConfig::default(),
+        &[
+            ("echo", ECHO, &|c| c.limits.max_request_bytes = 1024),
+            ("noop", NOOP, &|c| c.expected_execution = Some(5 * MS)),
+            ("loop", LOOP, &|c| c.limits.max_execution = 30 * MS),
+            ("oob", OOB, &nothing),
+            ("exit3", EXIT3, &nothing),
+        ],
+    );
+    let mut client = env.client();
+    let mut call = |function: u32, payload: &[u8], opts: CallOptions| {
+        let r = client.call(function, payload, opts).unwrap();
+        (r.status, r.message(), r.execution)
+    };
+    let (status, message, _) = call(9_999, b"", opts());
+    assert_eq!((status, message.as_str()), (Status::UnknownFunction, "no function with id 9999"));
+    let (status, message, _) = call(env.id("echo"), &[0; 2000], opts());
+    assert_eq!(status, Status::TooLarge, "{message}");
+    let infeasible = opts().with_deadline(MS);
+    let (status, message, execution) = call(env.id("noop"), b"", infeasible);
+    assert_eq!((status, execution), (Status::DeadlineInfeasible, Duration::ZERO), "{message}");
+    let (status, message, execution) = call(env.id("loop"), b"", opts());
+    assert_eq!(status, Status::Killed, "{message}");
+    assert!(execution >= 30 * MS, "{execution:?}");
+    let (status, message, _) = call(env.id("oob"), b"", opts());
+    assert_eq!((status, message.as_str()), (Status::Trap, "trap: memory_out_of_bounds"));
+    let (status, message, _) = call(env.id("exit3"), b"", opts());
+    assert_eq!((status, message.as_str()), (Status::ExitFailure, "exited with status 3"));
+    // And the server is unharmed.
+    let (status, message, _) = call(env.id("echo"), b"fine", opts());
+    assert_eq!((status, message.as_str()), (Status::Ok, "fine"));
+}
+
+#[test]
+fn refusals_are_not_cached_but_executions_are() {
+    let env = Env::start(
+        UdpConfig::default(),
+        &[("noop", NOOP, &|c| c.expected_execution = Some(5 * MS)), ("exit3", EXIT3, &nothing)],
+    );
+    let raw = env.raw();
+    // A refusal (2xx) twice: evaluated twice, never replayed.
+    let mut refused = request(11, env.id("noop"), Flags::NONE, b"");
+    refused[24..28].copy_from_slice(&1_000u32.to_le_bytes()); // deadline 1 ms < expected 5 ms
+    for _ in 0..2 {
+        raw.send(&refused).unwrap();
+        let (h, _) = recv_response(&raw);
+        assert_eq!((h.request_id, h.status), (11, Status::DeadlineInfeasible));
+        assert!(!h.flags.contains(Flags::REPLAYED));
+    }
+    // A function failure (3xx) ran: its answer is cached and replayed, never run again.
+    let failed = request(12, env.id("exit3"), Flags::NONE, b"");
+    raw.send(&failed).unwrap();
+    let (first, _) = recv_response(&raw);
+    assert_eq!((first.status, first.flags), (Status::ExitFailure, Flags::NONE));
+    env.settled(); // cached just after it is sent
+    raw.send(&failed).unwrap();
+    let (again, message) = recv_response(&raw);
+    assert_eq!(again.status, Status::ExitFailure);
+    assert!(again.flags.contains(Flags::REPLAYED));
+    assert_eq!((again.execution_ns, again.queueing_ns), (first.execution_ns, first.queueing_ns));
+    assert_eq!(message, b"exited with status 3");
+    env.settled();
+    assert_eq!(env.metrics.requests("exit3", "exit_failure"), 1);
+    assert_eq!(env.metrics.requests("noop", "deadline_infeasible"), 2);
+}
+
+#[test]
+fn duplicates_run_once_and_are_replayed() {
+    let env = Env::start(UdpConfig::default(), &[("spin", SPIN, &nothing)]);
+    let raw = env.raw();
+    let datagram = request(0xfeed, env.id("spin"), Flags::NONE, SPIN_LONG);
+    raw.send(&datagram).unwrap();
+    // Premise: the first copy is running when the duplicate arrives.
+    wait_until("the request runs", || env.runtime.live_sandboxes() > 0);
+    let mut retransmit = datagram.clone();
+    retransmit[4] = Flags::RETRANSMIT.0 as u8;
+    raw.send(&retransmit).unwrap();
+    raw.send(&datagram).unwrap();
+    let (first, output) = recv_response(&raw);
+    assert_eq!((first.request_id, first.status, first.flags), (0xfeed, Status::Ok, Flags::NONE));
+    assert_eq!(output.len(), 17);
+    // The two in-flight duplicates were dropped: the next answer is the replay of a third copy.
+    // (Settled first: the response is cached just after it is sent.)
+    env.settled();
+    raw.send(&datagram).unwrap();
+    let (replay, replayed_output) = recv_response(&raw);
+    assert_eq!((replay.request_id, replay.status), (0xfeed, Status::Ok));
+    assert!(replay.flags.contains(Flags::REPLAYED));
+    assert_eq!(replayed_output, output);
+    assert_eq!((replay.execution_ns, replay.queueing_ns), (first.execution_ns, first.queueing_ns));
+    env.settled();
+    assert_eq!(env.metrics.requests("spin", "ok"), 1, "the function ran exactly once");
+    let stats = env.server().stats();
+    assert_eq!((stats.duplicates_dropped, stats.replayed, stats.retransmits), (2, 1, 1));
+    assert_eq!(stats.submitted, 1);
+}
+
+#[test]
+fn a_retransmitting_client_is_answered_once() {
+    let env = Env::start(UdpConfig::default(), &[("spin", SPIN, &nothing)]);
+    let mut client = env.client();
+    // A backoff far below the execution time: the client retransmits while the request runs.
+    let eager = Backoff { initial: MS, max: 5 * MS, factor: 2, max_attempts: 20 };
+    let r = client.call(env.id("spin"), SPIN_LONG, opts().with_backoff(eager)).unwrap();
+    assert_eq!(r.status, Status::Ok);
+    assert!(r.attempts > 1, "premise: the client retransmitted ({} attempts)", r.attempts);
+    env.settled();
+    assert_eq!(env.metrics.requests("spin", "ok"), 1);
+    let stats = env.server().stats();
+    assert_eq!(stats.retransmits, u64::from(r.attempts - 1));
+    assert_eq!(stats.submitted, 1);
+}
+
+#[test]
+fn a_full_duplicate_cache_answers_overloaded() {
+    let config = UdpConfig { dedup_entries: 1, ..UdpConfig::default() };
+    let env = Env::start(config, &[("spin", SPIN, &nothing)]);
+    let raw = env.raw();
+    raw.send(&request(1, env.id("spin"), Flags::NONE, SPIN_LONG)).unwrap();
+    raw.send(&request(2, env.id("spin"), Flags::NONE, b"1000")).unwrap();
+    let (h, _) = recv_response(&raw);
+    assert_eq!((h.request_id, h.status), (2, Status::Overloaded));
+    let (h, _) = recv_response(&raw);
+    assert_eq!((h.request_id, h.status), (1, Status::Ok));
+    // Now the one entry is done and evictable: a new request runs. (Settled first: the entry is
+    // completed just after its response is sent.)
+    env.settled();
+    raw.send(&request(3, env.id("spin"), Flags::NONE, b"1000")).unwrap();
+    let (h, out) = recv_response(&raw);
+    assert_eq!((h.request_id, h.status, out.as_slice()), (3, Status::Ok, SPIN_1000));
+}
+
+/// The 16-byte frozen prefix of a request with id `id`, then `rest`.
+fn with_prefix(version: u8, kind: u8, id: u64, rest: &[u8]) -> Vec<u8> {
+    let mut d = b"LU".to_vec();
+    d.extend_from_slice(&[version, kind, 0, 0, 0, 0]);
+    d.extend_from_slice(&id.to_le_bytes());
+    d.extend_from_slice(rest);
+    d
+}
+
+#[test]
+fn malformed_datagrams_are_counted_answered_when_attributable_and_harmless() {
+    let env = Env::start(UdpConfig::default(), &[("echo", ECHO, &nothing)]);
+    let raw = env.raw();
+    let echo = env.id("echo");
+    let valid = request(5, echo, Flags::NONE, b"hi");
+
+    // Not attributable or not ours: counted, never answered.
+    let mut bad_magic = valid.clone();
+    bad_magic[0] = b'X';
+    let mut reply_kind = with_prefix(1, 2, 6, &[0; 4]); // a truncated Response
+    reply_kind.truncate(24);
+    let silent: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", Vec::new()),
+        ("one byte", vec![b'L']),
+        ("15 bytes", valid[..15].to_vec()),
+        ("bad magic", bad_magic),
+        ("malformed reply", reply_kind),
+    ];
+    for (_, d) in &silent {
+        raw.send(d).unwrap();
+    }
+
+    // Attributable: answered with the id from bytes 8–15 and an error status.
+    let mut mismatch = valid.clone();
+    mismatch[16] = 10; // declares 10 payload bytes, carries 2
+    let mut zero_id = valid.clone();
+    zero_id[8..16].fill(0);
+    let mut huge = with_prefix(1, 1, 0xabc, &[0; 4]); // payload length 0 …
+    huge.resize(MAX_DATAGRAM, 0x55); // … in the largest IPv4 datagram
+    let answered: Vec<(&str, Vec<u8>, u64, Status)> = vec![
+        ("unknown version", with_prefix(9, 1, 21, &[0; 16]), 21, Status::UnsupportedVersion),
+        ("truncated header", valid[..25].to_vec(), 5, Status::Malformed),
+        ("length mismatch", mismatch, 5, Status::Malformed),
+        ("unknown kind", with_prefix(1, 9, 22, &[0; 4]), 22, Status::Malformed),
+        ("zero id", zero_id, 0, Status::Malformed),
+        ("65507 bytes, bogus header", huge, 0xabc, Status::Malformed),
+    ];
+    for (what, d, id, status) in &answered {
+        raw.send(d).unwrap();
+        let (h, payload) = recv_response(&raw);
+        assert_eq!((h.request_id, h.status), (*id, *status), "{what}");
+        assert!(payload.is_empty(), "{what}");
+    }
+    // Nothing was sent for the silent ones: the next datagram is the answer to a real call.
+    raw.send(&valid).unwrap();
+    let (h, payload) = recv_response(&raw);
+    assert_eq!((h.request_id, h.status, payload.as_slice()), (5, Status::Ok, b"hi".as_slice()));
+    let malformed = (silent.len() + answered.len()) as u64;
+    assert_eq!(env.metrics.malformed_total(Protocol::Rpc), malformed);
+    let stats = env.server().stats();
+    assert_eq!((stats.malformed, stats.stray_replies), (malformed, 0));
+    assert_eq!(stats.invalid_replies, answered.len() as u64);
+}
+
+#[test]
+fn oversized_datagrams_are_answered_too_large_over_ipv6() {
+    // IPv6 carries UDP payloads up to 65 527 bytes, more than MAX_DATAGRAM (§5).
+    let Ok(probe) = UdpSocket::bind("[::1]:0") else { return };
+    drop(probe);
+    let runtime =
+        Arc::new(Runtime::start(RuntimeConfig { workers: 1, ..Default::default() }).unwrap());
+    let metrics = Arc::new(Metrics::new());
+    let config = UdpConfig { addr: "[::1]:0".parse().unwrap(), ..UdpConfig::default() };
+    let server = UdpServer::start(runtime, Arc::clone(&metrics), config).unwrap();
+    let raw = UdpSocket::bind("[::1]:0").unwrap();
+    raw.connect(server.local_addr()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut d = with_prefix(1, 1, 77, &[0; 4]);
+    d.resize(MAX_DATAGRAM + 10, 0);
+    raw.send(&d).unwrap();
+    let (h, _) = recv_response(&raw);
+    assert_eq!((h.request_id, h.status), (77, Status::TooLarge));
+    assert_eq!(metrics.malformed_total(Protocol::Rpc), 1);
+    assert_eq!(server.shutdown(Duration::from_secs(1)), 0);
+}
+
+#[test]
+fn concurrent_clients_each_get_their_own_answers() {
+    const THREADS: usize = 8;
+    const CALLS: usize = 100;
+    let env = Env::start(UdpConfig::default(), &[("echo", ECHO, &nothing)]);
+    let echo = env.id("echo");
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let env = &env;
+            s.spawn(move || {
+                let mut client = env.client();
+                let mut ids = HashSet::new();
+                for i in 0..CALLS {
+                    let payload = format!("thread {t} call {i}");
+                    let r = client.call(echo, payload.as_bytes(), opts()).unwrap();
+                    assert_eq!(r.status, Status::Ok, "{}", r.message());
+                    assert_eq!(r.payload, payload.as_bytes());
+                    assert!(ids.insert(r.request_id));
+                }
+            });
+        }
+    });
+    // Every call executed exactly once, whatever the retransmissions.
+    env.settled();
+    assert_eq!(env.metrics.requests("echo", "ok"), (THREADS * CALLS) as u64);
+    assert_eq!(env.server().stats().submitted, (THREADS * CALLS) as u64);
+}
+
+#[test]
+fn shutdown_answers_everything_in_flight() {
+    let mut env = Env::start(
+        UdpConfig::default(),
+        &[("spin", SPIN, &nothing), ("loop", LOOP, &|c| c.limits.max_execution = 400 * MS)],
+    );
+    let raw = env.raw();
+    let spin = env.id("spin");
+    for id in 1..=4 {
+        raw.send(&request(id, spin, Flags::NONE, b"20000000")).unwrap();
+    }
+    wait_until("all four are submitted", || env.server().stats().submitted == 4);
+    // Premise: shutdown starts with work in flight (four runs of ~40 ms on one worker).
+    assert!(env.server().in_flight() >= 2, "in flight: {}", env.server().in_flight());
+    // Draining: a new request is refused at once …
+    env.server().drain();
+    raw.send(&request(99, spin, Flags::NONE, b"1")).unwrap();
+    let (h, _) = recv_response(&raw);
+    assert_eq!((h.request_id, h.status), (99, Status::ShuttingDown));
+    // … while everything in flight is answered before shutdown returns.
+    let server = env.server.take().unwrap();
+    assert_eq!(server.shutdown(Duration::from_secs(10)), 0);
+    let mut ok = HashSet::new();
+    for _ in 0..4 {
+        let (h, payload) = recv_response(&raw);
+        assert_eq!((h.status, payload.len()), (Status::Ok, 17));
+        assert!(ok.insert(h.request_id));
+    }
+    assert_eq!(ok, (1..=4).collect());
+    assert_eq!(env.metrics.requests("spin", "ok"), 4);
+    // The receive thread is gone: nothing answers any more.
+    raw.set_read_timeout(Some(50 * MS)).unwrap();
+    raw.send(&request(100, spin, Flags::NONE, b"1")).unwrap();
+    assert!(raw.recv(&mut [0; 64]).is_err());
+
+    // A grace shorter than the work: shutdown reports what is left, and its answer still
+    // arrives when the runtime produces it.
+    let env =
+        Env::start(UdpConfig::default(), &[("loop", LOOP, &|c| c.limits.max_execution = 200 * MS)]);
+    let raw = env.raw();
+    raw.send(&request(7, env.id("loop"), Flags::NONE, b"")).unwrap();
+    wait_until("the loop is in flight", || env.server().in_flight() == 1);
+    let mut env = env;
+    let server = env.server.take().unwrap();
+    assert_eq!(server.shutdown(20 * MS), 1);
+    let (h, _) = recv_response(&raw);
+    assert_eq!((h.request_id, h.status), (7, Status::Killed));
+}
+
+#[test]
+fn busy_poll_mode_serves_and_stops() {
+    let config = UdpConfig { busy_poll: true, batch: 4, ..UdpConfig::default() };
+    let mut env = Env::start(config, &[("echo", ECHO, &nothing)]);
+    let mut client = env.client();
+    for i in 0..20u32 {
+        let payload = i.to_le_bytes();
+        let r = client.call(env.id("echo"), &payload, opts()).unwrap();
+        assert_eq!(r.payload, payload);
+    }
+    assert_eq!(client.ping(b"spin", opts()).unwrap(), b"spin");
+    assert_eq!(env.server.take().unwrap().shutdown(Duration::from_secs(1)), 0);
+}
