@@ -1,6 +1,10 @@
 //! `luge`: the command-line front of the Luge runtime — serve functions, invoke them, compile
 //! modules, benchmark a node and simulate scheduling policies.
 
+mod compile;
+mod invoke;
+mod manifest;
+mod serve;
 mod sim;
 
 use std::process::ExitCode;
@@ -17,20 +21,31 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve functions over HTTP/1.1 and UDP-RPC (not yet available).
-    Serve,
-    /// Invoke a function on a running server (not yet available).
-    Invoke,
-    /// Validate and ahead-of-time compile a Wasm module (not yet available).
-    Compile,
+    /// Serve functions over HTTP/1.1 and UDP-RPC (the built-in examples without a manifest).
+    Serve(serve::ServeArgs),
+    /// Invoke a function on a running server (HTTP, or UDP-RPC with --rpc).
+    Invoke(invoke::InvokeArgs),
+    /// Validate and ahead-of-time compile a Wasm module, reporting what the runtime cannot run.
+    Compile(compile::CompileArgs),
     /// Drive a running node with a workload and compare with baselines (not yet available).
     Bench,
-    /// List, add or remove functions on a running server (not yet available).
-    Functions,
+    /// List, add or remove functions on a running server.
+    #[command(subcommand)]
+    Functions(invoke::FunctionsCommand),
     /// Simulate scheduling policies on the papers' workloads (deterministic, any core count).
     Sim(Box<sim::SimArgs>),
     /// List the scheduling policies this build knows.
     Policies,
+}
+
+fn report(verb: &str, result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("luge {verb}: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -49,6 +64,10 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Serve(args) => report("serve", serve::run(args)),
+        Command::Compile(args) => report("compile", compile::run(args)),
+        Command::Invoke(args) => report("invoke", invoke::invoke(args)),
+        Command::Functions(cmd) => report("functions", invoke::functions(cmd)),
         other => {
             eprintln!("luge: `{other:?}` is not implemented in this build yet");
             ExitCode::from(2)

@@ -1,0 +1,434 @@
+//! The operator's manifest (`luge.toml`): server settings and the functions to serve, parsed
+//! strictly — unknown keys, bad values and missing modules are reported with file, line and
+//! reason before anything starts. `docs/manifest.md` documents every key and its default.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use luge_runtime::{FunctionConfig, Limits, PolicyKind, RuntimeConfig, WaitMode};
+use serde::Deserialize;
+use toml::Spanned;
+
+/// A parsed, checked manifest.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// Server settings.
+    pub server: ServerSettings,
+    /// Functions, in file order.
+    pub functions: Vec<FunctionEntry>,
+}
+
+/// Front-end and runtime settings.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// HTTP listen address.
+    pub http: SocketAddr,
+    /// UDP-RPC listen address.
+    pub rpc: SocketAddr,
+    /// HTTP front-end threads.
+    pub http_threads: usize,
+    /// Busy-poll the UDP socket.
+    pub rpc_busy_poll: bool,
+    /// Runtime configuration.
+    pub runtime: RuntimeConfig,
+}
+
+/// One function of the manifest.
+#[derive(Debug, Clone)]
+pub struct FunctionEntry {
+    /// Runtime settings.
+    pub config: FunctionConfig,
+    /// HTTP route (`/name` by default).
+    pub route: String,
+    /// The module's bytes (Wasm or WAT).
+    pub module: Vec<u8>,
+    /// Where the module came from (a path, or `builtin:NAME`).
+    pub source: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default, rename = "function")]
+    functions: Vec<RawFunction>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    http: Option<Spanned<String>>,
+    rpc: Option<Spanned<String>>,
+    http_threads: Option<usize>,
+    rpc_busy_poll: Option<bool>,
+    workers: Option<usize>,
+    dispatchers: Option<usize>,
+    cpus: Option<Vec<usize>>,
+    policy: Option<Spanned<String>>,
+    wait: Option<Spanned<String>>,
+    tick_us: Option<u64>,
+    max_sandboxes: Option<u32>,
+    max_memory_bytes: Option<u64>,
+    cache_dir: Option<String>,
+    default_estimate_us: Option<u64>,
+    shutdown_grace_ms: Option<u64>,
+    reject_infeasible: Option<bool>,
+    max_queued: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFunction {
+    name: Spanned<String>,
+    module: Spanned<String>,
+    route: Option<Spanned<String>>,
+    relative_deadline_us: Option<u64>,
+    expected_execution_us: Option<u64>,
+    tenant: Option<u32>,
+    trust_client_estimate: Option<bool>,
+    max_execution_us: Option<u64>,
+    max_memory_bytes: Option<u64>,
+    max_request_bytes: Option<u64>,
+    max_output_bytes: Option<u64>,
+}
+
+/// A manifest problem, located in its file.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}: {reason}")]
+pub struct ManifestError {
+    /// The manifest file.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// The built-in example functions `luge serve` runs without a manifest.
+pub const BUILTINS: &[(&str, &str, &str)] = &[
+    ("noop", include_str!("../../../functions/builtin/noop.wat"), "does nothing (latency floor)"),
+    ("echo", include_str!("../../../functions/builtin/echo.wat"), "returns the request body"),
+    ("hello", include_str!("../../../functions/builtin/hello.wat"), "greets the name in the body"),
+    ("fib", include_str!("../../../functions/builtin/fib.wat"), "naive fib(n), n in the body"),
+    ("spin", include_str!("../../../functions/builtin/spin.wat"), "busy loop of n iterations"),
+];
+
+impl Manifest {
+    /// The built-in functions with default settings.
+    pub fn builtin() -> Self {
+        let functions = BUILTINS
+            .iter()
+            .map(|(name, wat, _)| FunctionEntry {
+                config: FunctionConfig::new(*name),
+                route: format!("/{name}"),
+                module: wat.as_bytes().to_vec(),
+                source: format!("builtin:{name}"),
+            })
+            .collect();
+        let mut server = default_settings();
+        server.runtime.cache_dir = default_cache_dir();
+        Self { server, functions }
+    }
+
+    /// Reads and checks the manifest at `path` (module paths are relative to its directory).
+    pub fn load(path: &Path) -> Result<Self, ManifestError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
+            file: file.clone(),
+            line: 0,
+            reason: e.to_string(),
+        })?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        Self::parse(&text, &file, dir)
+    }
+
+    /// Parses manifest `text` named `file`, resolving modules against `dir`.
+    pub fn parse(text: &str, file: &str, dir: &Path) -> Result<Self, ManifestError> {
+        let raw: RawManifest = toml::from_str(text).map_err(|e| ManifestError {
+            file: file.to_owned(),
+            line: e.span().map_or(0, |s| line_of(text, s.start)),
+            reason: e.message().to_owned(),
+        })?;
+        let server = settings(raw.server, text, dir, file)?;
+        let mut functions: Vec<FunctionEntry> = Vec::new();
+        for f in raw.functions {
+            let at = |span: Range<usize>, reason: String| ManifestError {
+                file: file.to_owned(),
+                line: line_of(text, span.start),
+                reason,
+            };
+            let name = f.name.get_ref().clone();
+            if name.is_empty()
+                || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(at(
+                    f.name.span(),
+                    format!("bad function name `{name}` (use [A-Za-z0-9._-])"),
+                ));
+            }
+            if functions.iter().any(|g| g.config.name == name) {
+                return Err(at(f.name.span(), format!("function `{name}` is defined twice")));
+            }
+            let route = match &f.route {
+                Some(r) if !r.get_ref().starts_with('/') || r.get_ref().len() < 2 => {
+                    return Err(at(
+                        r.span(),
+                        format!("route `{}` must start with `/`", r.get_ref()),
+                    ));
+                }
+                Some(r) => r.get_ref().clone(),
+                None => format!("/{name}"),
+            };
+            if functions.iter().any(|g| g.route == route) {
+                return Err(at(f.name.span(), format!("route `{route}` is used twice")));
+            }
+            let (module, source) = match f.module.get_ref().strip_prefix("builtin:") {
+                Some(b) => match BUILTINS.iter().find(|(n, _, _)| *n == b) {
+                    Some((_, wat, _)) => (wat.as_bytes().to_vec(), f.module.get_ref().clone()),
+                    None => return Err(at(f.module.span(), format!("no built-in function `{b}`"))),
+                },
+                None => {
+                    let path = dir.join(f.module.get_ref());
+                    let bytes = std::fs::read(&path).map_err(|e| {
+                        at(f.module.span(), format!("cannot read module {}: {e}", path.display()))
+                    })?;
+                    (bytes, path.display().to_string())
+                }
+            };
+            let defaults = Limits::default();
+            let us = Duration::from_micros;
+            let limits = Limits {
+                max_execution: f.max_execution_us.map_or(defaults.max_execution, us),
+                max_memory_bytes: f.max_memory_bytes.unwrap_or(defaults.max_memory_bytes),
+                max_request_bytes: f.max_request_bytes.unwrap_or(defaults.max_request_bytes),
+                max_output_bytes: f.max_output_bytes.unwrap_or(defaults.max_output_bytes),
+            };
+            if limits.max_memory_bytes > server.runtime.max_memory_bytes {
+                return Err(at(
+                    f.name.span(),
+                    format!(
+                        "max_memory_bytes = {} exceeds [server] max_memory_bytes = {}",
+                        limits.max_memory_bytes, server.runtime.max_memory_bytes
+                    ),
+                ));
+            }
+            let mut config = FunctionConfig::new(name);
+            config.limits = limits;
+            if let Some(d) = f.relative_deadline_us {
+                config.relative_deadline = us(d);
+            }
+            config.expected_execution = f.expected_execution_us.map(us);
+            config.tenant = f.tenant.unwrap_or(0);
+            config.trust_client_estimate = f.trust_client_estimate.unwrap_or(false);
+            functions.push(FunctionEntry { config, route, module, source });
+        }
+        Ok(Self { server, functions })
+    }
+}
+
+/// Every setting at its default (HTTP on 127.0.0.1:8080, UDP-RPC on 127.0.0.1:8081).
+fn default_settings() -> ServerSettings {
+    ServerSettings {
+        http: SocketAddr::from(([127, 0, 0, 1], 8080)),
+        rpc: SocketAddr::from(([127, 0, 0, 1], 8081)),
+        http_threads: 1,
+        rpc_busy_poll: false,
+        runtime: RuntimeConfig::default(),
+    }
+}
+
+fn settings(
+    raw: RawServer,
+    text: &str,
+    dir: &Path,
+    file: &str,
+) -> Result<ServerSettings, ManifestError> {
+    let at = |span: Range<usize>, reason: String| ManifestError {
+        file: file.to_owned(),
+        line: line_of(text, span.start),
+        reason,
+    };
+    let addr = |v: Option<Spanned<String>>, default: SocketAddr| match v {
+        None => Ok(default),
+        Some(s) => s
+            .get_ref()
+            .parse::<SocketAddr>()
+            .map_err(|e| at(s.span(), format!("bad address `{}`: {e}", s.get_ref()))),
+    };
+    let defaults = default_settings();
+    let mut runtime = RuntimeConfig::default();
+    if let Some(p) = raw.policy {
+        runtime.policy =
+            p.get_ref().parse::<PolicyKind>().map_err(|e| at(p.span(), e.to_string()))?;
+    }
+    if let Some(w) = raw.wait {
+        runtime.wait = match w.get_ref().as_str() {
+            "sleep" => WaitMode::Sleep,
+            "spin" => WaitMode::Spin,
+            other => {
+                return Err(at(w.span(), format!("wait must be `sleep` or `spin`, not `{other}`")));
+            }
+        };
+    }
+    runtime.workers = raw.workers.unwrap_or(runtime.workers);
+    runtime.dispatchers = raw.dispatchers.unwrap_or(runtime.dispatchers);
+    if runtime.workers == 0 || runtime.dispatchers == 0 || runtime.dispatchers > runtime.workers {
+        return Err(ManifestError {
+            file: file.to_owned(),
+            line: text
+                .lines()
+                .position(|l| l.trim_start().starts_with("workers"))
+                .map_or(0, |i| i + 1),
+            reason: format!(
+                "need 1 ≤ dispatchers ≤ workers (got {} dispatchers, {} workers)",
+                runtime.dispatchers, runtime.workers
+            ),
+        });
+    }
+    runtime.cpus = raw.cpus.unwrap_or_default();
+    if let Some(t) = raw.tick_us {
+        runtime.tick = Duration::from_micros(t.max(10));
+    }
+    if let Some(n) = raw.max_sandboxes {
+        runtime.max_sandboxes = n.max(1);
+    }
+    if let Some(m) = raw.max_memory_bytes {
+        runtime.max_memory_bytes = m;
+    }
+    runtime.cache_dir = raw.cache_dir.map(|d| dir.join(d)).or_else(default_cache_dir);
+    if let Some(e) = raw.default_estimate_us {
+        runtime.default_estimate = Duration::from_micros(e);
+    }
+    if let Some(g) = raw.shutdown_grace_ms {
+        runtime.shutdown_grace = Duration::from_millis(g);
+    }
+    if let Some(r) = raw.reject_infeasible {
+        runtime.policy_config.admission.reject_infeasible = r;
+    }
+    if let Some(q) = raw.max_queued {
+        runtime.policy_config.admission.max_queued = Some(q);
+    }
+    Ok(ServerSettings {
+        http: addr(raw.http, defaults.http)?,
+        rpc: addr(raw.rpc, defaults.rpc)?,
+        http_threads: raw.http_threads.unwrap_or(1).max(1),
+        rpc_busy_poll: raw.rpc_busy_poll.unwrap_or(false),
+        runtime,
+    })
+}
+
+/// `$XDG_CACHE_HOME/luge` or `~/.cache/luge`.
+fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("luge"))
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset).map_or(0, |t| t.matches('\n').count() + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<Manifest, ManifestError> {
+        Manifest::parse(text, "luge.toml", Path::new("/nonexistent"))
+    }
+
+    fn error(text: &str) -> (usize, String) {
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.file, "luge.toml");
+        (e.line, e.reason)
+    }
+
+    #[test]
+    fn a_full_manifest_parses() {
+        let m = parse(
+            r#"
+[server]
+http = "0.0.0.0:9000"
+rpc = "127.0.0.1:9001"
+workers = 2
+dispatchers = 1
+policy = "fifo"
+"#,
+        )
+        .unwrap();
+        assert_eq!(m.server.http.port(), 9000);
+        assert_eq!(m.server.runtime.workers, 2);
+        assert_eq!(m.server.runtime.policy, PolicyKind::Fifo);
+        let m = parse(
+            r#"
+[[function]]
+name = "hi"
+module = "builtin:hello"
+route = "/greet"
+relative_deadline_us = 5000
+expected_execution_us = 20
+max_execution_us = 100000
+max_memory_bytes = 1048576
+tenant = 3
+"#,
+        )
+        .unwrap();
+        let f = &m.functions[0];
+        assert_eq!(f.route, "/greet");
+        assert_eq!(f.config.relative_deadline, Duration::from_millis(5));
+        assert_eq!(f.config.expected_execution, Some(Duration::from_micros(20)));
+        assert_eq!(f.config.limits.max_execution, Duration::from_millis(100));
+        assert_eq!(f.config.limits.max_memory_bytes, 1 << 20);
+        assert_eq!(f.config.tenant, 3);
+        assert!(!f.module.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_reason() {
+        let (line, reason) = error("[server]\nworkers = 1\nwokers = 2\n");
+        assert_eq!(line, 3);
+        assert!(reason.contains("unknown field `wokers`"), "{reason}");
+        let (line, reason) = error("[server]\n\npolicy = \"nope\"\n");
+        assert_eq!(line, 3);
+        assert!(reason.contains("unknown policy"), "{reason}");
+        let (line, reason) = error("[server]\nhttp = \"localhost\"\n");
+        assert_eq!(line, 2);
+        assert!(reason.contains("bad address"), "{reason}");
+        let (line, reason) = error("[[function]]\nname = \"a\"\nmodule = \"missing.wasm\"\n");
+        assert_eq!(line, 3);
+        assert!(reason.contains("cannot read module"), "{reason}");
+        let (line, reason) = error("[[function]]\nname = \"a\"\nmodule = \"builtin:nope\"\n");
+        assert_eq!(line, 3);
+        assert!(reason.contains("no built-in"), "{reason}");
+        let (line, reason) =
+            error("[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\nroute = \"x\"\n");
+        assert_eq!(line, 4);
+        assert!(reason.contains("must start with `/`"), "{reason}");
+        let (line, reason) = error(
+            "[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\n[[function]]\nname = \"a\"\nmodule = \"builtin:echo\"\n",
+        );
+        assert_eq!(line, 5);
+        assert!(reason.contains("defined twice"), "{reason}");
+        let (line, reason) = error(
+            "[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\nmax_execution_us = \"soon\"\n",
+        );
+        assert_eq!(line, 4);
+        assert!(reason.contains("invalid type"), "{reason}");
+        let (_, reason) = error("[server]\nworkers = 1\ndispatchers = 2\n");
+        assert!(reason.contains("dispatchers"), "{reason}");
+    }
+
+    #[test]
+    fn the_builtin_set_is_complete() {
+        let m = Manifest::builtin();
+        let names: Vec<_> = m.functions.iter().map(|f| f.config.name.as_str()).collect();
+        assert_eq!(names, ["noop", "echo", "hello", "fib", "spin"]);
+        assert_eq!(m.server.http, SocketAddr::from(([127, 0, 0, 1], 8080)));
+        assert_eq!(m.server.rpc, SocketAddr::from(([127, 0, 0, 1], 8081)));
+    }
+}

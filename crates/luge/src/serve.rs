@@ -1,0 +1,192 @@
+//! `luge serve`: start the runtime, register the manifest's (or the built-in) functions, serve
+//! them over HTTP/1.1 and UDP-RPC, and shut down gracefully on SIGINT/SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use luge_runtime::{PolicyKind, Runtime, WaitMode};
+use luge_server::{HttpConfig, HttpServer, Metrics, UdpConfig, UdpServer};
+
+use crate::manifest::{BUILTINS, Manifest};
+
+/// `luge serve` options; flags override the manifest's `[server]` settings.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Manifest of functions and settings (default: the built-in example functions).
+    #[arg(long, short)]
+    manifest: Option<PathBuf>,
+    /// HTTP listen address [default: 127.0.0.1:8080].
+    #[arg(long)]
+    http: Option<SocketAddr>,
+    /// UDP-RPC listen address [default: 127.0.0.1:8081].
+    #[arg(long)]
+    rpc: Option<SocketAddr>,
+    /// Worker threads (one per core you give Luge).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Dispatcher threads (each owns a group of workers).
+    #[arg(long)]
+    dispatchers: Option<usize>,
+    /// Scheduling policy (`luge policies` lists them).
+    #[arg(long)]
+    policy: Option<PolicyKind>,
+    /// Idle threads busy-poll instead of sleeping (lowest latency; burns the cores).
+    #[arg(long)]
+    spin: bool,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How logs are written to stderr.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Installs the tracing subscriber (`RUST_LOG` filters; `info` by default).
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Blocks SIGINT and SIGTERM in the calling thread (and so in every thread it spawns later),
+/// so that [`wait_for_signal`] can take them synchronously.
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: `set` is initialised by sigemptyset before use; the signal numbers are valid and
+    // pthread_sigmask only changes this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn wait_for_signal(set: &libc::sigset_t) -> i32 {
+    let mut signal = 0;
+    // SAFETY: `set` holds the blocked signals and `signal` is a valid out-pointer.
+    unsafe { libc::sigwait(set, &mut signal) };
+    signal
+}
+
+/// Runs `luge serve` until a signal arrives.
+pub fn run(args: ServeArgs) -> Result<()> {
+    init_logging(args.log_format);
+    let signals = block_signals();
+    let mut manifest = match &args.manifest {
+        Some(path) => Manifest::load(path)?,
+        None => Manifest::builtin(),
+    };
+    let server = &mut manifest.server;
+    if let Some(a) = args.http {
+        server.http = a;
+    }
+    if let Some(a) = args.rpc {
+        server.rpc = a;
+    }
+    if let Some(w) = args.workers {
+        server.runtime.workers = w;
+    }
+    if let Some(d) = args.dispatchers {
+        server.runtime.dispatchers = d;
+    }
+    if let Some(p) = args.policy {
+        server.runtime.policy = p;
+    }
+    if args.spin {
+        server.runtime.wait = WaitMode::Spin;
+    }
+    let config = server.runtime.clone();
+    let grace = config.shutdown_grace;
+    let runtime = Arc::new(Runtime::start(config.clone()).context("cannot start the runtime")?);
+    for f in &manifest.functions {
+        runtime
+            .register(f.config.clone(), &f.module)
+            .with_context(|| format!("cannot register {} ({})", f.config.name, f.source))?;
+    }
+    let metrics = Arc::new(Metrics::new());
+    let http = HttpServer::start(
+        Arc::clone(&runtime),
+        Arc::clone(&metrics),
+        HttpConfig { addr: server.http, threads: server.http_threads, ..HttpConfig::default() },
+    )
+    .with_context(|| format!("cannot serve HTTP on {}", server.http))?;
+    for f in &manifest.functions {
+        http.set_route(&f.route, &f.config.name)
+            .with_context(|| format!("cannot route {} to {}", f.route, f.config.name))?;
+    }
+    let udp = UdpServer::start(
+        Arc::clone(&runtime),
+        Arc::clone(&metrics),
+        UdpConfig { addr: server.rpc, busy_poll: server.rpc_busy_poll, ..UdpConfig::default() },
+    )
+    .with_context(|| format!("cannot serve UDP-RPC on {}", server.rpc))?;
+    print_banner(&manifest, &runtime, http.local_addr(), udp.local_addr(), &config);
+    let signal = wait_for_signal(&signals);
+    tracing::info!(signal, "shutting down: finishing requests in flight (grace {grace:?})");
+    udp.drain();
+    http.shutdown(grace);
+    let unanswered = udp.shutdown(grace);
+    if unanswered > 0 {
+        tracing::warn!(unanswered, "UDP-RPC requests still running after the grace period");
+    }
+    runtime.shutdown();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn print_banner(
+    manifest: &Manifest,
+    runtime: &Runtime,
+    http: SocketAddr,
+    rpc: SocketAddr,
+    config: &luge_runtime::RuntimeConfig,
+) {
+    let mode = match config.wait {
+        WaitMode::Sleep => "sleep",
+        WaitMode::Spin => "spin",
+    };
+    println!(
+        "luge: serving {} functions — policy {}, {} worker(s), {} dispatcher(s), {mode} mode",
+        manifest.functions.len(),
+        config.policy,
+        config.workers,
+        config.dispatchers
+    );
+    println!("  HTTP     http://{http}/<route>   (metrics: http://{http}/metrics)");
+    println!("  UDP-RPC  {rpc}");
+    for f in &manifest.functions {
+        let id = runtime.function(&f.config.name).map_or(0, |g| g.id.0);
+        let about = BUILTINS
+            .iter()
+            .find(|(n, _, _)| f.source == format!("builtin:{n}"))
+            .map_or(String::new(), |(_, _, about)| format!(" — {about}"));
+        println!("  id {id:>3}  {:<24} {}{about}", f.route, f.config.name);
+    }
+    let example =
+        manifest.functions.iter().find(|f| f.config.name == "hello").or(manifest.functions.first());
+    if let Some(f) = example {
+        println!("try:");
+        println!("  curl -s --data 'edge' http://{http}{}", f.route);
+        println!("  cargo run --release -p luge -- invoke --rpc {} --data 'edge'", f.config.name);
+    }
+    println!("Ctrl-C stops (requests in flight are answered first).");
+}

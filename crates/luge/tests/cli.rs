@@ -1,0 +1,109 @@
+//! The `luge` binary end to end: `serve` with the built-in functions on ephemeral ports,
+//! `invoke` over both protocols, `functions list`, manifest errors, and SIGTERM shutdown.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LUGE: &str = env!("CARGO_BIN_EXE_luge");
+
+struct Server {
+    child: Child,
+    http: String,
+    rpc: String,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Self {
+        let mut child = Command::new(LUGE)
+            .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0"])
+            .args(extra)
+            .env("RUST_LOG", "error")
+            .env("XDG_CACHE_HOME", std::env::temp_dir().join("luge-cli-test-cache"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut http, mut rpc) = (None, None);
+        while http.is_none() || rpc.is_none() {
+            let line = lines.next().expect("banner ended early").unwrap();
+            if let Some(rest) = line.trim().strip_prefix("HTTP") {
+                let url = rest.split_whitespace().next().unwrap();
+                http = Some(url.trim_end_matches("/<route>").to_owned());
+            } else if let Some(rest) = line.trim().strip_prefix("UDP-RPC") {
+                rpc = Some(rest.trim().to_owned());
+            }
+        }
+        // Keep draining the banner so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Self { child, http: http.unwrap(), rpc: rpc.unwrap() }
+    }
+
+    fn invoke(&self, args: &[&str]) -> std::process::Output {
+        Command::new(LUGE)
+            .arg("invoke")
+            .args(args)
+            .args(["--url", &self.http, "--rpc-addr", &self.rpc])
+            .output()
+            .unwrap()
+    }
+
+    fn stop(mut self) -> i32 {
+        // SAFETY: kill(2) on the pid of our own child process.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "server did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn serve_invoke_and_stop() {
+    let server = Server::start(&[]);
+    let out = server.invoke(&["hello", "--data", "edge"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, b"Hello, edge!\n");
+    let out = server.invoke(&["hello", "--rpc", "--data", "edge"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, b"Hello, edge!\n");
+    let out = server.invoke(&["fib", "--rpc", "--data", "20"]);
+    assert_eq!(out.stdout, b"6765\n");
+    // A failing function: non-zero exit with the reason.
+    let out = server.invoke(&["fib", "--data", "nope"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exited with status 2"));
+    let out = server.invoke(&["nosuch", "--rpc"]);
+    assert!(!out.status.success());
+    let list =
+        Command::new(LUGE).args(["functions", "list", "--url", &server.http]).output().unwrap();
+    let text = String::from_utf8_lossy(&list.stdout);
+    for name in ["noop", "echo", "hello", "fib", "spin"] {
+        assert!(text.contains(name), "{text}");
+    }
+    assert_eq!(server.stop(), 0, "SIGTERM must be a clean exit");
+}
+
+#[test]
+fn manifest_errors_stop_start_up_with_file_and_line() {
+    let dir = std::env::temp_dir().join(format!("luge-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.toml");
+    std::fs::write(
+        &path,
+        "[server]\nworkers = 1\n\n[[function]]\nname = \"x\"\nmodule = \"gone.wasm\"\n",
+    )
+    .unwrap();
+    let out = Command::new(LUGE).args(["serve", "--manifest"]).arg(&path).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml:6: cannot read module"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
