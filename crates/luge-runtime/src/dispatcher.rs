@@ -117,7 +117,8 @@ impl Dispatcher {
         let shutdown = self.shared.shutdown.load(Ordering::Acquire);
         if shutdown {
             let now = self.signals.clock.now();
-            let end = *self.grace_end.get_or_insert(now + self.grace.as_nanos() as Nanos);
+            let grace = Nanos::try_from(self.grace.as_nanos()).unwrap_or(Nanos::MAX);
+            let end = *self.grace_end.get_or_insert(now.saturating_add(grace));
             if now >= end {
                 self.abort(now);
             }
@@ -218,7 +219,7 @@ impl Dispatcher {
         task.sched = id;
         let function = task.function.id;
         if let Some(seed) = task.function.config.expected_execution {
-            self.estimator.seed(function, seed.as_nanos() as Nanos);
+            self.estimator.seed(function, Nanos::try_from(seed.as_nanos()).unwrap_or(Nanos::MAX));
         }
         let expected = expected.unwrap_or_else(|| self.estimator.estimate(function));
         let request =

@@ -52,6 +52,11 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
+/// A duration in ns, saturating (a client may send an absurd deadline).
+fn nanos(d: Duration) -> Nanos {
+    Nanos::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
+}
+
 fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, Error> {
     std::thread::Builder::new()
         .name(name.clone())
@@ -129,7 +134,7 @@ impl Runtime {
             let mut policy_config: PolicyConfig = config.policy_config.clone();
             policy_config.workers = size;
             let estimator = Estimator::new(EstimatorConfig {
-                default_estimate: config.default_estimate.as_nanos() as Nanos,
+                default_estimate: nanos(config.default_estimate),
                 ..EstimatorConfig::default()
             });
             let inline_worker = inline.then(|| Arc::clone(&workers[0]));
@@ -272,17 +277,16 @@ impl Runtime {
         let now = inner.signals.clock.now();
         let relative = options.deadline.unwrap_or(function.config.relative_deadline);
         let unix_now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        let expected = options
-            .expected
-            .filter(|_| function.config.trust_client_estimate)
-            .map(|d| d.as_nanos() as Nanos);
+        let expected =
+            options.expected.filter(|_| function.config.trust_client_estimate).map(nanos);
         let task = Box::new(Task {
             id,
             sched: RequestId(0),
             function: Arc::clone(function),
             reply: Reply::new(id, Box::new(callback)),
             submitted: now,
-            deadline_unix_us: (unix_now + relative).as_micros() as u64,
+            deadline_unix_us: u64::try_from(unix_now.saturating_add(relative).as_micros())
+                .unwrap_or(u64::MAX),
             first_run: None,
             executed: 0,
             preemptions: 0,
@@ -291,7 +295,7 @@ impl Runtime {
         });
         let submission = Submission {
             task,
-            relative_deadline: relative.as_nanos() as Nanos,
+            relative_deadline: nanos(relative),
             expected,
             tenant: function.config.tenant,
         };
