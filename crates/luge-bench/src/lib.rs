@@ -1,0 +1,62 @@
+//! Luge's load generator: drives a running node over UDP-RPC or HTTP with the published
+//! workloads and reports tail latency, slowdown, deadline-miss rate, RTE, throughput and goodput
+//! (BRIEF §1, researcher; issue #6). `luge bench` calls [`run`].
+//!
+//! # Shape of a run
+//!
+//! 1. **Calibrate** ([`Calibration`]): SledgeScale's synthetic functions are a hash loop whose
+//!    iteration count sets the execution time; Luge's `spin` is calibrated on the target at the
+//!    start of the run (a line fitted through two points, checked on a third) and the
+//!    calibration is printed and reported.
+//! 2. **Plan** ([`Plan`]): the [`WorkloadSpec`](luge_workload::WorkloadSpec) generates arrivals
+//!    (instant, class, execution, deadline); a [`Mapping`] turns each into a call — `spin` with
+//!    the calibrated iterations, a fixed payload (no-op/echo), or one real function per class.
+//!    The log-normal gets its documented runtime truncation.
+//! 3. **Drive**: an open loop sends each request at its intended time (the workload's arrival
+//!    process: Poisson, on/off, MMPP or a trace), with a bounded window of requests in flight;
+//!    a closed loop keeps N requests in flight. Latency always runs from the *intended* send
+//!    time, so neither a stalled server nor a full window nor a late client can hide queueing
+//!    (no coordinated omission). UDP-RPC uses one connected socket and a receiver thread;
+//!    HTTP a pooled hyper client on a small tokio runtime; both share the pacer.
+//! 4. **Report** ([`Report`]): HDR histograms with honest accounting — an error, a refusal, a
+//!    timeout or a request the client failed to send is a deadline miss and an infinite latency
+//!    in the percentiles — as a terminal table, JSON and a CSV of raw samples.
+//!
+//! # Safety
+//!
+//! A run sends only to the one address of its [`Target`] (IP literals, no DNS; loopback by
+//! default), and is bounded in time and in count ([`MAX_DURATION`], [`MAX_REQUESTS`]).
+//!
+//! # Modules
+//!
+//! `target` (where), `plan` (what), `calibrate` (spin), `drive` (when: the pacer and the
+//! bounds), `ledger` (in flight: window, timeouts), `udp` and `http` (the wire), `sample` and
+//! `summary` (measurements and metrics), `report` (output), `run` (the entry point).
+
+mod calibrate;
+mod drive;
+mod error;
+mod http;
+mod ledger;
+mod plan;
+mod report;
+mod run;
+mod sample;
+mod summary;
+mod target;
+mod udp;
+
+pub use crate::calibrate::{Calibration, CalibrationCheck, CalibrationOptions, CalibrationPoint};
+pub use crate::error::BenchError;
+pub use crate::http::{
+    HEADER_DEADLINE_US, HEADER_EXECUTION_NS, HEADER_EXPECTED_US, HEADER_OUTCOME, HEADER_QUEUEING_NS,
+};
+pub use crate::plan::{Mapping, Plan, Planned, PlannedPayload, Requests};
+pub use crate::report::Report;
+pub use crate::run::{
+    CalibrationMode, MAX_DURATION, MAX_KEPT_SAMPLES, MAX_REQUESTS, MAX_TIMEOUT, MAX_WINDOW, Mode,
+    RunConfig, calibrate, run,
+};
+pub use crate::sample::{ErrorKind, Sample};
+pub use crate::summary::{ClassSummary, Percentiles, RteSummary, Summary};
+pub use crate::target::{FunctionRef, Target};

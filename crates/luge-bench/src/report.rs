@@ -1,0 +1,183 @@
+//! What a run reports, in three forms: a terminal table ([`Report::render_table`]), JSON
+//! ([`Report::to_json`]; the [`Summary`] fields are flattened into the top level) and a CSV of
+//! the raw samples ([`Report::write_csv`], when the run kept them).
+//!
+//! In JSON, a `null` percentile is infinite (a failed request sits at that rank, see
+//! [`Summary`](crate::Summary)); the table prints `inf`.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::calibrate::Calibration;
+use crate::sample::Sample;
+use crate::summary::{Percentiles, Summary};
+
+/// The result of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The address driven (`udp://…` or `http://…`).
+    pub target: String,
+    /// `udp` or `http`.
+    pub protocol: String,
+    /// `open` or `closed`.
+    pub mode: String,
+    /// Open loop: the bound on requests in flight. Closed loop: the requests kept in flight.
+    pub window: usize,
+    /// The workload as run (canonical spec string, runtime truncation included).
+    pub workload: String,
+    /// How arrivals were mapped onto functions.
+    pub mapping: String,
+    /// The `spin` calibration used, if any.
+    pub calibration: Option<Calibration>,
+    /// The run's duration bound (s).
+    pub duration_s: f64,
+    /// Per-request timeout (s).
+    pub timeout_s: f64,
+    /// The metrics.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// Most requests ever in flight at once.
+    pub max_in_flight: usize,
+    /// Datagrams or responses that answered no request in flight (late answers after a
+    /// timeout, or foreign datagrams).
+    pub stray_responses: u64,
+    /// Warnings about how far to trust the numbers.
+    pub notes: Vec<String>,
+    /// Raw samples, sorted by `seq` (empty unless the run kept them).
+    #[serde(skip)]
+    pub samples: Vec<Sample>,
+}
+
+impl Report {
+    /// Pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        // Serialising plain data with string keys cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The raw samples as CSV (header first; no rows unless the run kept its samples).
+    pub fn write_csv(&self, w: &mut impl Write) -> io::Result<()> {
+        writeln!(w, "{}", Sample::CSV_HEADER)?;
+        for s in &self.samples {
+            s.write_csv_row(w)?;
+        }
+        Ok(())
+    }
+
+    /// A table for the terminal.
+    pub fn render_table(&self) -> String {
+        let s = &self.summary;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "luge bench → {} ({} loop, {} {}, {} s, timeout {} s)",
+            self.target,
+            self.mode,
+            if self.mode == "closed" { "outstanding" } else { "window" },
+            self.window,
+            self.duration_s,
+            self.timeout_s
+        );
+        let _ = writeln!(out, "workload     {}", self.workload);
+        let _ = writeln!(out, "mapping      {}", self.mapping);
+        if let Some(c) = &self.calibration {
+            let _ = writeln!(out, "calibration  {c}");
+        }
+        let _ = writeln!(
+            out,
+            "requests     planned {}  sent {}  completed {}  errors {}",
+            s.planned, s.sent, s.completed, s.errors
+        );
+        if !s.errors_by_kind.is_empty() {
+            let kinds: Vec<String> =
+                s.errors_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            let _ = writeln!(out, "errors       {}", kinds.join(", "));
+        }
+        let _ = writeln!(
+            out,
+            "rate         offered {:.1}/s  throughput {:.1}/s  goodput {:.1}/s  (elapsed {:.3} s)",
+            s.offered_rps, s.throughput_rps, s.goodput_rps, s.elapsed_s
+        );
+        let _ = writeln!(out, "deadlines    miss rate {:.3} %", 100.0 * s.deadline_miss_rate);
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<14}{:>12}{:>12}{:>12}{:>12}{:>12}",
+            "", "mean", "p50", "p99", "p99.9", "max"
+        );
+        let any = s.planned > 0;
+        // Queueing and send lag have no infinities: a missing value there means "none".
+        for (name, p, inf) in [
+            ("latency µs", &s.latency_us, any),
+            ("slowdown", &s.slowdown, any),
+            ("queueing µs", &s.server_queueing_us, false),
+            ("send lag µs", &s.send_lag_us, false),
+        ] {
+            let _ = writeln!(out, "{}", row(name, p, inf));
+        }
+        let _ = writeln!(
+            out,
+            "RTE           mean {:.3}  p50 {}  p1 {}  (over {} requests)",
+            s.rte.mean,
+            num(s.rte.p50, any),
+            num(s.rte.p1, any),
+            s.rte.count
+        );
+        if s.per_class.len() > 1 {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "{:<6}{:<12}{:>10}{:>10}{:>12}{:>12}{:>12}{:>14}",
+                "class",
+                "name",
+                "planned",
+                "miss %",
+                "p50 µs",
+                "p99 µs",
+                "p99.9 µs",
+                "slowdown p99"
+            );
+            for c in &s.per_class {
+                let _ = writeln!(
+                    out,
+                    "{:<6}{:<12}{:>10}{:>10.3}{:>12}{:>12}{:>12}{:>14}",
+                    c.class,
+                    c.name.as_deref().unwrap_or("-"),
+                    c.planned,
+                    100.0 * c.deadline_miss_rate,
+                    num(c.latency_us.p50, true),
+                    num(c.latency_us.p99, true),
+                    num(c.latency_us.p999, true),
+                    num(c.slowdown.p99, true),
+                );
+            }
+        }
+        for n in &self.notes {
+            let _ = writeln!(out, "note: {n}");
+        }
+        out
+    }
+}
+
+fn num(v: Option<f64>, any: bool) -> String {
+    match v {
+        Some(x) if x >= 100.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.3}"),
+        None if any => "inf".to_owned(),
+        None => "-".to_owned(),
+    }
+}
+
+fn row(name: &str, p: &Percentiles, any: bool) -> String {
+    format!(
+        "{:<14}{:>12}{:>12}{:>12}{:>12}{:>12}",
+        name,
+        num(Some(p.mean), any),
+        num(p.p50, any),
+        num(p.p99, any),
+        num(p.p999, any),
+        num(p.max, any)
+    )
+}

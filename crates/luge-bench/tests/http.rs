@@ -1,0 +1,226 @@
+//! The HTTP driver against a tiny hyper server: `/ok` answers 200 after a delay with Luge's
+//! headers, `/fail` 503 `overloaded`, `/teapot` 418 without an outcome, `/slow` never in time,
+//! `/spin` reports 20 µs + 3 ns × k as its execution.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use luge_bench::{FunctionRef, Mapping, Mode, Report, RunConfig, Target, run};
+use tokio::net::TcpListener;
+use tokio::runtime::Runtime;
+
+#[derive(Default)]
+struct Stats {
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+    requests: AtomicU64,
+    without_deadline: AtomicU64,
+    connections: AtomicU64,
+}
+
+struct Fake {
+    addr: SocketAddr,
+    stats: Arc<Stats>,
+    _rt: Runtime,
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    stats: Arc<Stats>,
+    delay: Duration,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    stats.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    stats.requests.fetch_add(1, Ordering::SeqCst);
+    if req.headers().get(luge_bench::HEADER_DEADLINE_US).is_none() {
+        stats.without_deadline.fetch_add(1, Ordering::SeqCst);
+    }
+    let path = req.uri().path().to_owned();
+    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let (status, outcome, execution) = match path.as_str() {
+        "/ok" => (200, Some("ok"), 1_000),
+        "/fail" => (503, Some("overloaded"), 0),
+        "/teapot" => (418, None, 0),
+        "/spin" => {
+            let k: u64 = std::str::from_utf8(&body).unwrap().parse().unwrap();
+            (200, Some("ok"), 20_000 + 3 * k)
+        }
+        _ => {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            (200, Some("ok"), 1)
+        }
+    };
+    tokio::time::sleep(delay).await;
+    let mut b = Response::builder().status(status).header(luge_bench::HEADER_QUEUEING_NS, "500");
+    if let Some(o) = outcome {
+        b = b.header(luge_bench::HEADER_OUTCOME, o);
+    }
+    if execution > 0 {
+        b = b.header(luge_bench::HEADER_EXECUTION_NS, execution);
+    }
+    // Leaves the count before the response is written: the client may send its next request
+    // as soon as it has this one.
+    stats.in_flight.fetch_sub(1, Ordering::SeqCst);
+    Ok(b.body(Full::new(Bytes::from_static(b"done"))).unwrap())
+}
+
+fn fake(delay: Duration) -> Fake {
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stats = Arc::new(Stats::default());
+    let st = Arc::clone(&stats);
+    rt.spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            st.connections.fetch_add(1, Ordering::SeqCst);
+            let st = Arc::clone(&st);
+            tokio::spawn(async move {
+                let service = service_fn(move |req| handle(req, Arc::clone(&st), delay));
+                let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    Fake { addr, stats, _rt: rt }
+}
+
+fn config(addr: SocketAddr, workload: &str, route: &str) -> RunConfig {
+    let mut c = RunConfig::new(
+        Target::http(addr),
+        workload.parse().unwrap(),
+        Mapping::Fixed { function: FunctionRef::new(1, route), payload: b"x".to_vec() },
+    );
+    c.keep_samples = true;
+    c.timeout = Duration::from_secs(2);
+    c.duration = Duration::from_millis(200);
+    c
+}
+
+fn accounted(r: &Report) {
+    let s = &r.summary;
+    assert_eq!(s.completed + s.errors, s.planned);
+    assert_eq!(s.errors, s.errors_by_kind.values().sum::<u64>());
+    assert_eq!(r.samples.len() as u64, s.planned);
+}
+
+#[test]
+fn open_loop_reads_luge_headers_and_names_errors() {
+    let server = fake(Duration::from_millis(1));
+    let mut c = config(server.addr, "high-bimodal,rate=400,seed=1", "/ok");
+    c.duration = Duration::from_millis(300);
+    c.mapping = Mapping::PerClass(vec![
+        (FunctionRef::new(1, "/ok"), b"a".to_vec()),
+        (FunctionRef::new(2, "/fail"), b"b".to_vec()),
+    ]);
+    let r = run(c).unwrap();
+    accounted(&r);
+    let s = &r.summary;
+    let (ok, fail) = (&s.per_class[0], &s.per_class[1]);
+    assert!(ok.planned > 20 && fail.planned > 20, "premise: both classes ran");
+    assert_eq!((ok.errors, s.completed), (0, ok.planned));
+    assert_eq!(s.errors_by_kind.get("overloaded"), Some(&fail.planned));
+    assert_eq!((fail.deadline_miss_rate, fail.latency_us.p50), (1.0, None));
+    // Latency ≥ the server's 1 ms; slowdown against the reported 1 µs execution.
+    assert!(ok.latency_us.p50.unwrap() >= 1_000.0, "{:?}", ok.latency_us);
+    assert!(ok.slowdown.p50.unwrap() >= 1_000.0, "{:?}", ok.slowdown);
+    assert!((s.server_queueing_us.p50.unwrap() - 0.5).abs() < 0.01);
+    let ok_samples = r.samples.iter().filter(|x| x.ok());
+    assert!(ok_samples.clone().all(|x| x.server_execution_ns == Some(1_000)));
+    assert_eq!(server.stats.without_deadline.load(Ordering::SeqCst), 0);
+    assert_eq!(server.stats.requests.load(Ordering::SeqCst), s.planned);
+}
+
+#[test]
+fn status_without_outcome_and_refused_connections() {
+    let server = fake(Duration::ZERO);
+    let r = run(config(server.addr, "fixed,rate=500,seed=2", "/teapot")).unwrap();
+    accounted(&r);
+    assert!(r.summary.planned > 20);
+    assert_eq!(r.summary.errors_by_kind.get("http_418"), Some(&r.summary.planned));
+
+    // A port nobody listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let r = run(config(closed, "fixed,rate=500,seed=2", "/ok")).unwrap();
+    accounted(&r);
+    assert_eq!(r.summary.errors_by_kind.get("connect"), Some(&r.summary.planned));
+    assert_eq!(r.summary.latency_us.p50, None);
+}
+
+#[test]
+fn requests_past_the_timeout_are_timeouts() {
+    let server = fake(Duration::ZERO);
+    let mut c = config(server.addr, "fixed,rate=200,seed=3", "/slow");
+    c.duration = Duration::from_millis(50);
+    c.timeout = Duration::from_millis(100);
+    let started = Instant::now();
+    let r = run(c).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    accounted(&r);
+    assert!(r.summary.planned > 3);
+    assert_eq!(r.summary.errors_by_kind.get("timeout"), Some(&r.summary.planned));
+    assert_eq!(r.summary.deadline_miss_rate, 1.0);
+}
+
+#[test]
+fn closed_loop_keeps_n_requests_at_the_server() {
+    let server = fake(Duration::from_millis(5));
+    let mut c = config(server.addr, "fixed,seed=4", "/ok");
+    c.mode = Mode::Closed { outstanding: 4 };
+    c.duration = Duration::from_millis(300);
+    let r = run(c).unwrap();
+    accounted(&r);
+    assert_eq!(r.summary.errors, 0);
+    assert!(r.samples.len() > 80, "premise: the loop ran ({})", r.samples.len());
+    assert_eq!(server.stats.max_in_flight.load(Ordering::SeqCst), 4);
+    assert_eq!(r.max_in_flight, 4);
+    assert!(server.stats.connections.load(Ordering::SeqCst) <= 4, "pooled connections");
+    let busy: u64 = r.samples.iter().map(|s| s.latency_ns.unwrap()).sum();
+    let first = r.samples.iter().map(|s| s.sent_ns.unwrap()).min().unwrap();
+    let last = r.samples.iter().map(|s| s.intended_ns + s.latency_ns.unwrap()).max().unwrap();
+    let mean_in_flight = busy as f64 / (last - first) as f64;
+    assert!(mean_in_flight > 3.4 && mean_in_flight <= 4.0 + 1e-9, "{mean_in_flight}");
+}
+
+#[test]
+fn open_loop_window_bounds_connections_and_in_flight() {
+    let server = fake(Duration::from_millis(20));
+    let mut c = config(server.addr, "fixed,rate=1000,seed=5", "/ok");
+    c.mode = Mode::Open { window: 8 };
+    let r = run(c).unwrap();
+    accounted(&r);
+    assert_eq!(r.summary.errors, 0);
+    assert_eq!(server.stats.max_in_flight.load(Ordering::SeqCst), 8);
+    assert!(server.stats.connections.load(Ordering::SeqCst) <= 8);
+    // The backlog behind the window is in the latency (capacity 400/s < 1000/s offered).
+    assert!(r.summary.latency_us.p99.unwrap() > 50_000.0, "{:?}", r.summary.latency_us);
+}
+
+#[test]
+fn spin_is_calibrated_over_http() {
+    let server = fake(Duration::ZERO);
+    let mut c = config(server.addr, "sdvbs,rate=300,seed=6", "/spin");
+    c.mapping = Mapping::Spin(FunctionRef::new(9, "/spin"));
+    let r = run(c).unwrap();
+    accounted(&r);
+    let cal = r.calibration.as_ref().unwrap();
+    assert!((cal.ns_per_iteration - 3.0).abs() < 0.03, "{cal}");
+    assert!((cal.overhead_ns - 20_000.0).abs() < 500.0, "{cal}");
+    for s in &r.samples {
+        let (got, want) = (s.server_execution_ns.unwrap() as f64, s.nominal_execution_ns as f64);
+        assert!((got / want - 1.0).abs() < 0.01, "{got} vs {want}");
+    }
+    assert!(r.to_json().contains("\"protocol\": \"http\""));
+}
