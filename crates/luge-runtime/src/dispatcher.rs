@@ -73,6 +73,9 @@ pub(crate) struct Dispatcher {
     pub mode: WaitMode,
     pub grace: Duration,
     pending: HashMap<RequestId, Box<Task>>,
+    /// Refuse requests whose known expected execution exceeds their deadline (the policy's own
+    /// infeasibility check is turned off by the runtime; see `arrival`).
+    pub reject_infeasible: bool,
     running: usize,
     grace_end: Option<Nanos>,
     next_id: u64,
@@ -102,6 +105,7 @@ impl Dispatcher {
             mode,
             grace,
             pending: HashMap::new(),
+            reject_infeasible: false,
             running: 0,
             grace_end: None,
             next_id: 0,
@@ -221,7 +225,17 @@ impl Dispatcher {
         if let Some(seed) = task.function.config.expected_execution {
             self.estimator.seed(function, Nanos::try_from(seed.as_nanos()).unwrap_or(Nanos::MAX));
         }
+        // Infeasibility is judged here, not by the policy, and only on knowledge: a function never
+        // run and not seeded has only the default estimate, and refusing on that guess would
+        // refuse it forever (it would never run, so the estimate would never improve).
+        let known = expected.is_some()
+            || task.function.config.expected_execution.is_some()
+            || self.estimator.samples(function) > 0;
         let expected = expected.unwrap_or_else(|| self.estimator.estimate(function));
+        if self.reject_infeasible && known && expected > relative_deadline {
+            task.answer(now, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
+            return;
+        }
         let request =
             Request::new(id, function, now, relative_deadline, expected).with_tenant(tenant);
         self.pending.insert(id, task);

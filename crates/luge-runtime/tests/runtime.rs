@@ -392,4 +392,16 @@ fn infeasible_deadlines_are_refused_at_once() {
     let options = SubmitOptions { deadline: Some(Duration::from_millis(1)), ..Default::default() };
     let outcome = rt.submit("noop", Vec::new(), options).wait();
     assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
+    // A function never run has no estimate worth refusing on: it runs, and is learned.
+    register(&rt, "fresh", NOOP, |_| {});
+    let tight = SubmitOptions { deadline: Some(Duration::from_micros(100)), ..Default::default() };
+    assert!(rt.submit("fresh", Vec::new(), tight).wait().is_ok());
+    // Once learned (a no-op runs well under 1 s), a feasible deadline is served…
+    let second = SubmitOptions { deadline: Some(Duration::from_secs(1)), ..Default::default() };
+    assert!(rt.submit("fresh", Vec::new(), second).wait().is_ok());
+    // …and one below the learned execution is refused.
+    let impossible =
+        SubmitOptions { deadline: Some(Duration::from_nanos(1)), ..Default::default() };
+    let outcome = rt.submit("fresh", Vec::new(), impossible).wait();
+    assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
 }

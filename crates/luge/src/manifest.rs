@@ -116,13 +116,22 @@ pub const BUILTINS: &[(&str, &str, &str)] = &[
     ("spin", include_str!("../../../functions/builtin/spin.wat"), "busy loop of n iterations"),
 ];
 
+/// Settings of a built-in function: defaults, except that `spin` — the load generator's
+/// synthetic function, whose execution is whatever the client asks — trusts the expected
+/// execution a request carries (the papers' oracle estimates; one function serves every class).
+fn builtin_config(name: &str) -> FunctionConfig {
+    let mut config = FunctionConfig::new(name);
+    config.trust_client_estimate = name == "spin";
+    config
+}
+
 impl Manifest {
     /// The built-in functions with default settings.
     pub fn builtin() -> Self {
         let functions = BUILTINS
             .iter()
             .map(|(name, wat, _)| FunctionEntry {
-                config: FunctionConfig::new(*name),
+                config: builtin_config(name),
                 route: format!("/{name}"),
                 module: wat.as_bytes().to_vec(),
                 source: format!("builtin:{name}"),
@@ -187,6 +196,7 @@ impl Manifest {
             }
             let (module, source) = match f.module.get_ref().strip_prefix("builtin:") {
                 Some(b) => match BUILTINS.iter().find(|(n, _, _)| *n == b) {
+                    // (Settings come from this entry; only the module is the built-in's.)
                     Some((_, wat, _)) => (wat.as_bytes().to_vec(), f.module.get_ref().clone()),
                     None => return Err(at(f.module.span(), format!("no built-in function `{b}`"))),
                 },
