@@ -1,11 +1,16 @@
 //! Luge's front ends over the runtime: HTTP/1.1 (hyper) and UDP-RPC (`luge-proto`), the route
 //! table, the status mapping both share, and Prometheus metrics.
 
+mod baseline;
 mod http;
 mod metrics;
 mod status;
 mod udp;
 
+pub use crate::baseline::{
+    BareHttpConfig, BareHttpServer, BaselineError, BaselineStats, ProcessConfig, ProcessServer,
+    UdpEchoConfig, UdpEchoServer, native_program,
+};
 pub use crate::http::{HttpConfig, HttpError, HttpServer};
 pub use crate::metrics::{Metrics, Protocol};
 pub use crate::status::{http_status, outcome_label, rpc_status};

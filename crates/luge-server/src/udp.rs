@@ -52,7 +52,7 @@
 //! request in flight has been answered or the grace passes. Then it stops the receive thread with
 //! a self-addressed wake-up datagram (the socket also has a read timeout as a fallback).
 
-mod sys;
+pub(crate) mod sys;
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};

@@ -15,7 +15,7 @@ fn empty_storage() -> libc::sockaddr_storage {
 }
 
 /// Writes `addr` into a `sockaddr_storage`; returns the length to pass to the kernel.
-pub(super) fn to_storage(
+pub(crate) fn to_storage(
     addr: SocketAddr,
     storage: &mut libc::sockaddr_storage,
 ) -> libc::socklen_t {
@@ -55,7 +55,7 @@ pub(super) fn to_storage(
 
 /// Reads the address the kernel wrote into `storage` (`len` bytes); `None` for a family other
 /// than IPv4/IPv6 or a short length.
-pub(super) fn from_storage(
+pub(crate) fn from_storage(
     storage: &libc::sockaddr_storage,
     len: libc::socklen_t,
 ) -> Option<SocketAddr> {
@@ -84,7 +84,7 @@ pub(super) fn from_storage(
 }
 
 /// `setsockopt(SOL_SOCKET, opt, value)` for an integer option.
-pub(super) fn set_int_option(fd: RawFd, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
+pub(crate) fn set_int_option(fd: RawFd, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: `value` is a live `c_int` and we pass its exact size; the kernel only reads it.
     let rc = unsafe {
         libc::setsockopt(
@@ -99,7 +99,7 @@ pub(super) fn set_int_option(fd: RawFd, opt: libc::c_int, value: libc::c_int) ->
 }
 
 /// `sendto(fd, buf, flags, addr)`: returns the bytes sent.
-pub(super) fn send_to(
+pub(crate) fn send_to(
     fd: RawFd,
     buf: &[u8],
     addr: SocketAddr,
@@ -125,7 +125,7 @@ pub(super) fn send_to(
 /// A reusable `recvmmsg` batch: `capacity` buffers of `buf_len` bytes with their source
 /// addresses. Holds raw pointers into its own heap allocations (which never move), so it is
 /// neither `Send` nor `Sync`: it lives on the receive thread.
-pub(super) struct RecvBatch {
+pub(crate) struct RecvBatch {
     buf_len: usize,
     bufs: Vec<u8>,
     addrs: Vec<libc::sockaddr_storage>,
@@ -135,7 +135,7 @@ pub(super) struct RecvBatch {
 }
 
 impl RecvBatch {
-    pub(super) fn new(capacity: usize, buf_len: usize) -> Self {
+    pub(crate) fn new(capacity: usize, buf_len: usize) -> Self {
         let capacity = capacity.max(1);
         let mut bufs = vec![0u8; capacity * buf_len];
         let mut addrs = vec![empty_storage(); capacity];
@@ -161,7 +161,7 @@ impl RecvBatch {
     }
 
     /// One `recvmmsg(fd, batch, flags)`: returns how many datagrams arrived (at least 1).
-    pub(super) fn recv(&mut self, fd: RawFd, flags: libc::c_int) -> io::Result<usize> {
+    pub(crate) fn recv(&mut self, fd: RawFd, flags: libc::c_int) -> io::Result<usize> {
         self.received = 0;
         for h in &mut self.headers {
             h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
@@ -192,7 +192,7 @@ impl RecvBatch {
 
     /// Datagram `i` of the last batch: its bytes, its source (if IPv4/IPv6) and whether the
     /// kernel truncated it (it was larger than the buffer).
-    pub(super) fn get(&self, i: usize) -> Option<(&[u8], Option<SocketAddr>, bool)> {
+    pub(crate) fn get(&self, i: usize) -> Option<(&[u8], Option<SocketAddr>, bool)> {
         if i >= self.received {
             return None;
         }
@@ -208,7 +208,7 @@ impl RecvBatch {
 
 /// Replies queued by the receive thread during one batch, sent with one `sendmmsg`. Buffers
 /// are reused from batch to batch.
-pub(super) struct SendBatch {
+pub(crate) struct SendBatch {
     bufs: Vec<Vec<u8>>,
     addrs: Vec<libc::sockaddr_storage>,
     addr_lens: Vec<libc::socklen_t>,
@@ -218,7 +218,7 @@ pub(super) struct SendBatch {
 }
 
 impl SendBatch {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             bufs: Vec::new(),
             addrs: Vec::new(),
@@ -230,12 +230,12 @@ impl SendBatch {
     }
 
     /// Queued replies.
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// A cleared buffer for the next reply to `peer`; fill it and it is sent on `flush`.
-    pub(super) fn push(&mut self, peer: SocketAddr) -> &mut Vec<u8> {
+    pub(crate) fn push(&mut self, peer: SocketAddr) -> &mut Vec<u8> {
         if self.len == self.bufs.len() {
             self.bufs.push(Vec::new());
             self.addrs.push(empty_storage());
@@ -250,13 +250,13 @@ impl SendBatch {
     }
 
     /// Drops the last pushed reply (e.g. its encoding failed).
-    pub(super) fn pop(&mut self) {
+    pub(crate) fn pop(&mut self) {
         self.len = self.len.saturating_sub(1);
     }
 
     /// Sends every queued reply with `sendmmsg(flags)`, retrying the rest after a partial send
     /// and dropping a reply the kernel refuses. Returns how many could not be sent.
-    pub(super) fn flush(&mut self, fd: RawFd, flags: libc::c_int) -> usize {
+    pub(crate) fn flush(&mut self, fd: RawFd, flags: libc::c_int) -> usize {
         let n = self.len;
         self.len = 0;
         if n == 0 {
