@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Luge needs on a fresh Debian 12 machine. Idempotent; safe to run every time.
-# Today that is only a Rust toolchain (stable, 1.95+), which the machine image provides.
+# A Rust toolchain (stable, 1.95+), which the machine image provides, and the Debian packages
+# that build the C functions in functions/ (scripts/install-deps.sh: clang, lld, wasi-libc, ...).
 set -euo pipefail
 export PATH="$HOME/.cargo/bin:$PATH"
 if ! command -v cargo >/dev/null; then
@@ -8,3 +9,4 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 cargo --version
+"$(dirname "$0")/install-deps.sh"

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian packages needed to build Luge's C functions (functions/) to wasm32-wasi and
+# to native code: clang, lld, wasi-libc, the wasm32 compiler-rt builtins, wabt (wasm-objdump /
+# wasm2wat for inspecting modules) and make.
+#
+# Idempotent: checks each package with `dpkg -s` and runs apt-get only when something is missing.
+# As root it installs what is missing; as any other user with packages missing it fails with a
+# clear message (it never calls sudo on its own).
+set -euo pipefail
+
+PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 wabt make)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    if ! dpkg -s "$pkg" >/dev/null 2>&1; then
+        missing+=("$pkg")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all present (${PACKAGES[*]})"
+    exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing Debian packages: ${missing[*]}" >&2
+    echo "install-deps: run as root (e.g. 'sudo $0') or install them with:" >&2
+    echo "    apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# Refresh the package lists only if apt has never fetched them (fresh container images ship none).
+if [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e '^lock$' -e '^partial$' || true)" ]; then
+    apt-get update
+fi
+if ! apt-get install -y --no-install-recommends "${missing[@]}"; then
+    echo "install-deps: install failed; refreshing package lists and retrying once" >&2
+    apt-get update
+    apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+echo "install-deps: installed ${missing[*]}"
