@@ -10,3 +10,6 @@ if ! command -v cargo >/dev/null; then
 fi
 cargo --version
 "$(dirname "$0")/install-deps.sh"
+# The C functions (wasm and native builds, inputs, expected outputs): the runtime's byte-equality
+# test reads functions/build/. Incremental; a few seconds from clean.
+make -s -C "$(dirname "$0")/../functions"
