@@ -17,6 +17,18 @@ pub enum WaitMode {
     Spin,
 }
 
+/// Cranelift's optimisation level for guest code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CodeOpt {
+    /// No optimisation (fastest compilation).
+    None,
+    /// Optimise for speed (the default).
+    #[default]
+    Speed,
+    /// Optimise for speed and size.
+    SpeedAndSize,
+}
+
 /// Where dispatchers run (BRIEF §3: the thread layout is configuration, not architecture).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Layout {
@@ -56,6 +68,11 @@ pub struct RuntimeConfig {
     pub max_memory_bytes: u64,
     /// Wasm stack per sandbox (the async fiber stack is this plus host headroom).
     pub wasm_stack_bytes: usize,
+    /// Cranelift optimisation level (part of the AoT cache key).
+    pub code_opt: CodeOpt,
+    /// Bounds-check every memory access in code instead of relying on a 4 GiB virtual
+    /// reservation with guard pages (smaller address-space footprint, slower code).
+    pub explicit_bounds_checks: bool,
     /// Where AoT-compiled artifacts are cached; `None` = compile in memory every start.
     pub cache_dir: Option<PathBuf>,
     /// Estimator used for requests that bring no expected execution.
@@ -83,6 +100,8 @@ impl Default for RuntimeConfig {
             max_sandboxes: 256,
             max_memory_bytes: 64 << 20,
             wasm_stack_bytes: 512 << 10,
+            code_opt: CodeOpt::Speed,
+            explicit_bounds_checks: false,
             cache_dir: None,
             default_estimate: Duration::from_millis(1),
             shutdown_grace: Duration::from_secs(5),

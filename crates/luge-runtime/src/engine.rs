@@ -3,7 +3,7 @@
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
-use crate::config::RuntimeConfig;
+use crate::config::{CodeOpt, RuntimeConfig};
 use crate::error::Error;
 
 /// Linear memory kept resident and zeroed in place between sandboxes of a slot, instead of being
@@ -37,7 +37,16 @@ pub(crate) fn build(config: &RuntimeConfig) -> Result<Engine, Error> {
         .epoch_interruption(true)
         .max_wasm_stack(config.wasm_stack_bytes)
         .async_stack_size(config.wasm_stack_bytes + HOST_STACK_HEADROOM)
-        .cranelift_opt_level(OptLevel::Speed);
+        .cranelift_opt_level(match config.code_opt {
+            CodeOpt::None => OptLevel::None,
+            CodeOpt::Speed => OptLevel::Speed,
+            CodeOpt::SpeedAndSize => OptLevel::SpeedAndSize,
+        });
+    if config.explicit_bounds_checks {
+        // Reserve only what a memory may use and no guard region: Cranelift then emits an
+        // explicit bounds check on every access.
+        wasm.memory_reservation(config.max_memory_bytes).memory_guard_size(0);
+    }
     Engine::new(&wasm).map_err(|e| Error::Engine(format!("{e:#}")))
 }
 

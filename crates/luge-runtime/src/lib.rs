@@ -22,7 +22,7 @@ mod sandbox;
 mod wasi;
 mod worker;
 
-pub use crate::config::{FunctionConfig, Layout, Limits, RuntimeConfig, WaitMode};
+pub use crate::config::{CodeOpt, FunctionConfig, Layout, Limits, RuntimeConfig, WaitMode};
 pub use crate::error::{Error, RegisterError};
 pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing, TrapKind};
 pub use crate::registry::Function;

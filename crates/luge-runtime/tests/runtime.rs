@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use luge_runtime::{
-    BadRequest, Error, Failure, FunctionConfig, Layout, Limits, Outcome, PolicyKind, RegisterError,
-    Rejection, Runtime, RuntimeConfig, SubmitOptions, TrapKind,
+    BadRequest, CodeOpt, Error, Failure, FunctionConfig, Layout, Limits, Outcome, PolicyKind,
+    RegisterError, Rejection, Runtime, RuntimeConfig, SubmitOptions, TrapKind,
 };
 
 const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
@@ -404,4 +404,20 @@ fn infeasible_deadlines_are_refused_at_once() {
         SubmitOptions { deadline: Some(Duration::from_nanos(1)), ..Default::default() };
     let outcome = rt.submit("fresh", Vec::new(), impossible).wait();
     assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
+}
+
+#[test]
+fn explicit_bounds_checks_and_unoptimised_code_still_isolate() {
+    let config = RuntimeConfig {
+        explicit_bounds_checks: true,
+        code_opt: CodeOpt::None,
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::start(config).unwrap();
+    register(&rt, "echo", ECHO, |_| {});
+    register(&rt, "oob", OOB, |_| {});
+    register(&rt, "membomb", MEMBOMB, |c| c.limits.max_memory_bytes = 4 << 20);
+    assert_eq!(ok(call(&rt, "echo", b"checked")), b"checked");
+    assert_eq!(call(&rt, "oob", b"").result, Err(Failure::Trap(TrapKind::MemoryOutOfBounds)));
+    assert_eq!(call(&rt, "membomb", b"").result, Err(Failure::MemoryLimit { cap: 4 << 20 }));
 }
