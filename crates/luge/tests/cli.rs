@@ -107,3 +107,20 @@ fn manifest_errors_stop_start_up_with_file_and_line() {
     assert!(err.contains("bad.toml:6: cannot read module"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_edge_manifest_serves_the_c_functions() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let manifest = root.join("examples/edge.toml");
+    let server = Server::start(&["--manifest", manifest.to_str().unwrap()]);
+    for (name, size) in [("resize", "small"), ("ekf", "medium"), ("ocr", "small")] {
+        let input = root.join(format!("functions/build/inputs/{name}-{size}.in"));
+        let expected =
+            std::fs::read(root.join(format!("functions/build/expected/{name}-{size}.out")))
+                .expect("functions/build is missing: run ./scripts/setup.sh");
+        let out = server.invoke(&[name, "--file", input.to_str().unwrap()]);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stdout == expected, "{name}-{size}: output differs from the native build");
+    }
+    assert_eq!(server.stop(), 0);
+}
