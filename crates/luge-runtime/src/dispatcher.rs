@@ -142,9 +142,13 @@ impl Dispatcher {
         })
     }
 
-    /// Whether submissions or worker events are waiting.
+    /// Whether submissions or worker events are waiting, or a shutdown this dispatcher has not
+    /// seen yet (a spinning wait has no unpark to end it: without this, an idle dispatcher in
+    /// spin mode would never notice `shutdown`).
     pub(crate) fn has_input(&self) -> bool {
-        !self.shared.submissions.is_empty() || self.workers.iter().any(|w| !w.events.is_empty())
+        !self.shared.submissions.is_empty()
+            || self.workers.iter().any(|w| !w.events.is_empty())
+            || (self.grace_end.is_none() && self.shared.shutdown.load(Ordering::Acquire))
     }
 
     /// The thread body: serve until shut down and drained, then stop the workers.

@@ -165,7 +165,10 @@ async fn run(
     let state = SandboxState { wasi, limiter: MemoryLimiter { cap, hit: false } };
     let mut store = Store::new(function.pre.module().engine(), state);
     store.limiter(|s| &mut s.limiter);
-    store.set_epoch_deadline(1);
+    // Deadline 0 (and `Yield(0)` below): the callback runs at the first check after the sandbox
+    // starts or resumes, so a preemption requested while the worker was (re)starting it — and
+    // its epoch bump already spent — is seen at once, not a tick later.
+    store.set_epoch_deadline(0);
     store.epoch_deadline_callback(move |_ctx| {
         if signals.inline {
             crate::worker::poll_inline();
@@ -182,7 +185,7 @@ async fn run(
             && w.preempt.load(Ordering::Acquire) == id
             && w.preempt.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
         {
-            return Ok(UpdateDeadline::Yield(1));
+            return Ok(UpdateDeadline::Yield(0));
         }
         Ok(UpdateDeadline::Continue(1))
     });

@@ -421,3 +421,23 @@ fn explicit_bounds_checks_and_unoptimised_code_still_isolate() {
     assert_eq!(call(&rt, "oob", b"").result, Err(Failure::Trap(TrapKind::MemoryOutOfBounds)));
     assert_eq!(call(&rt, "membomb", b"").result, Err(Failure::MemoryLimit { cap: 4 << 20 }));
 }
+
+#[test]
+fn a_spinning_runtime_shuts_down() {
+    // One spinning thread only (inline layout), for a few ms: BRIEF §8 keeps spinning servers
+    // out of parallel tests, but an idle spinning dispatcher once never saw `shutdown`.
+    let config = RuntimeConfig {
+        wait: luge_runtime::WaitMode::Spin,
+        layout: Layout::Inline,
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::start(config).unwrap();
+    register(&rt, "noop", NOOP, |_| {});
+    assert!(call(&rt, "noop", b"").is_ok());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        rt.shutdown();
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(20)).expect("spin-mode shutdown hung");
+}
