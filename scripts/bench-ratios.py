@@ -4,7 +4,7 @@ baseline measured in the same run (the first non-Luge function of the group, or 
 import json, pathlib, sys, collections
 
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "target/criterion")
-OURS = {"deadline_queue", "ct_edf", "sledgescale", "estimator"}
+OURS = {"deadline_queue", "ct_edf", "sledgescale", "estimator", "luge", "luge_async"}
 rows = collections.defaultdict(dict)
 for est in root.glob("*/*/*/new/estimates.json"):
     group, func, param = est.parts[-5], est.parts[-4], est.parts[-3]

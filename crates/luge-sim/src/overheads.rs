@@ -140,8 +140,10 @@ impl FromStr for Overheads {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut o = Overheads::DEFAULT;
-        for item in s.split([',', '\n']).map(str::trim) {
-            if item.is_empty() || item.starts_with('#') {
+        // A `#` starts a comment to the end of its line (comments may contain commas).
+        let items = s.lines().flat_map(|line| line.split('#').next().unwrap_or("").split(','));
+        for item in items.map(str::trim) {
+            if item.is_empty() {
                 continue;
             }
             match item {
@@ -187,6 +189,8 @@ mod tests {
         assert_eq!(text.parse::<Overheads>()?, Overheads::DEFAULT);
         assert_eq!("signals".parse::<Overheads>()?, Overheads::SIGNALS);
         assert_eq!("# calibrated\n\nnone\ntick=7\n".parse::<Overheads>()?.tick, 7);
+        let commented = "# measured: median, 1 worker\nnone # base, then\nenqueue=9 # µs, sleep\n";
+        assert_eq!(commented.parse::<Overheads>()?.enqueue, 9);
         assert!(matches!("foo=1".parse::<Overheads>(), Err(OverheadsError::UnknownKey(_))));
         assert!(matches!("tick=-1".parse::<Overheads>(), Err(OverheadsError::BadValue { .. })));
         assert!(matches!("tick".parse::<Overheads>(), Err(OverheadsError::Syntax(_))));
