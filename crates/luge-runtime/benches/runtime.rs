@@ -1,0 +1,1020 @@
+//! The runtime against bare baselines measured in the same run (BRIEF §8: every number is a
+//! ratio to a baseline on the same machine at the same time).
+//!
+//! - `sandbox/{noop,echo_1k}`: one sandbox's life (store, instantiate, run `_start`, drop) the
+//!   way `src/sandbox.rs` does it — Luge's store data and memory limiter, the epoch callback,
+//!   `instantiate_async` + `call_async` polled once with a no-op waker — against a plain sync
+//!   `instantiate` + `call` on the same `Engine`/`Config`, with a minimal WASI
+//!   `fd_read`/`fd_write`. Both pre-link with an `InstancePre`, as the registry does.
+//! - `roundtrip/{spin,sleep}`: `submit` → outcome callback of `noop` through a 1-dispatcher,
+//!   1-worker runtime, against a bare hand-off of a boxed job to one worker thread and back
+//!   (`handoff`, empty job; `handoff_sync_noop`, the job runs the bare sync noop sandbox) with
+//!   the same wait mode: spin-polling, or park/unpark with a "sleeping" flag like `notify.rs`.
+//! - `preempt`: a custom loop (not criterion): an urgent `noop` submitted while a long `spin`
+//!   runs on the only worker (SledgeScale preempts it), against the same urgent `noop` on the
+//!   idle runtime; p50/p90/p99 and their ratios.
+//!
+//! Runtimes use `Layout::Threads` (a dispatcher thread and a worker thread), unpinned. Spin mode
+//! spins the client, the dispatcher and the worker: on fewer than three free cores it measures
+//! the OS scheduler (see `docs/benchmarks.md`); criterion's test mode skips it.
+//!
+//! The sandbox path is a copy (engine settings of `src/engine.rs` with `RuntimeConfig`'s
+//! defaults; store set-up, epoch callback and WASI `fd_read`/`fd_write` of `src/sandbox.rs` and
+//! `src/wasi.rs`) because those are crate-private; the bench also runs the same functions
+//! through a real `Runtime` and prints the runtime's own `Timing::executed` as a check of the
+//! copy (it should be close, plus the worker's bookkeeping around the sandbox and the cache
+//! misses of a worker that parked between requests). Keep the copy in sync.
+//!
+//! Run: `cargo bench -p luge-runtime --bench runtime -- --warm-up-time 1 --measurement-time 2
+//! --noplot`; the ratios are printed at the end (also `python3 scripts/bench-ratios.py`).
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)] // bench: a panic is the report
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion};
+use crossbeam_queue::ArrayQueue;
+use luge_runtime::{
+    FunctionConfig, Layout, Outcome, PolicyKind, Runtime, RuntimeConfig, SubmitOptions, WaitMode,
+};
+use wasmtime::{
+    Caller, Config, Engine, Extern, InstanceAllocationStrategy, InstancePre, Linker, Memory,
+    Module, OptLevel, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline,
+};
+
+const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
+const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
+const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
+
+// ------------------------------------------------------------------------------------------
+// The engine: a copy of `src/engine.rs::build` with `RuntimeConfig::default()`'s values.
+// ------------------------------------------------------------------------------------------
+
+/// `RuntimeConfig::default().max_sandboxes`.
+const SLOTS: u32 = 256;
+/// `RuntimeConfig::default().max_memory_bytes`.
+const MAX_MEMORY: usize = 64 << 20;
+/// `RuntimeConfig::default().wasm_stack_bytes`.
+const WASM_STACK: usize = 512 << 10;
+
+fn engine() -> Engine {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_core_instances(SLOTS)
+        .total_memories(SLOTS)
+        .total_tables(SLOTS)
+        .total_stacks(SLOTS)
+        .total_component_instances(0)
+        .max_memories_per_module(1)
+        .max_tables_per_module(1)
+        .max_memory_size(MAX_MEMORY)
+        .linear_memory_keep_resident(1 << 20)
+        .table_keep_resident(64 << 10)
+        .async_stack_keep_resident(64 << 10)
+        .max_unused_warm_slots(SLOTS);
+    let mut wasm = Config::new();
+    wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .memory_init_cow(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(WASM_STACK)
+        .async_stack_size(WASM_STACK + (256 << 10))
+        .cranelift_opt_level(OptLevel::Speed);
+    Engine::new(&wasm).unwrap()
+}
+
+fn module(engine: &Engine, wat: &str) -> Module {
+    Module::new(engine, wat::parse_str(wat).unwrap()).unwrap()
+}
+
+// ------------------------------------------------------------------------------------------
+// Luge's path: a copy of `src/sandbox.rs::run` and the WASI calls echo uses (`src/wasi.rs`).
+// ------------------------------------------------------------------------------------------
+
+mod luge_path {
+    use super::*;
+
+    #[derive(Default)]
+    pub struct WasiCtx {
+        pub stdin: Vec<u8>,
+        pub stdin_pos: usize,
+        pub stdout: Vec<u8>,
+        pub stdout_cap: usize,
+        pub stderr: Vec<u8>,
+        // Built per request as the runtime does; read only by args_get / environ_get, which
+        // these modules do not import.
+        #[allow(dead_code)]
+        pub args: Vec<Vec<u8>>,
+        #[allow(dead_code)]
+        pub env: Vec<Vec<u8>>,
+        pub memory: Option<Memory>,
+    }
+
+    pub struct SandboxState {
+        pub wasi: WasiCtx,
+        limiter: MemoryLimiter,
+    }
+
+    struct MemoryLimiter {
+        cap: usize,
+        hit: bool,
+    }
+
+    impl ResourceLimiter for MemoryLimiter {
+        fn memory_growing(
+            &mut self,
+            _current: usize,
+            desired: usize,
+            _maximum: Option<usize>,
+        ) -> wasmtime::Result<bool> {
+            if desired > self.cap {
+                self.hit = true;
+                return Ok(false);
+            }
+            Ok(true)
+        }
+
+        fn table_growing(
+            &mut self,
+            _current: usize,
+            desired: usize,
+            _maximum: Option<usize>,
+        ) -> wasmtime::Result<bool> {
+            Ok(desired <= 1 << 20)
+        }
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("guest exited with status {0}")]
+    struct GuestExit(i32);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("stop")]
+    struct Stop;
+
+    /// `Signals` + `WorkerSignals` + `TaskClock` of the runtime, flattened for one worker.
+    pub struct Signals {
+        pub base: Instant,
+        pub abort: AtomicBool,
+        pub preempt: AtomicU64,
+        pub worker: AtomicUsize,
+        pub budget_end: AtomicU64,
+        /// `Layout::Inline` (false: the benches use `Layout::Threads`).
+        pub inline: bool,
+    }
+
+    impl Signals {
+        pub fn new() -> Arc<Self> {
+            Arc::new(Self {
+                base: Instant::now(),
+                abort: AtomicBool::new(false),
+                preempt: AtomicU64::new(0),
+                worker: AtomicUsize::new(0),
+                budget_end: AtomicU64::new(u64::MAX),
+                inline: false,
+            })
+        }
+    }
+
+    fn memory(caller: &mut Caller<'_, SandboxState>) -> Option<Memory> {
+        if let Some(m) = caller.data().wasi.memory {
+            return Some(m);
+        }
+        match caller.get_export("memory") {
+            Some(Extern::Memory(m)) => Some(m),
+            _ => None,
+        }
+    }
+
+    fn slice(mem: &[u8], ptr: i32, len: u32) -> Option<&[u8]> {
+        let start = ptr as u32 as usize;
+        mem.get(start..start.checked_add(len as usize)?)
+    }
+
+    fn slice_mut(mem: &mut [u8], ptr: i32, len: u32) -> Option<&mut [u8]> {
+        let start = ptr as u32 as usize;
+        mem.get_mut(start..start.checked_add(len as usize)?)
+    }
+
+    fn read_u32(mem: &[u8], ptr: u32) -> Option<u32> {
+        let b = slice(mem, ptr as i32, 4)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn write_bytes(mem: &mut [u8], ptr: i32, bytes: &[u8]) -> bool {
+        match slice_mut(mem, ptr, bytes.len() as u32) {
+            Some(dst) => {
+                dst.copy_from_slice(bytes);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn iovecs(mem: &[u8], iovs: i32, count: i32) -> Option<Vec<(u32, u32)>> {
+        let count = u32::try_from(count).ok()?;
+        if count > 1024 {
+            return None;
+        }
+        (0..count)
+            .map(|i| {
+                let at = (iovs as u32).checked_add(i * 8)?;
+                Some((read_u32(mem, at)?, read_u32(mem, at.checked_add(4)?)?))
+            })
+            .collect()
+    }
+
+    fn fd_read(
+        mut caller: Caller<'_, SandboxState>,
+        fd: i32,
+        iovs: i32,
+        n: i32,
+        nread: i32,
+    ) -> i32 {
+        if fd != 0 {
+            return 8;
+        }
+        let Some(mem) = memory(&mut caller) else { return 21 };
+        let (mem, state) = mem.data_and_store_mut(&mut caller);
+        let Some(vecs) = iovecs(mem, iovs, n) else { return 21 };
+        let wasi = &mut state.wasi;
+        let mut total = 0u32;
+        for (ptr, len) in vecs {
+            let rest = &wasi.stdin[wasi.stdin_pos..];
+            let take = rest.len().min(len as usize);
+            if !write_bytes(mem, ptr as i32, &rest[..take]) {
+                return 21;
+            }
+            wasi.stdin_pos += take;
+            total += take as u32;
+            if take < len as usize {
+                break;
+            }
+        }
+        if write_bytes(mem, nread, &total.to_le_bytes()) { 0 } else { 21 }
+    }
+
+    fn fd_write(
+        mut caller: Caller<'_, SandboxState>,
+        fd: i32,
+        iovs: i32,
+        n: i32,
+        nwritten: i32,
+    ) -> wasmtime::Result<i32> {
+        if fd != 1 && fd != 2 {
+            return Ok(8);
+        }
+        let Some(mem) = memory(&mut caller) else { return Ok(21) };
+        let (mem, state) = mem.data_and_store_mut(&mut caller);
+        let Some(vecs) = iovecs(mem, iovs, n) else { return Ok(21) };
+        let wasi = &mut state.wasi;
+        let mut total = 0u32;
+        for (ptr, len) in vecs {
+            let Some(bytes) = slice(mem, ptr as i32, len) else { return Ok(21) };
+            if fd == 1 {
+                if wasi.stdout.len() + bytes.len() > wasi.stdout_cap {
+                    return Err(wasmtime::Error::new(Stop));
+                }
+                wasi.stdout.extend_from_slice(bytes);
+            } else {
+                wasi.stderr.extend_from_slice(bytes);
+            }
+            total = total.saturating_add(len);
+        }
+        Ok(if write_bytes(mem, nwritten, &total.to_le_bytes()) { 0 } else { 21 })
+    }
+
+    /// The preview1 calls echo imports, as `wasi::add_to_linker` defines them (the other
+    /// preview1 stubs are not imported by these modules, so an `InstancePre` never sees them).
+    pub fn linker(engine: &Engine) -> Linker<SandboxState> {
+        let mut linker = Linker::new(engine);
+        let m = "wasi_snapshot_preview1";
+        linker.func_wrap(m, "fd_read", fd_read).unwrap();
+        linker.func_wrap(m, "fd_write", fd_write).unwrap();
+        linker
+            .func_wrap(m, "proc_exit", |code: i32| -> wasmtime::Result<()> {
+                Err(wasmtime::Error::new(GuestExit(code)))
+            })
+            .unwrap();
+        linker
+    }
+
+    /// `sandbox::run`: fresh store with Luge's state, limiter and epoch callback, async
+    /// instantiate + `_start`, then the result taken out of the store.
+    pub async fn run(
+        pre: Arc<InstancePre<SandboxState>>,
+        payload: Vec<u8>,
+        id: u64,
+        signals: Arc<Signals>,
+    ) -> Result<Vec<u8>, String> {
+        let name = "bench";
+        let wasi = WasiCtx {
+            stdin: payload,
+            stdout_cap: 1 << 20,
+            args: vec![name.as_bytes().to_vec()],
+            env: vec![
+                format!("LUGE_FUNCTION={name}").into_bytes(),
+                format!("LUGE_REQUEST_ID={id}").into_bytes(),
+                format!("LUGE_DEADLINE_US={}", 1_700_000_000_000_000u64 + id).into_bytes(),
+            ],
+            ..WasiCtx::default()
+        };
+        let state = SandboxState { wasi, limiter: MemoryLimiter { cap: MAX_MEMORY, hit: false } };
+        let mut store = Store::new(pre.module().engine(), state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_ctx| {
+            if signals.inline {
+                black_box(()); // the runtime polls its inline dispatcher here
+            }
+            let now = signals.base.elapsed().as_nanos() as u64;
+            if signals.abort.load(Ordering::Relaxed) {
+                return Err(wasmtime::Error::new(Stop));
+            }
+            if now >= signals.budget_end.load(Ordering::Relaxed) {
+                return Err(wasmtime::Error::new(Stop));
+            }
+            let _worker = signals.worker.load(Ordering::Relaxed);
+            if signals.preempt.load(Ordering::Acquire) == id
+                && signals
+                    .preempt
+                    .compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return Ok(UpdateDeadline::Yield(1));
+            }
+            Ok(UpdateDeadline::Continue(1))
+        });
+        let outcome = async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
+            let entry = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+            entry.call_async(&mut store, ()).await
+        }
+        .await;
+        let state = store.into_data();
+        match outcome {
+            Ok(()) => Ok(state.wasi.stdout),
+            Err(e) => match e.downcast_ref::<GuestExit>() {
+                Some(GuestExit(0)) => Ok(state.wasi.stdout),
+                _ => Err(format!("{e:#}")),
+            },
+        }
+    }
+
+    type SandboxFuture = Pin<Box<dyn Future<Output = Result<Vec<u8>, String>> + Send>>;
+
+    /// What a worker does with a fresh task: box the future, poll it once with a no-op waker
+    /// (it completes: nothing preempts it), drop it to return the pool slot.
+    pub fn serve(
+        pre: &Arc<InstancePre<SandboxState>>,
+        payload: Vec<u8>,
+        id: u64,
+        signals: &Arc<Signals>,
+    ) -> Vec<u8> {
+        let mut future: SandboxFuture =
+            Box::pin(run(Arc::clone(pre), payload, id, Arc::clone(signals)));
+        let mut cx = Context::from_waker(Waker::noop());
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(result) => {
+                drop(future);
+                result.unwrap()
+            }
+            Poll::Pending => panic!("a sandbox yielded without being preempted"),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The bare baseline: plain sync instantiate + call, minimal WASI.
+// ------------------------------------------------------------------------------------------
+
+mod bare {
+    use super::*;
+
+    #[derive(Default)]
+    pub struct State {
+        stdin: Vec<u8>,
+        pos: usize,
+        stdout: Vec<u8>,
+        memory: Option<Memory>,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("exit {0}")]
+    struct Exit(i32);
+
+    fn iov(mem: &[u8], at: usize) -> Option<(usize, usize)> {
+        let b = mem.get(at..at + 8)?;
+        let ptr = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        let len = u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize;
+        Some((ptr, len))
+    }
+
+    /// `fd_read` / `fd_write` on stdin / stdout only, one iovec at a time, bounds-checked by
+    /// slicing; nothing else.
+    pub fn linker(engine: &Engine) -> Linker<State> {
+        let mut linker = Linker::new(engine);
+        let m = "wasi_snapshot_preview1";
+        linker
+            .func_wrap(
+                m,
+                "fd_read",
+                |mut c: Caller<'_, State>, _fd: i32, iovs: i32, n: i32, out: i32| -> i32 {
+                    let Some(memory) = c.data().memory else { return 21 };
+                    let (mem, s) = memory.data_and_store_mut(&mut c);
+                    let mut total = 0;
+                    for i in 0..n as usize {
+                        let Some((ptr, len)) = iov(mem, iovs as usize + 8 * i) else { return 21 };
+                        let take = len.min(s.stdin.len() - s.pos);
+                        let Some(dst) = mem.get_mut(ptr..ptr + take) else { return 21 };
+                        dst.copy_from_slice(&s.stdin[s.pos..s.pos + take]);
+                        s.pos += take;
+                        total += take;
+                    }
+                    let Some(dst) = mem.get_mut(out as usize..out as usize + 4) else { return 21 };
+                    dst.copy_from_slice(&(total as u32).to_le_bytes());
+                    0
+                },
+            )
+            .unwrap();
+        linker
+            .func_wrap(
+                m,
+                "fd_write",
+                |mut c: Caller<'_, State>, _fd: i32, iovs: i32, n: i32, out: i32| -> i32 {
+                    let Some(memory) = c.data().memory else { return 21 };
+                    let (mem, s) = memory.data_and_store_mut(&mut c);
+                    let mut total = 0;
+                    for i in 0..n as usize {
+                        let Some((ptr, len)) = iov(mem, iovs as usize + 8 * i) else { return 21 };
+                        let Some(src) = mem.get(ptr..ptr + len) else { return 21 };
+                        s.stdout.extend_from_slice(src);
+                        total += len;
+                    }
+                    let Some(dst) = mem.get_mut(out as usize..out as usize + 4) else { return 21 };
+                    dst.copy_from_slice(&(total as u32).to_le_bytes());
+                    0
+                },
+            )
+            .unwrap();
+        linker
+            .func_wrap(m, "proc_exit", |code: i32| -> wasmtime::Result<()> {
+                Err(wasmtime::Error::new(Exit(code)))
+            })
+            .unwrap();
+        linker
+    }
+
+    pub fn run(pre: &InstancePre<State>, payload: Vec<u8>) -> Vec<u8> {
+        let mut store =
+            Store::new(pre.module().engine(), State { stdin: payload, ..State::default() });
+        // Epoch interruption is on in the shared Config: a store needs a deadline to run at all.
+        store.set_epoch_deadline(1);
+        let instance = pre.instantiate(&mut store).unwrap();
+        store.data_mut().memory = instance.get_memory(&mut store, "memory");
+        let start = instance.get_typed_func::<(), ()>(&mut store, "_start").unwrap();
+        start.call(&mut store, ()).unwrap();
+        store.into_data().stdout
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Waiting: the client's wait for an answer, and a copy of `src/notify.rs` for the hand-off.
+// ------------------------------------------------------------------------------------------
+
+/// One client waiting for one answer at a time; identical for Luge and the baselines.
+struct Done {
+    flag: AtomicBool,
+    client: Thread,
+    mode: WaitMode,
+}
+
+impl Done {
+    fn new(mode: WaitMode) -> Arc<Self> {
+        Arc::new(Self { flag: AtomicBool::new(false), client: std::thread::current(), mode })
+    }
+
+    fn signal(&self) {
+        self.flag.store(true, Ordering::Release);
+        if self.mode == WaitMode::Sleep {
+            self.client.unpark();
+        }
+    }
+
+    fn wait(&self) {
+        while !self.flag.swap(false, Ordering::Acquire) {
+            match self.mode {
+                WaitMode::Spin => std::hint::spin_loop(),
+                WaitMode::Sleep => std::thread::park(),
+            }
+        }
+    }
+}
+
+/// `notify.rs`: unpark only when the consumer says it sleeps; or pure busy-polling.
+#[derive(Default)]
+struct Notify {
+    thread: OnceLock<Thread>,
+    sleeping: AtomicBool,
+}
+
+impl Notify {
+    fn notify(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed)
+            && self.sleeping.swap(false, Ordering::AcqRel)
+            && let Some(t) = self.thread.get()
+        {
+            t.unpark();
+        }
+    }
+
+    fn wait(&self, mode: WaitMode, has_work: impl Fn() -> bool) {
+        match mode {
+            WaitMode::Spin => {
+                while !has_work() {
+                    std::hint::spin_loop();
+                }
+            }
+            WaitMode::Sleep => {
+                self.sleeping.store(true, Ordering::Relaxed);
+                fence(Ordering::SeqCst);
+                if !has_work() {
+                    std::thread::park();
+                }
+                self.sleeping.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// One worker thread taking boxed jobs from a bounded lock-free queue (as a Luge worker takes
+/// tasks from its inbox).
+struct Handoff {
+    shared: Arc<(ArrayQueue<Job>, Notify, AtomicBool)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Handoff {
+    fn start(mode: WaitMode) -> Self {
+        let shared =
+            Arc::new((ArrayQueue::<Job>::new(4), Notify::default(), AtomicBool::new(false)));
+        let me = Arc::clone(&shared);
+        let thread = std::thread::spawn(move || {
+            let (queue, notify, stop) = &*me;
+            let _ = notify.thread.set(std::thread::current());
+            loop {
+                if let Some(job) = queue.pop() {
+                    job();
+                    continue;
+                }
+                if stop.load(Ordering::Acquire) {
+                    return;
+                }
+                notify.wait(mode, || !queue.is_empty() || stop.load(Ordering::Acquire));
+            }
+        });
+        while shared.1.thread.get().is_none() {
+            std::thread::yield_now();
+        }
+        Self { shared, thread: Some(thread) }
+    }
+
+    fn submit(&self, job: Job) {
+        let mut job = job;
+        while let Err(back) = self.shared.0.push(job) {
+            job = back;
+            std::thread::yield_now();
+        }
+        self.shared.1.notify();
+    }
+}
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        self.shared.2.store(true, Ordering::Release);
+        self.shared.1.notify();
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Runtime helpers.
+// ------------------------------------------------------------------------------------------
+
+fn runtime(wait: WaitMode) -> Runtime {
+    Runtime::start(RuntimeConfig {
+        workers: 1,
+        dispatchers: 1,
+        wait,
+        layout: Layout::Threads,
+        policy: PolicyKind::SledgeScale,
+        shutdown_grace: Duration::from_millis(100),
+        ..RuntimeConfig::default()
+    })
+    .unwrap()
+}
+
+/// Shuts a runtime down. In spin mode an idle dispatcher only wakes for submissions and worker
+/// events, not for the shutdown flag, so `shutdown` would wait forever: a request still running
+/// when the flag is set (`nudge`, a ~60 ms `spin` registered by [`register_nudge`]) produces the
+/// event that lets the dispatcher see it. Remove once the dispatcher's spin wait checks the flag.
+fn shut_down(rt: Runtime) {
+    if rt.config().wait == WaitMode::Spin {
+        drop(rt.submit("nudge", b"30000000".to_vec(), SubmitOptions::default()));
+    }
+    drop(rt);
+}
+
+fn register_nudge(rt: &Runtime) {
+    register(rt, "nudge", SPIN, |c| {
+        c.expected_execution = Some(Duration::from_millis(60));
+        c.relative_deadline = Duration::from_secs(1);
+    });
+}
+
+fn register(rt: &Runtime, name: &str, wat: &str, tune: impl FnOnce(&mut FunctionConfig)) {
+    let mut config = FunctionConfig::new(name);
+    tune(&mut config);
+    rt.register(config, wat.as_bytes()).unwrap();
+}
+
+/// Submits one request and waits for its outcome with `done` (the client's wait mode).
+fn call(
+    rt: &Runtime,
+    name: &str,
+    payload: Vec<u8>,
+    options: SubmitOptions,
+    done: &Arc<Done>,
+) -> Outcome {
+    let slot = Arc::new(Mutex::new(None));
+    let (fill, signal) = (Arc::clone(&slot), Arc::clone(done));
+    rt.submit_with(name, payload, options, move |o| {
+        *fill.lock().unwrap() = Some(o);
+        signal.signal();
+    });
+    done.wait();
+    slot.lock().unwrap().take().unwrap()
+}
+
+fn kib() -> Vec<u8> {
+    (0..1024u32).map(|i| (i * 7) as u8).collect()
+}
+
+// ------------------------------------------------------------------------------------------
+// Results kept for the final ratio report: (group, param) → function → ran in this run.
+// ------------------------------------------------------------------------------------------
+
+static RAN: Mutex<BTreeMap<(String, String), Vec<String>>> = Mutex::new(BTreeMap::new());
+
+fn ran(group: &str, param: &str, function: &str) {
+    let mut ran = RAN.lock().unwrap();
+    let list = ran.entry((group.into(), param.into())).or_default();
+    if !list.iter().any(|f| f == function) {
+        list.push(function.into());
+    }
+}
+
+/// Notes printed after the ratios (the runtime's own measurement of the same sandboxes).
+static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn pct(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+// ------------------------------------------------------------------------------------------
+// Benches.
+// ------------------------------------------------------------------------------------------
+
+fn sandbox(c: &mut Criterion) {
+    let engine = engine();
+    let luge_linker = luge_path::linker(&engine);
+    let bare_linker = bare::linker(&engine);
+    let signals = luge_path::Signals::new();
+    let mut group = c.benchmark_group("sandbox");
+    let cases = [("noop", NOOP, Vec::new()), ("echo_1k", ECHO, kib())];
+    for (param, wat, payload) in &cases {
+        let m = module(&engine, wat);
+        let luge = Arc::new(luge_linker.instantiate_pre(&m).unwrap());
+        let bare = bare_linker.instantiate_pre(&m).unwrap();
+        // Premise: both paths really run the function (echo answers its input).
+        assert_eq!(&luge_path::serve(&luge, payload.clone(), 1, &signals), payload);
+        assert_eq!(&bare::run(&bare, payload.clone()), payload);
+        let mut id = 1;
+        group.bench_function(BenchmarkId::new("luge_async", param), |b| {
+            ran("sandbox", param, "luge_async");
+            b.iter(|| {
+                id += 1;
+                black_box(luge_path::serve(&luge, payload.clone(), id, &signals))
+            })
+        });
+        group.bench_function(BenchmarkId::new("bare_sync", param), |b| {
+            ran("sandbox", param, "bare_sync");
+            b.iter(|| black_box(bare::run(&bare, payload.clone())))
+        });
+    }
+    group.finish();
+    if RAN.lock().unwrap().keys().any(|(g, _)| g == "sandbox") {
+        // The runtime's own measurement of the same sandboxes (instantiate + run + drop, on its
+        // worker), to check the copy above against the real thing.
+        let rt = runtime(WaitMode::Sleep);
+        let done = Done::new(WaitMode::Sleep);
+        for (param, wat, payload) in &cases {
+            register(&rt, param, wat, |_| {});
+            let mut executed = Vec::new();
+            let (warm, n) = if bench_mode() { (200, 2000) } else { (2, 10) };
+            for i in 0..warm + n {
+                let o = call(&rt, param, payload.clone(), SubmitOptions::default(), &done);
+                assert_eq!(o.result.as_ref().unwrap(), payload);
+                if i >= warm {
+                    executed.push(o.timing.executed);
+                }
+            }
+            NOTES.lock().unwrap().push(format!(
+                "sandbox/{param}: the runtime's own Timing::executed (worker thread, {n} \
+                 requests), median {:.0} ns",
+                median(executed).as_nanos() as f64
+            ));
+        }
+    }
+}
+
+fn roundtrip(c: &mut Criterion) {
+    let engine = engine();
+    let bare_noop =
+        Arc::new(bare::linker(&engine).instantiate_pre(&module(&engine, NOOP)).unwrap());
+    let mut group = c.benchmark_group("roundtrip");
+    for (param, mode) in [("sleep", WaitMode::Sleep), ("spin", WaitMode::Spin)] {
+        if mode == WaitMode::Spin && !bench_mode() {
+            // `cargo test --all-targets`: no spinning threads in parallel tests (BRIEF §8).
+            continue;
+        }
+        let done = Done::new(mode);
+        {
+            // Luge: the runtime exists only while its own bench runs (in spin mode its
+            // dispatcher and worker each burn a core).
+            let rt = runtime(mode);
+            register(&rt, "noop", NOOP, |_| {});
+            register_nudge(&rt);
+            assert!(call(&rt, "noop", Vec::new(), SubmitOptions::default(), &done).is_ok());
+            let failures = Arc::new(AtomicUsize::new(0));
+            group.bench_function(BenchmarkId::new("luge", param), |b| {
+                ran("roundtrip", param, "luge");
+                b.iter(|| {
+                    let (signal, failures) = (Arc::clone(&done), Arc::clone(&failures));
+                    rt.submit_with("noop", Vec::new(), SubmitOptions::default(), move |o| {
+                        if !o.is_ok() {
+                            failures.fetch_add(1, Ordering::Relaxed);
+                        }
+                        signal.signal();
+                    });
+                    done.wait();
+                })
+            });
+            assert_eq!(failures.load(Ordering::Relaxed), 0, "some requests failed");
+            shut_down(rt);
+        }
+        let handoff = Handoff::start(mode);
+        group.bench_function(BenchmarkId::new("handoff", param), |b| {
+            ran("roundtrip", param, "handoff");
+            b.iter(|| {
+                let signal = Arc::clone(&done);
+                handoff.submit(Box::new(move || signal.signal()));
+                done.wait();
+            })
+        });
+        group.bench_function(BenchmarkId::new("handoff_sync_noop", param), |b| {
+            ran("roundtrip", param, "handoff_sync_noop");
+            b.iter(|| {
+                let (signal, pre) = (Arc::clone(&done), Arc::clone(&bare_noop));
+                handoff.submit(Box::new(move || {
+                    black_box(bare::run(&pre, Vec::new()));
+                    signal.signal();
+                }));
+                done.wait();
+            })
+        });
+        drop(handoff);
+    }
+    group.finish();
+}
+
+/// Preemption latency: custom loop, p50/p99, ratio to the idle runtime.
+fn preempt(samples: usize) {
+    let rt = runtime(WaitMode::Sleep);
+    register(&rt, "spin", SPIN, |c| {
+        c.expected_execution = Some(Duration::from_secs(10));
+        c.relative_deadline = Duration::from_secs(600);
+        c.limits.max_execution = Duration::from_secs(600);
+    });
+    register(&rt, "noop", NOOP, |c| c.expected_execution = Some(Duration::from_micros(50)));
+    let done = Done::new(WaitMode::Sleep);
+    let urgent = SubmitOptions { deadline: Some(Duration::from_millis(10)), expected: None };
+    // Same gap between samples in both runs: lets the long request resume before the next one.
+    let gap = Duration::from_millis(2);
+    let measure = |rt: &Runtime| {
+        let (mut wall, mut total, mut queued) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..samples {
+            std::thread::sleep(gap);
+            let t0 = Instant::now();
+            let o = call(rt, "noop", Vec::new(), urgent, &done);
+            wall.push(t0.elapsed());
+            assert!(o.is_ok(), "urgent request failed: {:?}", o.result);
+            total.push(o.timing.total);
+            queued.push(o.timing.queued);
+        }
+        [wall, total, queued]
+    };
+    for _ in 0..50 {
+        call(&rt, "noop", Vec::new(), urgent, &done);
+    }
+    let mut idle = measure(&rt);
+    // 10^11 iterations run for minutes: the long request is still running when the loop ends
+    // (checked) and is aborted by the shutdown below.
+    let long_done = Arc::new(Mutex::new(None));
+    let fill = Arc::clone(&long_done);
+    rt.submit_with("spin", b"100000000000".to_vec(), SubmitOptions::default(), move |o| {
+        *fill.lock().unwrap() = Some(o);
+    });
+    let t = Instant::now();
+    while rt.live_sandboxes() == 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "the long request never started");
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let mut busy = measure(&rt);
+    assert!(long_done.lock().unwrap().is_none(), "the long request ended during the measurement");
+    drop(rt); // aborts the long request after the 100 ms grace
+    let long = long_done.lock().unwrap().take().unwrap();
+    // Premise: every urgent request really preempted the long one.
+    assert!(
+        long.timing.preemptions as usize >= samples,
+        "only {} preemptions for {samples} urgent requests",
+        long.timing.preemptions
+    );
+    println!();
+    println!(
+        "preempt: urgent noop (deadline 10 ms) while spin(10^11) runs on the only worker vs on \
+         the idle runtime; SledgeScale, 1 dispatcher + 1 worker thread (Layout::Threads), \
+         sleep mode, {samples} samples each, {} preemptions of the long request",
+        long.timing.preemptions
+    );
+    println!("{:<30} {:>4} {:>11} {:>11} {:>10}", "measure", "", "idle", "busy", "busy/idle");
+    let names = ["client wall (submit→callback)", "Timing::total", "Timing::queued"];
+    for (i, name) in names.iter().enumerate() {
+        for (label, p) in [("p50", 0.50), ("p90", 0.90), ("p99", 0.99)] {
+            let (a, b) = (pct(&mut idle[i], p), pct(&mut busy[i], p));
+            println!(
+                "{name:<30} {label:>4} {:>9.1}µs {:>9.1}µs {:>9.2}×",
+                us(a),
+                us(b),
+                b.as_secs_f64() / a.as_secs_f64()
+            );
+        }
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+// ------------------------------------------------------------------------------------------
+// Ratio report from criterion's estimates of this run.
+// ------------------------------------------------------------------------------------------
+
+fn criterion_dir() -> PathBuf {
+    if let Some(home) = std::env::var_os("CRITERION_HOME") {
+        return PathBuf::from(home);
+    }
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir).join("criterion");
+    }
+    // target/release/deps/runtime-<hash> → target/criterion
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.ancestors().nth(3).map(|t| t.join("criterion")))
+        .unwrap_or_else(|| PathBuf::from("target/criterion"))
+}
+
+/// The median point estimate of criterion's `estimates.json` (no JSON parser needed).
+fn median_ns(group: &str, function: &str, param: &str) -> Option<f64> {
+    let path = criterion_dir().join(group).join(function).join(param).join("new/estimates.json");
+    let text = std::fs::read_to_string(path).ok()?;
+    let after = &text[text.find("\"median\"")?..];
+    let after = &after[after.find("\"point_estimate\":")? + "\"point_estimate\":".len()..];
+    let end = after.find([',', '}'])?;
+    after[..end].trim().parse().ok()
+}
+
+fn report() {
+    let ran = RAN.lock().unwrap();
+    if ran.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "{:<10} {:<8} {:<18} {:>11}  ratio to the baselines",
+        "group", "case", "function", "median ns"
+    );
+    for ((group, param), functions) in ran.iter() {
+        let medians: Vec<(String, f64)> = functions
+            .iter()
+            .filter_map(|f| median_ns(group, f, param).map(|m| (f.clone(), m)))
+            .collect();
+        let baselines: &[&str] = match group.as_str() {
+            "sandbox" => &["bare_sync"],
+            _ => &["handoff", "handoff_sync_noop"],
+        };
+        for (f, m) in &medians {
+            let ratios: Vec<String> = medians
+                .iter()
+                .filter(|(b, _)| b != f && baselines.contains(&b.as_str()))
+                .map(|(b, t)| format!("{:.2}× {b}", m / t))
+                .collect();
+            println!("{group:<10} {param:<8} {f:<18} {m:>11.0}  {}", ratios.join(", "));
+        }
+    }
+    for note in NOTES.lock().unwrap().iter() {
+        println!("{note}");
+    }
+}
+
+/// Criterion's positional filters (a bench runs if any filter is a substring of its name, or
+/// there is none).
+fn wants(name: &str) -> bool {
+    const WITH_VALUE: &[&str] = &[
+        "--warm-up-time",
+        "--measurement-time",
+        "--sample-size",
+        "--save-baseline",
+        "--baseline",
+        "--baseline-lenient",
+        "--load-baseline",
+        "--nresamples",
+        "--noise-threshold",
+        "--confidence-level",
+        "--significance-level",
+        "--profile-time",
+        "--plotting-backend",
+        "--output-format",
+        "--color",
+        "--format",
+        "-c",
+        "-b",
+        "-s",
+    ];
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut filters = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if WITH_VALUE.contains(&a.as_str()) {
+            i += 2;
+            continue;
+        }
+        if !a.starts_with('-') {
+            filters.push(a.clone());
+        }
+        i += 1;
+    }
+    filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
+}
+
+/// `cargo bench` passes `--bench`; without it (`cargo test --all-targets`) criterion runs every
+/// bench once as a smoke test, and so do the custom parts here, briefly.
+fn bench_mode() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    sandbox(&mut c);
+    roundtrip(&mut c);
+    c.final_summary();
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    if wants("preempt") {
+        preempt(if bench_mode() { 200 } else { 5 });
+    }
+    if bench_mode() {
+        report();
+    }
+}
