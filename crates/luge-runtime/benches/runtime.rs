@@ -1,11 +1,12 @@
 //! The runtime against bare baselines measured in the same run (BRIEF §8: every number is a
 //! ratio to a baseline on the same machine at the same time).
 //!
-//! - `sandbox/{noop,echo_1k}`: one sandbox's life (store, instantiate, run `_start`, drop) the
-//!   way `src/sandbox.rs` does it — Luge's store data and memory limiter, the epoch callback,
-//!   `instantiate_async` + `call_async` polled once with a no-op waker — against a plain sync
-//!   `instantiate` + `call` on the same `Engine`/`Config`, with a minimal WASI
-//!   `fd_read`/`fd_write`. Both pre-link with an `InstancePre`, as the registry does.
+//! - `sandbox/{noop,echo_1k}`: one sandbox's life (store, instantiate, run `_start`, drop)
+//!   through the runtime's own sandbox future on the bench thread (`Runtime::run_here`: Luge's
+//!   store data, memory limiter, epoch callback and WASI layer, `instantiate_async` +
+//!   `call_async` polled with a no-op waker) against a plain sync `instantiate` + `call` on the
+//!   same `Engine` with a minimal WASI `fd_read`/`fd_write`. Both pre-link with an
+//!   `InstancePre`, as the registry does.
 //! - `roundtrip/{spin,sleep}`: `submit` → outcome callback of `noop` through a 1-dispatcher,
 //!   1-worker runtime, against a bare hand-off of a boxed job to one worker thread and back
 //!   (`handoff`, empty job; `handoff_sync_noop`, the job runs the bare sync noop sandbox) with
@@ -18,12 +19,9 @@
 //! spins the client, the dispatcher and the worker: on fewer than three free cores it measures
 //! the OS scheduler (see `docs/benchmarks.md`); criterion's test mode skips it.
 //!
-//! The sandbox path is a copy (engine settings of `src/engine.rs` with `RuntimeConfig`'s
-//! defaults; store set-up, epoch callback and WASI `fd_read`/`fd_write` of `src/sandbox.rs` and
-//! `src/wasi.rs`) because those are crate-private; the bench also runs the same functions
-//! through a real `Runtime` and prints the runtime's own `Timing::executed` as a check of the
-//! copy (it should be close, plus the worker's bookkeeping around the sandbox and the cache
-//! misses of a worker that parked between requests). Keep the copy in sync.
+//! The bench also runs the same functions through the runtime's workers and prints their own
+//! `Timing::executed`, which adds the worker's bookkeeping and the cache misses of a worker
+//! that parked between requests.
 //!
 //! Run: `cargo bench -p luge-runtime --bench runtime -- --warm-up-time 1 --measurement-time 2
 //! --noplot`; the ratios are printed at the end (also `python3 scripts/bench-ratios.py`).
@@ -33,10 +31,8 @@
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
@@ -45,350 +41,14 @@ use crossbeam_queue::ArrayQueue;
 use luge_runtime::{
     FunctionConfig, Layout, Outcome, PolicyKind, Runtime, RuntimeConfig, SubmitOptions, WaitMode,
 };
-use wasmtime::{
-    Caller, Config, Engine, Extern, InstanceAllocationStrategy, InstancePre, Linker, Memory,
-    Module, OptLevel, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline,
-};
+use wasmtime::{Caller, Engine, InstancePre, Linker, Memory, Module, Store};
 
 const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
 const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
 const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
 
-// ------------------------------------------------------------------------------------------
-// The engine: a copy of `src/engine.rs::build` with `RuntimeConfig::default()`'s values.
-// ------------------------------------------------------------------------------------------
-
-/// `RuntimeConfig::default().max_sandboxes`.
-const SLOTS: u32 = 256;
-/// `RuntimeConfig::default().max_memory_bytes`.
-const MAX_MEMORY: usize = 64 << 20;
-/// `RuntimeConfig::default().wasm_stack_bytes`.
-const WASM_STACK: usize = 512 << 10;
-
-fn engine() -> Engine {
-    let mut pool = PoolingAllocationConfig::new();
-    pool.total_core_instances(SLOTS)
-        .total_memories(SLOTS)
-        .total_tables(SLOTS)
-        .total_stacks(SLOTS)
-        .total_component_instances(0)
-        .max_memories_per_module(1)
-        .max_tables_per_module(1)
-        .max_memory_size(MAX_MEMORY)
-        .linear_memory_keep_resident(1 << 20)
-        .table_keep_resident(64 << 10)
-        .async_stack_keep_resident(64 << 10)
-        .max_unused_warm_slots(SLOTS);
-    let mut wasm = Config::new();
-    wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
-        .memory_init_cow(true)
-        .epoch_interruption(true)
-        .max_wasm_stack(WASM_STACK)
-        .async_stack_size(WASM_STACK + (256 << 10))
-        .cranelift_opt_level(OptLevel::Speed);
-    Engine::new(&wasm).unwrap()
-}
-
 fn module(engine: &Engine, wat: &str) -> Module {
     Module::new(engine, wat::parse_str(wat).unwrap()).unwrap()
-}
-
-// ------------------------------------------------------------------------------------------
-// Luge's path: a copy of `src/sandbox.rs::run` and the WASI calls echo uses (`src/wasi.rs`).
-// ------------------------------------------------------------------------------------------
-
-mod luge_path {
-    use super::*;
-
-    #[derive(Default)]
-    pub struct WasiCtx {
-        pub stdin: Vec<u8>,
-        pub stdin_pos: usize,
-        pub stdout: Vec<u8>,
-        pub stdout_cap: usize,
-        pub stderr: Vec<u8>,
-        // Built per request as the runtime does; read only by args_get / environ_get, which
-        // these modules do not import.
-        #[allow(dead_code)]
-        pub args: Vec<Vec<u8>>,
-        #[allow(dead_code)]
-        pub env: Vec<Vec<u8>>,
-        pub memory: Option<Memory>,
-    }
-
-    pub struct SandboxState {
-        pub wasi: WasiCtx,
-        limiter: MemoryLimiter,
-    }
-
-    struct MemoryLimiter {
-        cap: usize,
-        hit: bool,
-    }
-
-    impl ResourceLimiter for MemoryLimiter {
-        fn memory_growing(
-            &mut self,
-            _current: usize,
-            desired: usize,
-            _maximum: Option<usize>,
-        ) -> wasmtime::Result<bool> {
-            if desired > self.cap {
-                self.hit = true;
-                return Ok(false);
-            }
-            Ok(true)
-        }
-
-        fn table_growing(
-            &mut self,
-            _current: usize,
-            desired: usize,
-            _maximum: Option<usize>,
-        ) -> wasmtime::Result<bool> {
-            Ok(desired <= 1 << 20)
-        }
-    }
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("guest exited with status {0}")]
-    struct GuestExit(i32);
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("stop")]
-    struct Stop;
-
-    /// `Signals` + `WorkerSignals` + `TaskClock` of the runtime, flattened for one worker.
-    pub struct Signals {
-        pub base: Instant,
-        pub abort: AtomicBool,
-        pub preempt: AtomicU64,
-        pub worker: AtomicUsize,
-        pub budget_end: AtomicU64,
-        /// `Layout::Inline` (false: the benches use `Layout::Threads`).
-        pub inline: bool,
-    }
-
-    impl Signals {
-        pub fn new() -> Arc<Self> {
-            Arc::new(Self {
-                base: Instant::now(),
-                abort: AtomicBool::new(false),
-                preempt: AtomicU64::new(0),
-                worker: AtomicUsize::new(0),
-                budget_end: AtomicU64::new(u64::MAX),
-                inline: false,
-            })
-        }
-    }
-
-    fn memory(caller: &mut Caller<'_, SandboxState>) -> Option<Memory> {
-        if let Some(m) = caller.data().wasi.memory {
-            return Some(m);
-        }
-        match caller.get_export("memory") {
-            Some(Extern::Memory(m)) => Some(m),
-            _ => None,
-        }
-    }
-
-    fn slice(mem: &[u8], ptr: i32, len: u32) -> Option<&[u8]> {
-        let start = ptr as u32 as usize;
-        mem.get(start..start.checked_add(len as usize)?)
-    }
-
-    fn slice_mut(mem: &mut [u8], ptr: i32, len: u32) -> Option<&mut [u8]> {
-        let start = ptr as u32 as usize;
-        mem.get_mut(start..start.checked_add(len as usize)?)
-    }
-
-    fn read_u32(mem: &[u8], ptr: u32) -> Option<u32> {
-        let b = slice(mem, ptr as i32, 4)?;
-        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn write_bytes(mem: &mut [u8], ptr: i32, bytes: &[u8]) -> bool {
-        match slice_mut(mem, ptr, bytes.len() as u32) {
-            Some(dst) => {
-                dst.copy_from_slice(bytes);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn iovecs(mem: &[u8], iovs: i32, count: i32) -> Option<Vec<(u32, u32)>> {
-        let count = u32::try_from(count).ok()?;
-        if count > 1024 {
-            return None;
-        }
-        (0..count)
-            .map(|i| {
-                let at = (iovs as u32).checked_add(i * 8)?;
-                Some((read_u32(mem, at)?, read_u32(mem, at.checked_add(4)?)?))
-            })
-            .collect()
-    }
-
-    fn fd_read(
-        mut caller: Caller<'_, SandboxState>,
-        fd: i32,
-        iovs: i32,
-        n: i32,
-        nread: i32,
-    ) -> i32 {
-        if fd != 0 {
-            return 8;
-        }
-        let Some(mem) = memory(&mut caller) else { return 21 };
-        let (mem, state) = mem.data_and_store_mut(&mut caller);
-        let Some(vecs) = iovecs(mem, iovs, n) else { return 21 };
-        let wasi = &mut state.wasi;
-        let mut total = 0u32;
-        for (ptr, len) in vecs {
-            let rest = &wasi.stdin[wasi.stdin_pos..];
-            let take = rest.len().min(len as usize);
-            if !write_bytes(mem, ptr as i32, &rest[..take]) {
-                return 21;
-            }
-            wasi.stdin_pos += take;
-            total += take as u32;
-            if take < len as usize {
-                break;
-            }
-        }
-        if write_bytes(mem, nread, &total.to_le_bytes()) { 0 } else { 21 }
-    }
-
-    fn fd_write(
-        mut caller: Caller<'_, SandboxState>,
-        fd: i32,
-        iovs: i32,
-        n: i32,
-        nwritten: i32,
-    ) -> wasmtime::Result<i32> {
-        if fd != 1 && fd != 2 {
-            return Ok(8);
-        }
-        let Some(mem) = memory(&mut caller) else { return Ok(21) };
-        let (mem, state) = mem.data_and_store_mut(&mut caller);
-        let Some(vecs) = iovecs(mem, iovs, n) else { return Ok(21) };
-        let wasi = &mut state.wasi;
-        let mut total = 0u32;
-        for (ptr, len) in vecs {
-            let Some(bytes) = slice(mem, ptr as i32, len) else { return Ok(21) };
-            if fd == 1 {
-                if wasi.stdout.len() + bytes.len() > wasi.stdout_cap {
-                    return Err(wasmtime::Error::new(Stop));
-                }
-                wasi.stdout.extend_from_slice(bytes);
-            } else {
-                wasi.stderr.extend_from_slice(bytes);
-            }
-            total = total.saturating_add(len);
-        }
-        Ok(if write_bytes(mem, nwritten, &total.to_le_bytes()) { 0 } else { 21 })
-    }
-
-    /// The preview1 calls echo imports, as `wasi::add_to_linker` defines them (the other
-    /// preview1 stubs are not imported by these modules, so an `InstancePre` never sees them).
-    pub fn linker(engine: &Engine) -> Linker<SandboxState> {
-        let mut linker = Linker::new(engine);
-        let m = "wasi_snapshot_preview1";
-        linker.func_wrap(m, "fd_read", fd_read).unwrap();
-        linker.func_wrap(m, "fd_write", fd_write).unwrap();
-        linker
-            .func_wrap(m, "proc_exit", |code: i32| -> wasmtime::Result<()> {
-                Err(wasmtime::Error::new(GuestExit(code)))
-            })
-            .unwrap();
-        linker
-    }
-
-    /// `sandbox::run`: fresh store with Luge's state, limiter and epoch callback, async
-    /// instantiate + `_start`, then the result taken out of the store.
-    pub async fn run(
-        pre: Arc<InstancePre<SandboxState>>,
-        payload: Vec<u8>,
-        id: u64,
-        signals: Arc<Signals>,
-    ) -> Result<Vec<u8>, String> {
-        let name = "bench";
-        let wasi = WasiCtx {
-            stdin: payload,
-            stdout_cap: 1 << 20,
-            args: vec![name.as_bytes().to_vec()],
-            env: vec![
-                format!("LUGE_FUNCTION={name}").into_bytes(),
-                format!("LUGE_REQUEST_ID={id}").into_bytes(),
-                format!("LUGE_DEADLINE_US={}", 1_700_000_000_000_000u64 + id).into_bytes(),
-            ],
-            ..WasiCtx::default()
-        };
-        let state = SandboxState { wasi, limiter: MemoryLimiter { cap: MAX_MEMORY, hit: false } };
-        let mut store = Store::new(pre.module().engine(), state);
-        store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_ctx| {
-            if signals.inline {
-                black_box(()); // the runtime polls its inline dispatcher here
-            }
-            let now = signals.base.elapsed().as_nanos() as u64;
-            if signals.abort.load(Ordering::Relaxed) {
-                return Err(wasmtime::Error::new(Stop));
-            }
-            if now >= signals.budget_end.load(Ordering::Relaxed) {
-                return Err(wasmtime::Error::new(Stop));
-            }
-            let _worker = signals.worker.load(Ordering::Relaxed);
-            if signals.preempt.load(Ordering::Acquire) == id
-                && signals
-                    .preempt
-                    .compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return Ok(UpdateDeadline::Yield(1));
-            }
-            Ok(UpdateDeadline::Continue(1))
-        });
-        let outcome = async {
-            let instance = pre.instantiate_async(&mut store).await?;
-            store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
-            let entry = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-            entry.call_async(&mut store, ()).await
-        }
-        .await;
-        let state = store.into_data();
-        match outcome {
-            Ok(()) => Ok(state.wasi.stdout),
-            Err(e) => match e.downcast_ref::<GuestExit>() {
-                Some(GuestExit(0)) => Ok(state.wasi.stdout),
-                _ => Err(format!("{e:#}")),
-            },
-        }
-    }
-
-    type SandboxFuture = Pin<Box<dyn Future<Output = Result<Vec<u8>, String>> + Send>>;
-
-    /// What a worker does with a fresh task: box the future, poll it once with a no-op waker
-    /// (it completes: nothing preempts it), drop it to return the pool slot.
-    pub fn serve(
-        pre: &Arc<InstancePre<SandboxState>>,
-        payload: Vec<u8>,
-        id: u64,
-        signals: &Arc<Signals>,
-    ) -> Vec<u8> {
-        let mut future: SandboxFuture =
-            Box::pin(run(Arc::clone(pre), payload, id, Arc::clone(signals)));
-        let mut cx = Context::from_waker(Waker::noop());
-        match future.as_mut().poll(&mut cx) {
-            Poll::Ready(result) => {
-                drop(future);
-                result.unwrap()
-            }
-            Poll::Pending => panic!("a sandbox yielded without being preempted"),
-        }
-    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -475,8 +135,9 @@ mod bare {
     pub fn run(pre: &InstancePre<State>, payload: Vec<u8>) -> Vec<u8> {
         let mut store =
             Store::new(pre.module().engine(), State { stdin: payload, ..State::default() });
-        // Epoch interruption is on in the shared Config: a store needs a deadline to run at all.
-        store.set_epoch_deadline(1);
+        // Epoch interruption is on in the shared engine (and the runtime's ticker bumps it): a
+        // deadline far away lets the bare call run without any epoch callback.
+        store.set_epoch_deadline(1 << 40);
         let instance = pre.instantiate(&mut store).unwrap();
         store.data_mut().memory = instance.get_memory(&mut store, "memory");
         let start = instance.get_typed_func::<(), ()>(&mut store, "_start").unwrap();
@@ -704,32 +365,29 @@ fn pct(v: &mut [Duration], p: f64) -> Duration {
 // ------------------------------------------------------------------------------------------
 
 fn sandbox(c: &mut Criterion) {
-    let engine = engine();
-    let luge_linker = luge_path::linker(&engine);
-    let bare_linker = bare::linker(&engine);
-    let signals = luge_path::Signals::new();
+    // Luge's path is the runtime's own sandbox future (`Runtime::run_here`: the future a worker
+    // polls, on this thread); the baseline runs on the very same `Engine`.
+    let rt = runtime(WaitMode::Sleep);
+    let bare_linker = bare::linker(rt.engine());
     let mut group = c.benchmark_group("sandbox");
     let cases = [("noop", NOOP, Vec::new()), ("echo_1k", ECHO, kib())];
     for (param, wat, payload) in &cases {
-        let m = module(&engine, wat);
-        let luge = Arc::new(luge_linker.instantiate_pre(&m).unwrap());
-        let bare = bare_linker.instantiate_pre(&m).unwrap();
+        register(&rt, param, wat, |_| {});
+        let luge = rt.function(param).unwrap();
+        let bare = bare_linker.instantiate_pre(&module(rt.engine(), wat)).unwrap();
         // Premise: both paths really run the function (echo answers its input).
-        assert_eq!(&luge_path::serve(&luge, payload.clone(), 1, &signals), payload);
+        assert_eq!(&rt.run_here(&luge, payload.clone()).unwrap(), payload);
         assert_eq!(&bare::run(&bare, payload.clone()), payload);
-        let mut id = 1;
         group.bench_function(BenchmarkId::new("luge_async", param), |b| {
             ran("sandbox", param, "luge_async");
-            b.iter(|| {
-                id += 1;
-                black_box(luge_path::serve(&luge, payload.clone(), id, &signals))
-            })
+            b.iter(|| black_box(rt.run_here(&luge, payload.clone()).unwrap()))
         });
         group.bench_function(BenchmarkId::new("bare_sync", param), |b| {
             ran("sandbox", param, "bare_sync");
             b.iter(|| black_box(bare::run(&bare, payload.clone())))
         });
     }
+    shut_down(rt);
     group.finish();
     if RAN.lock().unwrap().keys().any(|(g, _)| g == "sandbox") {
         // The runtime's own measurement of the same sandboxes (instantiate + run + drop, on its
@@ -757,7 +415,8 @@ fn sandbox(c: &mut Criterion) {
 }
 
 fn roundtrip(c: &mut Criterion) {
-    let engine = engine();
+    let engine_owner = runtime(WaitMode::Sleep);
+    let engine = engine_owner.engine().clone();
     let bare_noop =
         Arc::new(bare::linker(&engine).instantiate_pre(&module(&engine, NOOP)).unwrap());
     let mut group = c.benchmark_group("roundtrip");

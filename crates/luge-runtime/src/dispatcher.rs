@@ -16,6 +16,10 @@
 //!   (the contract's "exactly one of the two events").
 //! - A `Preempt` may reach a worker before the `Run` it refers to: the worker checks the flag
 //!   before starting, and stops the request at once (execution unchanged).
+//! - The epoch bump of a `Preempt` may be spent while its target is being (re)started, before
+//!   the sandbox arms its next deadline: while any flag of the group is set, an idle dispatcher
+//!   bumps the epoch again every 50 µs until the target yields (the worker clears a flag whose
+//!   target completed, so none stays set).
 //!
 //! Because the worker never picks locally, every policy — early-binding EDF, central queues,
 //! time slicing — runs unchanged, and a completion costs one dispatcher round trip before the
@@ -43,6 +47,9 @@ pub(crate) struct Submission {
     pub expected: Option<Nanos>,
     pub tenant: u32,
 }
+
+/// How often an undelivered preemption is re-signalled.
+const PREEMPT_RETRY: Duration = Duration::from_micros(50);
 
 /// What a dispatcher's round asks of its thread.
 pub(crate) enum Step {
@@ -133,6 +140,12 @@ impl Dispatcher {
         if busy {
             return Step::Busy;
         }
+        if self.preemption_pending() {
+            // The target may have been (re)started after our epoch bump and armed its deadline
+            // past it: bump again until its epoch callback takes the flag.
+            self.engine.increment_epoch();
+            return Step::Idle(Some(PREEMPT_RETRY));
+        }
         Step::Idle(match (self.wake_at, shutdown) {
             (_, true) => Some(Duration::from_millis(1)),
             (Some(t), false) => {
@@ -140,6 +153,14 @@ impl Dispatcher {
             }
             (None, false) => None,
         })
+    }
+
+    /// Whether a preemption flag of this group is still set (its target has neither yielded nor
+    /// finished: workers clear a flag naming a request that completed).
+    fn preemption_pending(&self) -> bool {
+        self.workers
+            .iter()
+            .any(|w| self.signals.workers[w.index].preempt.load(Ordering::Relaxed) != 0)
     }
 
     /// Whether submissions or worker events are waiting, or a shutdown this dispatcher has not

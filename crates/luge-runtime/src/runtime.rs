@@ -211,6 +211,40 @@ impl Runtime {
         self.inner.registry.get_by_id(id)
     }
 
+    /// Runs one request of `function` in a fresh sandbox on the calling thread — the very
+    /// future a worker polls, with the same store set-up — bypassing dispatch. For benchmarks
+    /// that isolate the sandbox's cost (`benches/runtime.rs`); the runtime never calls it.
+    #[doc(hidden)]
+    pub fn run_here(&self, function: &Arc<Function>, payload: Vec<u8>) -> Result<Vec<u8>, Failure> {
+        let now = self.inner.signals.clock.now();
+        let clock = Arc::new(TaskClock::default());
+        // No worker: no preemption flag can name it.
+        clock.worker.store(usize::MAX, Ordering::Relaxed);
+        let budget = crate::sandbox::budget_end(now, function.config.limits.max_execution, 0);
+        clock.budget_end.store(budget, Ordering::Relaxed);
+        let guest = crate::sandbox::GuestContext { request_id: 0, deadline_unix_us: 0 };
+        let mut future = crate::sandbox::start(
+            Arc::clone(function),
+            payload,
+            guest,
+            0,
+            Arc::clone(&self.inner.signals),
+            clock,
+        );
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        loop {
+            if let std::task::Poll::Ready(done) = future.as_mut().poll(&mut cx) {
+                return done.result;
+            }
+        }
+    }
+
+    /// The runtime's Wasmtime engine (benchmarks compare against bare Wasmtime on it).
+    #[doc(hidden)]
+    pub fn engine(&self) -> &wasmtime::Engine {
+        self.inner.registry.engine()
+    }
+
     /// Sandboxes alive right now (running or preempted), from the pooling allocator.
     pub fn live_sandboxes(&self) -> u64 {
         self.inner.registry.engine().pooling_allocator_metrics().map_or(0, |m| m.core_instances())

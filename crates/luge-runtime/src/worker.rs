@@ -223,6 +223,8 @@ fn execute(me: &WorkerShared, dispatcher: &Notify, signals: &Arc<Signals>, mut t
     match future.as_mut().poll(&mut cx) {
         Poll::Ready(done) => {
             drop(future); // return the pool slot before answering
+            // A preemption that lost the race with completion must not stay pending.
+            let _ = flag.compare_exchange(task.sched.0, 0, Ordering::AcqRel, Ordering::Relaxed);
             let now = signals.clock.now();
             task.executed += now.saturating_sub(start);
             if let Some(text) = &done.stderr {
