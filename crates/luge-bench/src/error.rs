@@ -23,6 +23,9 @@ pub enum BenchError {
     /// Calibration of `spin` failed (no answer, an error status, or no execution time reported).
     #[error("calibration of spin failed: {0}")]
     Calibration(String),
+    /// A scenario could not start a server, register a function or write its results.
+    #[error("{0}")]
+    Scenario(String),
     /// A socket or runtime could not be set up.
     #[error("{what}: {source}")]
     Io {

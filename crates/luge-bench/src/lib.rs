@@ -31,7 +31,9 @@
 //!
 //! `target` (where), `plan` (what), `calibrate` (spin), `drive` (when: the pacer and the
 //! bounds), `ledger` (in flight: window, timeouts), `udp` and `http` (the wire), `sample` and
-//! `summary` (measurements and metrics), `report` (output), `run` (the entry point).
+//! `summary` (measurements and metrics), `report` (output), `run` (the entry point), and
+//! [`scenario`]: the named benchmarks of `luge bench` (compare, noop, policies, density,
+//! sim-vs-real), which start Luge and the baselines in-process and write dated results.
 
 mod calibrate;
 mod drive;
@@ -42,6 +44,7 @@ mod plan;
 mod report;
 mod run;
 mod sample;
+pub mod scenario;
 mod summary;
 mod target;
 mod udp;

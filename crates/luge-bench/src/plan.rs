@@ -11,6 +11,8 @@
 //!   scenarios); the workload still gives the arrival times, classes and deadlines.
 //! - [`Mapping::PerClass`]: class *i* of the workload calls the *i*-th function with its payload
 //!   (e.g. `sdvbs` onto the real `sift`, `segment` and `classify` functions).
+//! - [`Mapping::Spread`]: request *i* calls function *i* mod *n* of a list with one payload
+//!   (thousands of distinct functions at one rate, `luge bench density`).
 //!
 //! The untruncated log-normal has a p99.99 of seconds, which would dominate a short run on a
 //! small machine; on the real runtime the plan applies the documented truncation
@@ -43,6 +45,13 @@ pub enum Mapping {
     },
     /// Class tag *i* calls the *i*-th function with its payload.
     PerClass(Vec<(FunctionRef, Vec<u8>)>),
+    /// Request *i* (in plan order) calls function *i* mod *n* with this payload.
+    Spread {
+        /// The functions, called in turn (at least one).
+        functions: Vec<FunctionRef>,
+        /// The stdin of every call.
+        payload: Vec<u8>,
+    },
 }
 
 impl Mapping {
@@ -62,6 +71,16 @@ impl Mapping {
                 let names: Vec<String> = fs.iter().map(|(f, _)| f.label(target)).collect();
                 format!("per class {}", names.join(" "))
             }
+            Mapping::Spread { functions, payload } => match (functions.first(), functions.last()) {
+                (Some(first), Some(last)) => format!(
+                    "spread over {} functions {}…{} ({} B payload)",
+                    functions.len(),
+                    first.label(target),
+                    last.label(target),
+                    payload.len()
+                ),
+                _ => "spread over no functions".to_owned(),
+            },
         }
     }
 }
@@ -115,6 +134,7 @@ pub struct Plan {
     payloads: Vec<Vec<u8>>,
     calibration: Option<Calibration>,
     per_class: bool,
+    spread: bool,
     horizon_ns: Option<u64>,
     max_requests: u64,
 }
@@ -135,10 +155,18 @@ impl Plan {
         if truncated {
             workload.dist = workload.dist.with_truncation(Some(LOGNORMAL_RUNTIME_TRUNCATION))?;
         }
+        let mut spread = false;
         let (functions, payloads, per_class) = match mapping {
             Mapping::Spin(f) => (vec![f.clone()], Vec::new(), false),
             Mapping::Fixed { function, payload } => {
                 (vec![function.clone()], vec![payload.clone()], false)
+            }
+            Mapping::Spread { functions, payload } => {
+                if functions.is_empty() {
+                    return Err(BenchError::Config("a spread mapping needs a function".into()));
+                }
+                spread = true;
+                (functions.clone(), vec![payload.clone()], false)
             }
             Mapping::PerClass(fs) => {
                 let classes = workload.dist.classes().len();
@@ -166,6 +194,7 @@ impl Plan {
             payloads,
             calibration,
             per_class,
+            spread,
             horizon_ns,
             max_requests,
         })
@@ -219,6 +248,10 @@ impl Plan {
             None if self.per_class => {
                 let i = usize::from(a.class).min(self.functions.len().saturating_sub(1));
                 (i, PlannedPayload::Fixed(i))
+            }
+            None if self.spread => {
+                let n = self.functions.len().max(1) as u64;
+                (usize::try_from(seq % n).unwrap_or(0), PlannedPayload::Fixed(0))
             }
             None => (0, PlannedPayload::Fixed(0)),
         };
@@ -328,6 +361,24 @@ mod tests {
         assert!(seen.iter().all(|&s| s), "premise: every class occurs");
         let short = Mapping::PerClass(vec![(FunctionRef::new(10, "/sift"), vec![])]);
         assert!(Plan::new(&spec("sdvbs"), &short, None, None, 10).is_err());
+    }
+
+    #[test]
+    fn spread_mapping_calls_every_function_in_turn() {
+        let fs: Vec<FunctionRef> = (0..7).map(|i| FunctionRef::new(100 + i, "/x")).collect();
+        let m = Mapping::Spread { functions: fs, payload: b"p".to_vec() };
+        let plan = Plan::new(&spec("fixed,rate=1000"), &m, None, None, 70).unwrap();
+        let mut counts = [0u32; 7];
+        let mut buf = Vec::new();
+        for r in plan.requests() {
+            assert_eq!(r.function, (r.seq % 7) as usize);
+            counts[r.function] += 1;
+            plan.payload_into(&r, &mut buf);
+            assert_eq!(buf, b"p");
+        }
+        assert_eq!(counts, [10; 7]);
+        let empty = Mapping::Spread { functions: vec![], payload: vec![] };
+        assert!(Plan::new(&spec("fixed"), &empty, None, None, 1).is_err());
     }
 
     #[test]

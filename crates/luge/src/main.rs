@@ -1,9 +1,11 @@
 //! `luge`: the command-line front of the Luge runtime — serve functions, invoke them, compile
 //! modules, benchmark a node and simulate scheduling policies.
 
+mod bench;
 mod compile;
 mod invoke;
 mod manifest;
+mod overhead;
 mod serve;
 mod sim;
 
@@ -27,8 +29,9 @@ enum Command {
     Invoke(invoke::InvokeArgs),
     /// Validate and ahead-of-time compile a Wasm module, reporting what the runtime cannot run.
     Compile(compile::CompileArgs),
-    /// Drive a running node with a workload and compare with baselines (not yet available).
-    Bench,
+    /// Benchmark: drive a running node (`run`), or run a scenario against Luge and the
+    /// baselines started in-process (`compare`, `noop`, `policies`, `density`, `sim-vs-real`).
+    Bench(bench::BenchArgs),
     /// List, add or remove functions on a running server.
     #[command(subcommand)]
     Functions(invoke::FunctionsCommand),
@@ -65,12 +68,9 @@ fn main() -> ExitCode {
             }
         },
         Command::Serve(args) => report("serve", serve::run(args)),
+        Command::Bench(args) => report("bench", bench::run_bench(args)),
         Command::Compile(args) => report("compile", compile::run(args)),
         Command::Invoke(args) => report("invoke", invoke::invoke(args)),
         Command::Functions(cmd) => report("functions", invoke::functions(cmd)),
-        other => {
-            eprintln!("luge: `{other:?}` is not implemented in this build yet");
-            ExitCode::from(2)
-        }
     }
 }

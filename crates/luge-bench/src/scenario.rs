@@ -1,0 +1,293 @@
+//! The benchmark scenarios of issue #6 (`luge bench compare|noop|policies|density|sim-vs-real`).
+//!
+//! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
+//! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
+//! configured as `luge serve` configures them, 1 worker) and the baselines of `luge-server`
+//! (UDP echo, bare hyper, process-per-request) — drives them in turn with [`run`](crate::run),
+//! stops them, and writes `<out>/<scenario>-<UTC date-time>/` with `report.json` (every
+//! measured point, the settings and the machine), `summary.md` (the tables, also returned to be
+//! printed) and SVG plots where a sweep exists.
+//!
+//! Every output names the thread layout (`inline`: dispatcher on the worker's thread;
+//! `threads`: a dispatcher thread of its own) and the idle wait mode (`sleep` / `spin`) of the
+//! runtime it measured, the build profile, the commit and the machine.
+//!
+//! | scenario | what |
+//! |---|---|
+//! | [`compare`](Scenario::Compare) | no-op: Luge ÷ UDP echo, bare hyper and process-per-request — p50, p99 (closed loop, 1 in flight), throughput at a fixed p99 target (open-loop rate search) and closed-loop throughput |
+//! | [`noop`](Scenario::Noop) | no-op latency and throughput vs offered load, both protocols, each layout, with the floor baselines |
+//! | [`policies`](Scenario::Policies) | bimodal and log-normal `spin` mixes under each policy at a load sweep: short-request p99 |
+//! | [`density`](Scenario::Density) | N byte-distinct no-op modules at a fixed rate: p99 and RSS per function |
+//! | [`sim-vs-real`](Scenario::SimVsReal) | the same arrivals through `luge-sim` (with measured overheads) and the runtime |
+//!
+//! `quick` shrinks every duration and sweep so that a scenario takes a second or two: it proves
+//! the pipeline (CI), not the numbers.
+
+mod compare;
+mod density;
+mod machine;
+mod measure;
+mod node;
+mod noop;
+mod output;
+mod policies;
+mod sim_real;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use luge_runtime::{Layout, PolicyKind, WaitMode};
+use luge_sim::Overheads;
+
+use crate::error::BenchError;
+
+pub use self::machine::{Machine, utc};
+pub use self::measure::Point;
+pub use self::node::NodeFunction;
+
+/// A front end protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// UDP-RPC.
+    Udp,
+    /// HTTP/1.1.
+    Http,
+}
+
+impl Protocol {
+    /// `udp` or `http`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Udp => "udp",
+            Protocol::Http => "http",
+        }
+    }
+}
+
+/// How a scenario pins its threads (on a machine with 2+ CPUs; the first and the last one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pin {
+    /// Let the kernel place every thread.
+    None,
+    /// Luge's worker alone on the last CPU (BRIEF §4: pinned workers); its front ends, ticker
+    /// and dispatcher threads with the load generator on the first. Baselines' servers on the
+    /// last CPU.
+    #[default]
+    Worker,
+    /// The whole server on the last CPU — every Luge thread, or the baseline's — and the load
+    /// generator alone on the first: a 1-core node against a 1-core client.
+    Server,
+}
+
+/// `sleep` or `spin`.
+pub fn wait_name(w: WaitMode) -> &'static str {
+    match w {
+        WaitMode::Sleep => "sleep",
+        WaitMode::Spin => "spin",
+    }
+}
+
+/// `inline` or `threads`.
+pub fn layout_name(l: Layout) -> &'static str {
+    match l {
+        Layout::Inline => "inline",
+        Layout::Threads => "threads",
+    }
+}
+
+/// Settings every scenario shares.
+#[derive(Debug, Clone)]
+pub struct ScenarioOptions {
+    /// Tiny durations and sweeps (CI): proves the pipeline, not the numbers.
+    pub quick: bool,
+    /// Where the dated results directory is created (`results` by default).
+    pub out_root: PathBuf,
+    /// Runtime wait modes to measure (scenarios other than `compare` and `noop` use the first).
+    pub modes: Vec<WaitMode>,
+    /// Thread layouts to measure (scenarios other than `compare` and `noop` use the first).
+    pub layouts: Vec<Layout>,
+    /// Protocols (`compare` and `noop`; the others use UDP-RPC).
+    pub protocols: Vec<Protocol>,
+    /// The functions a Luge node serves (`luge serve`'s built-ins: `noop` and `spin` at least).
+    pub functions: Vec<NodeFunction>,
+    /// AoT cache directory of the runtimes (`None`: compile in memory).
+    pub cache_dir: Option<PathBuf>,
+    /// Print a line per measurement to stderr.
+    pub progress: bool,
+    /// Thread placement.
+    pub pin: Pin,
+    /// Workload seed.
+    pub seed: u64,
+}
+
+impl ScenarioOptions {
+    /// Defaults: full mode, `results/`, sleep, inline, both protocols, pinned, seed 1, progress on.
+    pub fn new(functions: Vec<NodeFunction>) -> Self {
+        Self {
+            quick: false,
+            out_root: PathBuf::from("results"),
+            modes: vec![WaitMode::Sleep],
+            layouts: vec![Layout::Inline],
+            protocols: vec![Protocol::Udp, Protocol::Http],
+            functions,
+            cache_dir: None,
+            progress: true,
+            pin: Pin::Worker,
+            seed: 1,
+        }
+    }
+
+    pub(crate) fn say(&self, line: impl AsRef<str>) {
+        if self.progress {
+            eprintln!("{}", line.as_ref());
+        }
+    }
+
+    pub(crate) fn first_mode(&self) -> WaitMode {
+        self.modes.first().copied().unwrap_or_default()
+    }
+
+    pub(crate) fn first_layout(&self) -> Layout {
+        self.layouts.first().copied().unwrap_or(Layout::Inline)
+    }
+
+    fn check(&self) -> Result<(), BenchError> {
+        let bad = |m: &str| Err(BenchError::Config(m.to_owned()));
+        if self.modes.is_empty() {
+            return bad("give at least one wait mode");
+        }
+        if self.layouts.is_empty() {
+            return bad("give at least one layout");
+        }
+        if self.protocols.is_empty() {
+            return bad("give at least one protocol");
+        }
+        Ok(())
+    }
+}
+
+/// `compare` settings.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    /// The p99 the throughput search must stay under (default 1 ms).
+    pub p99_target: Duration,
+    /// The process-per-request program (default: the native no-op build if there is one,
+    /// else `/bin/true`).
+    pub process_program: Option<PathBuf>,
+    /// Requests in flight for the closed-loop throughput (default 16).
+    pub closed_outstanding: usize,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        Self { p99_target: Duration::from_millis(1), process_program: None, closed_outstanding: 16 }
+    }
+}
+
+/// `policies` settings (empty lists take the defaults of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct PoliciesOptions {
+    /// Policies to compare.
+    pub policies: Vec<PolicyKind>,
+    /// Offered loads (utilisation of the one worker).
+    pub loads: Vec<f64>,
+    /// Workload specs without a rate (`high-bimodal`, `lognormal`, …).
+    pub workloads: Vec<String>,
+    /// Run time per point (default 5 s, 0.3 s quick; log-normal points run twice as long).
+    pub duration: Option<Duration>,
+}
+
+/// `density` settings (empty lists take the defaults of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct DensityOptions {
+    /// Numbers of distinct copies (default 1, 100, 1 000, 10 000; quick 1, 100).
+    pub copies: Vec<usize>,
+    /// Offered rate spread over all copies (default 2 000/s; quick 500/s).
+    pub rate: Option<f64>,
+    /// Run time per point (default 5 s; quick 0.2 s).
+    pub duration: Option<Duration>,
+}
+
+/// `sim-vs-real` settings (empty lists take the defaults of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct SimRealOptions {
+    /// Policy of both (default sledgescale).
+    pub policy: Option<PolicyKind>,
+    /// Offered loads (default 0.5, 0.7, 0.9; quick 0.7).
+    pub loads: Vec<f64>,
+    /// Workload specs without a rate (default high-bimodal, exponential; quick high-bimodal).
+    pub workloads: Vec<String>,
+    /// The simulator's node model; `None` = measured here (see the module documentation of
+    /// `sim_real`).
+    pub overheads: Option<Overheads>,
+    /// Run time per point (default 5 s; quick 0.3 s).
+    pub duration: Option<Duration>,
+}
+
+/// A scenario and its own settings.
+#[derive(Debug, Clone)]
+pub enum Scenario {
+    /// Luge vs the baselines on a no-op, as ratios.
+    Compare(CompareOptions),
+    /// No-op latency and throughput vs load.
+    Noop,
+    /// Policies on the real runtime at a load sweep.
+    Policies(PoliciesOptions),
+    /// Many distinct functions at a fixed rate.
+    Density(DensityOptions),
+    /// Simulator vs runtime on the same arrivals.
+    SimVsReal(SimRealOptions),
+}
+
+impl Scenario {
+    /// The command-line name (also the results directory prefix).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Scenario::Compare(_) => "compare",
+            Scenario::Noop => "noop",
+            Scenario::Policies(_) => "policies",
+            Scenario::Density(_) => "density",
+            Scenario::SimVsReal(_) => "sim-vs-real",
+        }
+    }
+}
+
+/// What a scenario produced.
+#[derive(Debug, Clone)]
+pub struct ScenarioOutput {
+    /// The results directory.
+    pub dir: PathBuf,
+    /// The Markdown summary (as written to `summary.md`).
+    pub summary: String,
+    /// Files written.
+    pub files: Vec<PathBuf>,
+    /// The whole report (as written to `report.json`).
+    pub report: serde_json::Value,
+}
+
+/// Runs a scenario end to end (servers up, load, servers down, files written).
+pub fn run_scenario(
+    scenario: &Scenario,
+    opts: &ScenarioOptions,
+) -> Result<ScenarioOutput, BenchError> {
+    opts.check()?;
+    let machine = Machine::detect();
+    let mut out = output::Results::create(&opts.out_root, scenario.name(), &machine)?;
+    let before = node::affinity();
+    let pin = node::Pinning::detect(opts.pin);
+    if let Some(p) = pin {
+        node::set_affinity(&[p.client]);
+    }
+    let result = match scenario {
+        Scenario::Compare(c) => compare::run(c, opts, pin, &mut out),
+        Scenario::Noop => noop::run(opts, pin, &mut out),
+        Scenario::Policies(p) => policies::run(p, opts, pin, &mut out),
+        Scenario::Density(d) => density::run(d, opts, pin, &mut out),
+        Scenario::SimVsReal(s) => sim_real::run(s, opts, pin, &mut out),
+    };
+    if pin.is_some() && !before.is_empty() {
+        node::set_affinity(&before);
+    }
+    let (summary, results) = result?;
+    out.finish(scenario.name(), opts, machine, &node::Pinning::describe(pin), summary, results)
+}

@@ -1,0 +1,430 @@
+//! `luge bench compare`: the no-op on Luge and on each baseline in turn, as ratios.
+//!
+//! Per server (Luge in each layout and wait mode, UDP echo in each wait mode, bare hyper,
+//! process-per-request), on each protocol, one after the other on the same box:
+//!
+//! 1. warm-up (a short closed loop, discarded);
+//! 2. **latency**: closed loop, 1 request in flight — p50 and p99 of an unloaded hot no-op;
+//! 3. **closed-loop throughput** with `closed_outstanding` requests in flight;
+//! 4. **throughput at a fixed p99 target**: open-loop Poisson arrivals, starting at half the
+//!    closed-loop 1-in-flight rate, doubling until p99 exceeds the target (or > 0.1 % fail),
+//!    then bisecting geometrically; the highest offered rate that met the target is reported.
+//!    A rate passes when one of two 1 s runs meets the target (a neighbour's burst on a shared
+//!    box spoils single runs; a rate the server cannot sustain fails both).
+//!
+//! Ratios are Luge ÷ baseline: p50 and p99 from (2) (lower is better), throughput from (4)
+//! (higher is better). When a baseline never meets the target at any rate (process-per-request
+//! usually cannot keep p99 under 1 ms), its throughput ratio falls back to (3) and says so.
+//! Baselines that have no wait mode (bare hyper, process) are measured once and compared with
+//! Luge in every mode.
+//!
+//! Wait modes: Luge's `spin` is `luge serve --spin` — the runtime's dispatcher and worker
+//! busy-poll their queues (one spinning thread in the inline layout, two with a dispatcher
+//! thread), while the UDP front end reads its socket blocking, as `luge serve` does unless the
+//! manifest sets `rpc_busy_poll`. The UDP echo's `spin` busy-polls its one thread.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use luge_runtime::{Layout, WaitMode};
+use serde::Serialize;
+use serde_json::json;
+
+use super::measure::{Driver, Point, Search, search_rate};
+use super::node::{Baseline, BaselineKind, LugeNode, NodeSpec, Pinning, process_program};
+use super::output::{Results, Table, ratio, rps, us};
+use super::{CompareOptions, Protocol, ScenarioOptions, layout_name, wait_name};
+use crate::error::BenchError;
+use crate::plan::Mapping;
+use crate::target::{FunctionRef, Target};
+
+/// Durations of one server's measurement.
+struct Budget {
+    warm: Duration,
+    latency: Duration,
+    closed: Duration,
+    step: Duration,
+    max_runs: usize,
+    refine: usize,
+    tries: usize,
+}
+
+impl Budget {
+    fn of(quick: bool) -> Self {
+        if quick {
+            Budget {
+                warm: Duration::from_millis(20),
+                latency: Duration::from_millis(100),
+                closed: Duration::from_millis(100),
+                step: Duration::from_millis(60),
+                max_runs: 2,
+                refine: 0,
+                tries: 1,
+            }
+        } else {
+            Budget {
+                warm: Duration::from_millis(300),
+                latency: Duration::from_secs(2),
+                closed: Duration::from_secs(2),
+                step: Duration::from_secs(1),
+                max_runs: 18,
+                refine: 3,
+                tries: 2,
+            }
+        }
+    }
+}
+
+/// Everything measured on one server.
+#[derive(Debug, Clone, Serialize)]
+struct Measured {
+    protocol: &'static str,
+    server: String,
+    /// Luge: its layout; baselines: `-`.
+    layout: String,
+    /// Luge and UDP baselines: the wait mode; others `-` (none).
+    wait: String,
+    latency: Point,
+    closed: Point,
+    search: Search,
+}
+
+impl Measured {
+    fn at_target(&self) -> f64 {
+        self.search.rate()
+    }
+}
+
+fn measure(
+    label: &str,
+    target: Target,
+    mapping: Mapping,
+    c: &CompareOptions,
+    opts: &ScenarioOptions,
+) -> Result<(Point, Point, Search), BenchError> {
+    let b = Budget::of(opts.quick);
+    let driver = Driver::fixed(target, mapping, opts.seed);
+    driver.closed(1, b.warm)?;
+    let latency = Point::of(&driver.closed(1, b.latency)?);
+    opts.say(format!(
+        "compare: {label}: 1 in flight p50 {} µs p99 {} µs ({} /s)",
+        us(latency.p50_us),
+        us(latency.p99_us),
+        rps(latency.throughput_rps)
+    ));
+    let closed = Point::of(&driver.closed(c.closed_outstanding, b.closed)?);
+    opts.say(format!(
+        "compare: {label}: {} in flight {} /s p99 {} µs",
+        c.closed_outstanding,
+        rps(closed.throughput_rps),
+        us(closed.p99_us)
+    ));
+    let start = (latency.throughput_rps / 2.0).max(100.0);
+    let search = search_rate(
+        &driver,
+        start,
+        c.p99_target,
+        b.step,
+        b.max_runs,
+        b.refine,
+        b.tries,
+        |p, ok| {
+            opts.say(format!(
+                "compare: {label}: offered {} /s → p99 {} µs (client send lag p99 {} µs), errors \
+                 {} {}",
+                rps(p.offered_rps),
+                us(p.p99_us),
+                us(p.send_lag_p99_us),
+                p.errors,
+                if ok { "meets" } else { "misses" }
+            ));
+        },
+    )?;
+    Ok((latency, closed, search))
+}
+
+fn measure_luge(
+    protocol: Protocol,
+    wait: WaitMode,
+    layout: Layout,
+    c: &CompareOptions,
+    opts: &ScenarioOptions,
+    pin: Option<Pinning>,
+) -> Result<Measured, BenchError> {
+    let mut spec = NodeSpec::new(wait, layout, &[protocol]);
+    spec.cache_dir = opts.cache_dir.clone();
+    spec.pin = pin;
+    let noop: Vec<_> = opts.functions.iter().filter(|f| f.config.name == "noop").cloned().collect();
+    let node = LugeNode::start(&spec, &noop)?;
+    let label = format!("{} {}", protocol.name(), spec.describe());
+    let result = (|| {
+        let mapping = Mapping::Fixed { function: node.function("noop")?, payload: Vec::new() };
+        measure(&label, node.target(protocol)?, mapping, c, opts)
+    })();
+    node.stop();
+    let (latency, closed, search) = result?;
+    Ok(Measured {
+        protocol: protocol.name(),
+        server: "luge".into(),
+        layout: layout_name(layout).into(),
+        wait: wait_name(wait).into(),
+        latency,
+        closed,
+        search,
+    })
+}
+
+fn measure_baseline(
+    kind: BaselineKind,
+    protocol: Protocol,
+    wait: Option<WaitMode>,
+    program: &Path,
+    c: &CompareOptions,
+    opts: &ScenarioOptions,
+    pin: Option<Pinning>,
+) -> Result<Measured, BenchError> {
+    let server = Baseline::start(kind, protocol, wait == Some(WaitMode::Spin), program, pin)?;
+    let label = format!(
+        "{} {}{}",
+        protocol.name(),
+        kind.name(),
+        wait.map_or(String::new(), |w| format!(" ({} wait)", wait_name(w)))
+    );
+    let result = (|| {
+        // Baselines ignore the function id and route.
+        let mapping =
+            Mapping::Fixed { function: FunctionRef::new(1, "/noop"), payload: Vec::new() };
+        measure(&label, server.target()?, mapping, c, opts)
+    })();
+    server.stop();
+    let (latency, closed, search) = result?;
+    Ok(Measured {
+        protocol: protocol.name(),
+        server: kind.name().into(),
+        layout: "-".into(),
+        wait: wait.map_or("-".into(), |w| wait_name(w).into()),
+        latency,
+        closed,
+        search,
+    })
+}
+
+/// One line of the ratio table.
+#[derive(Debug, Clone, Serialize)]
+struct RatioRow {
+    protocol: &'static str,
+    wait: String,
+    layout: String,
+    baseline: String,
+    p50: Option<f64>,
+    p99: Option<f64>,
+    /// Luge ÷ baseline throughput at the p99 target (or closed loop, see `throughput_basis`).
+    throughput: Option<f64>,
+    throughput_basis: &'static str,
+    closed_throughput: Option<f64>,
+    goal: String,
+    met: Option<bool>,
+}
+
+fn div(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        (Some(a), Some(_)) if a > 0.0 => Some(f64::INFINITY),
+        _ => None,
+    }
+}
+
+fn ratio_row(luge: &Measured, base: &Measured) -> RatioRow {
+    let p50 = div(luge.latency.p50_us, base.latency.p50_us);
+    let p99 = div(luge.latency.p99_us, base.latency.p99_us);
+    let closed = div(Some(luge.closed.throughput_rps), Some(base.closed.throughput_rps));
+    let (throughput, basis) = if base.at_target() > 0.0 {
+        (div(Some(luge.at_target()), Some(base.at_target())), "p99 target")
+    } else {
+        (closed, "closed loop (baseline never met the p99 target)")
+    };
+    let (goal, met) = match base.server.as_str() {
+        "udp-echo" => (
+            "p50 ≤ 2×, throughput ≥ 0.6×".to_owned(),
+            Some(p50.is_some_and(|r| r <= 2.0) && throughput.is_some_and(|r| r >= 0.6)),
+        ),
+        "bare-hyper" => {
+            ("throughput ≥ 0.7×".to_owned(), Some(throughput.is_some_and(|r| r >= 0.7)))
+        }
+        "process" => ("throughput ≥ 20×".to_owned(), Some(throughput.is_some_and(|r| r >= 20.0))),
+        _ => ("-".to_owned(), None),
+    };
+    RatioRow {
+        protocol: luge.protocol,
+        wait: luge.wait.clone(),
+        layout: luge.layout.clone(),
+        baseline: format!(
+            "{}{}",
+            base.server,
+            if base.wait == "-" { String::new() } else { format!(" ({})", base.wait) }
+        ),
+        p50,
+        p99,
+        throughput,
+        throughput_basis: basis,
+        closed_throughput: closed,
+        goal,
+        met,
+    }
+}
+
+pub(crate) fn run(
+    c: &CompareOptions,
+    opts: &ScenarioOptions,
+    pin: Option<Pinning>,
+    _out: &mut Results,
+) -> Result<(String, serde_json::Value), BenchError> {
+    let program = process_program(c.process_program.as_deref());
+    let mut all: Vec<Measured> = Vec::new();
+    let mut rows: Vec<RatioRow> = Vec::new();
+    for &protocol in &opts.protocols {
+        let mut once = Vec::new();
+        if protocol == Protocol::Http {
+            once.push(measure_baseline(
+                BaselineKind::BareHttp,
+                protocol,
+                None,
+                &program,
+                c,
+                opts,
+                pin,
+            )?);
+        }
+        once.push(measure_baseline(BaselineKind::Process, protocol, None, &program, c, opts, pin)?);
+        for &wait in &opts.modes {
+            let echo = if protocol == Protocol::Udp {
+                Some(measure_baseline(
+                    BaselineKind::UdpEcho,
+                    protocol,
+                    Some(wait),
+                    &program,
+                    c,
+                    opts,
+                    pin,
+                )?)
+            } else {
+                None
+            };
+            for &layout in &opts.layouts {
+                let luge = measure_luge(protocol, wait, layout, c, opts, pin)?;
+                for base in echo.iter().chain(&once) {
+                    rows.push(ratio_row(&luge, base));
+                }
+                all.push(luge);
+            }
+            all.extend(echo);
+        }
+        all.extend(once);
+    }
+
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "No-op request (`noop` built-in, empty body) over loopback. Ratios are Luge ÷ baseline: \
+         p50/p99 of one request in flight (closed loop; lower is better), throughput = the \
+         highest Poisson rate whose p99 stayed ≤ {} µs with ≤ 0.1 % failures in one of {} runs \
+         of {:.2} s (higher is better; `*` = the baseline never met the target, closed-loop \
+         throughput with {} in flight instead), closed-loop = {} in flight. Latency counts from \
+         the intended send time, so a late client counts too: the client lag column says how \
+         much of the p99 was the client's own lateness. Process-per-request runs `{}`.\n",
+        c.p99_target.as_micros(),
+        Budget::of(opts.quick).tries,
+        Budget::of(opts.quick).step.as_secs_f64(),
+        c.closed_outstanding,
+        c.closed_outstanding,
+        program.display()
+    );
+    let mut t = Table::new(&[
+        "protocol",
+        "wait",
+        "layout",
+        "baseline",
+        ">p50 ratio",
+        ">p99 ratio",
+        ">throughput ratio",
+        ">closed-loop ratio",
+        "goal",
+        "met",
+    ]);
+    for r in &rows {
+        t.row(vec![
+            r.protocol.into(),
+            r.wait.clone(),
+            r.layout.clone(),
+            r.baseline.clone(),
+            ratio(r.p50),
+            ratio(r.p99),
+            format!(
+                "{}{}",
+                ratio(r.throughput),
+                if r.throughput_basis == "p99 target" { "" } else { " *" }
+            ),
+            ratio(r.closed_throughput),
+            r.goal.clone(),
+            match r.met {
+                Some(true) => "yes".into(),
+                Some(false) => "**no**".into(),
+                None => "-".into(),
+            },
+        ]);
+    }
+    let _ = writeln!(md, "## Ratios (Luge ÷ baseline)\n\n{}", t.render());
+    let mut t = Table::new(&[
+        "protocol",
+        "server",
+        "layout",
+        "wait",
+        ">p50 µs",
+        ">p99 µs",
+        ">p99.9 µs",
+        ">1-in-flight /s",
+        ">closed-loop /s",
+        ">rate at p99 target /s",
+        ">its p99 µs",
+        ">its client lag p99 µs",
+        ">runs",
+    ]);
+    for m in &all {
+        t.row(vec![
+            m.protocol.into(),
+            m.server.clone(),
+            m.layout.clone(),
+            m.wait.clone(),
+            us(m.latency.p50_us),
+            us(m.latency.p99_us),
+            us(m.latency.p999_us),
+            rps(m.latency.throughput_rps),
+            rps(m.closed.throughput_rps),
+            if m.at_target() > 0.0 { rps(m.at_target()) } else { "never".into() },
+            m.search.best.as_ref().map_or("-".into(), |b| us(b.p99_us)),
+            m.search.best.as_ref().map_or("-".into(), |b| us(b.send_lag_p99_us)),
+            m.search.steps.len().to_string(),
+        ]);
+    }
+    let _ = writeln!(md, "## Measurements\n\n{}", t.render());
+    let notes: Vec<String> =
+        all.iter()
+            .flat_map(|m| {
+                m.latency.notes.iter().chain(&m.closed.notes).map(move |n| {
+                    format!("{} {} {} {}: {n}", m.protocol, m.server, m.layout, m.wait)
+                })
+            })
+            .collect();
+    for n in &notes {
+        let _ = writeln!(md, "- note: {n}");
+    }
+    let json = json!({
+        "p99_target_us": c.p99_target.as_secs_f64() * 1e6,
+        "closed_outstanding": c.closed_outstanding,
+        "process_program": program.display().to_string(),
+        "ratios": rows,
+        "servers": all,
+    });
+    Ok((md, json))
+}

@@ -1,0 +1,249 @@
+//! Measurements shared by the scenarios: one run as a compact [`Point`], a driver bound to one
+//! target and mapping, and the search for the highest rate whose p99 meets a target.
+
+use std::time::Duration;
+
+use luge_workload::{Rate, WorkloadSpec};
+use serde::Serialize;
+
+use crate::calibrate::Calibration;
+use crate::error::BenchError;
+use crate::plan::Mapping;
+use crate::report::Report;
+use crate::run::{CalibrationMode, Mode, RunConfig, run};
+use crate::target::Target;
+
+/// One run, reduced to what the scenario tables and plots need (the honest accounting of
+/// [`Summary`](crate::Summary) kept: `None` latency = infinite, i.e. failures at that rank).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Point {
+    /// `open` or `closed`.
+    pub mode: String,
+    /// Open loop: window; closed loop: requests in flight.
+    pub window: usize,
+    /// Planned requests per second of schedule (open loop).
+    pub offered_rps: f64,
+    /// Successes per second.
+    pub throughput_rps: f64,
+    /// Successes within their deadline per second.
+    pub goodput_rps: f64,
+    /// Latency p50 (µs).
+    pub p50_us: Option<f64>,
+    /// Latency p99 (µs).
+    pub p99_us: Option<f64>,
+    /// Latency p99.9 (µs).
+    pub p999_us: Option<f64>,
+    /// Requests planned.
+    pub planned: u64,
+    /// Requests failed (any kind).
+    pub errors: u64,
+    /// Share of planned requests that missed their deadline.
+    pub deadline_miss_rate: f64,
+    /// How late the client itself sent (p99, µs): large values mean the client limited the run.
+    pub send_lag_p99_us: Option<f64>,
+    /// Server-reported execution is not in [`Point`]; the run's warnings are.
+    pub notes: Vec<String>,
+}
+
+impl Point {
+    /// The point of a report.
+    pub fn of(r: &Report) -> Self {
+        let s = &r.summary;
+        Self {
+            mode: r.mode.clone(),
+            window: r.window,
+            offered_rps: s.offered_rps,
+            throughput_rps: s.throughput_rps,
+            goodput_rps: s.goodput_rps,
+            p50_us: s.latency_us.p50,
+            p99_us: s.latency_us.p99,
+            p999_us: s.latency_us.p999,
+            planned: s.planned,
+            errors: s.errors,
+            deadline_miss_rate: s.deadline_miss_rate,
+            send_lag_p99_us: s.send_lag_us.p99,
+            notes: r.notes.clone(),
+        }
+    }
+
+    /// At most 0.1 % failures and p99 within `p99_us`.
+    pub(crate) fn meets(&self, p99_us: f64) -> bool {
+        self.error_share() <= 0.001 && self.p99_us.is_some_and(|p| p <= p99_us)
+    }
+
+    /// Failures over planned.
+    pub(crate) fn error_share(&self) -> f64 {
+        if self.planned == 0 { 1.0 } else { self.errors as f64 / self.planned as f64 }
+    }
+
+    /// The server did not keep up: > 1 % failures, an infinite p99, or fewer than 90 % of
+    /// the offered requests per second answered.
+    pub(crate) fn saturated(&self) -> bool {
+        self.error_share() > 0.01
+            || self.p99_us.is_none()
+            || (self.mode == "open" && self.throughput_rps < 0.9 * self.offered_rps)
+    }
+}
+
+/// Runs against one target with one mapping.
+#[derive(Debug, Clone)]
+pub(crate) struct Driver {
+    pub target: Target,
+    pub mapping: Mapping,
+    /// The workload without a rate (the rate is set per run).
+    pub workload: WorkloadSpec,
+    pub timeout: Duration,
+    pub calibration: Option<Calibration>,
+    /// Open-loop window.
+    pub window: usize,
+    pub keep_samples: bool,
+}
+
+impl Driver {
+    /// A driver for a fixed call (`noop`-like): the workload is `fixed` with a 100 ms deadline.
+    pub(crate) fn fixed(target: Target, mapping: Mapping, seed: u64) -> Self {
+        let workload: WorkloadSpec = match "fixed,deadline=100ms".parse() {
+            Ok(w) => w,
+            Err(_) => unreachable!("a constant spec parses"),
+        };
+        Self {
+            target,
+            mapping,
+            workload: workload.with_seed(seed),
+            timeout: Duration::from_secs(1),
+            calibration: None,
+            window: 256,
+            keep_samples: false,
+        }
+    }
+
+    fn config(&self, workload: WorkloadSpec, mode: Mode, duration: Duration) -> RunConfig {
+        let mut c = RunConfig::new(self.target.clone(), workload, self.mapping.clone());
+        c.mode = mode;
+        c.duration = duration;
+        c.timeout = self.timeout;
+        c.keep_samples = self.keep_samples;
+        if let Some(cal) = &self.calibration {
+            c.calibration = CalibrationMode::Given(cal.clone());
+        }
+        c
+    }
+
+    /// `outstanding` requests in flight for `duration`.
+    pub(crate) fn closed(
+        &self,
+        outstanding: usize,
+        duration: Duration,
+    ) -> Result<Report, BenchError> {
+        run(self.config(self.workload.clone(), Mode::Closed { outstanding }, duration))
+    }
+
+    /// Open loop at `rate` requests per second.
+    pub(crate) fn open(&self, rate: f64, duration: Duration) -> Result<Report, BenchError> {
+        let w = self.workload.clone().with_rate(Rate::PerSecond(rate));
+        run(self.config(w, Mode::Open { window: self.window }, duration))
+    }
+
+    /// Open loop at utilisation `load` of one worker.
+    pub(crate) fn at_load(&self, load: f64, duration: Duration) -> Result<Report, BenchError> {
+        let w = self.workload.clone().with_rate(Rate::Load { load, workers: 1 });
+        run(self.config(w, Mode::Open { window: self.window }, duration))
+    }
+}
+
+/// Lowest and highest rates the search tries.
+const MIN_RATE: f64 = 50.0;
+const MAX_RATE: f64 = 1_000_000.0;
+
+/// The highest offered rate found whose p99 met a target.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Search {
+    /// The target (µs).
+    pub p99_target_us: f64,
+    /// The best passing point (`None`: no rate tried met the target).
+    pub best: Option<Point>,
+    /// Every point tried, in order.
+    pub steps: Vec<Point>,
+}
+
+impl Search {
+    /// Offered rate of the best passing point (0 when none passed).
+    pub(crate) fn rate(&self) -> f64 {
+        self.best.as_ref().map_or(0.0, |p| p.offered_rps)
+    }
+}
+
+/// Doubles (or halves) the rate from `start` until the target is bracketed, then bisects
+/// geometrically `refine` times; at most `max_runs` runs of `step` each. A rate passes if any of
+/// `tries` runs of it meets the target: on a shared box a neighbour's burst can spoil one run's
+/// p99 (a descheduled client or server stalls every request behind it), while a rate the server
+/// cannot sustain fails every try.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn search_rate(
+    driver: &Driver,
+    start: f64,
+    p99_target: Duration,
+    step: Duration,
+    max_runs: usize,
+    refine: usize,
+    tries: usize,
+    mut say: impl FnMut(&Point, bool),
+) -> Result<Search, BenchError> {
+    let target_us = p99_target.as_secs_f64() * 1e6;
+    let mut steps = Vec::new();
+    let mut best: Option<Point> = None;
+    let (mut lo, mut hi): (Option<f64>, Option<f64>) = (None, None);
+    let mut rate = start.clamp(MIN_RATE, MAX_RATE);
+    let mut try_rate = |rate: f64, steps: &mut Vec<Point>| -> Result<(bool, Point), BenchError> {
+        let mut last = None;
+        for _ in 0..tries.max(1) {
+            if steps.len() >= max_runs && last.is_some() {
+                break;
+            }
+            let p = Point::of(&driver.open(rate, step)?);
+            let ok = p.meets(target_us);
+            say(&p, ok);
+            steps.push(p.clone());
+            if ok {
+                return Ok((true, p));
+            }
+            last = Some(p);
+        }
+        match last {
+            Some(p) => Ok((false, p)),
+            None => unreachable!("at least one try runs"),
+        }
+    };
+    while steps.len() < max_runs {
+        let (ok, p) = try_rate(rate, &mut steps)?;
+        if ok {
+            lo = Some(rate);
+            best = Some(p);
+            if hi.is_some() || rate >= MAX_RATE {
+                break;
+            }
+            rate = (rate * 2.0).min(MAX_RATE);
+        } else {
+            hi = Some(rate);
+            if lo.is_some() || rate <= MIN_RATE {
+                break;
+            }
+            rate = (rate / 2.0).max(MIN_RATE);
+        }
+    }
+    for _ in 0..refine {
+        let (Some(l), Some(h)) = (lo, hi) else { break };
+        if steps.len() >= max_runs || h / l < 1.1 {
+            break;
+        }
+        let mid = (l * h).sqrt();
+        let (ok, p) = try_rate(mid, &mut steps)?;
+        if ok {
+            lo = Some(mid);
+            best = Some(p);
+        } else {
+            hi = Some(mid);
+        }
+    }
+    Ok(Search { p99_target_us: target_us, best, steps })
+}

@@ -1,0 +1,385 @@
+//! The servers a scenario starts in-process: a Luge node (runtime + the front ends it needs,
+//! configured as `luge serve` configures them) and the baselines of `luge-server`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use luge_runtime::{FunctionConfig, Layout, PolicyKind, Runtime, RuntimeConfig, WaitMode};
+use luge_server::{
+    BareHttpConfig, BareHttpServer, HttpConfig, HttpServer, Metrics, ProcessConfig, ProcessServer,
+    UdpConfig, UdpEchoConfig, UdpEchoServer, UdpServer, native_program,
+};
+
+use super::{Protocol, layout_name, wait_name};
+use crate::error::BenchError;
+use crate::target::{FunctionRef, Target};
+
+/// A function a Luge node serves: settings, HTTP route and module (Wasm or WAT).
+#[derive(Debug, Clone)]
+pub struct NodeFunction {
+    /// Runtime settings.
+    pub config: FunctionConfig,
+    /// HTTP route (`/name`).
+    pub route: String,
+    /// Module bytes.
+    pub module: Vec<u8>,
+}
+
+/// The CPUs this thread may run on (empty if unknown).
+pub(crate) fn affinity() -> Vec<usize> {
+    // SAFETY: `set` is a plain bit set, zero-initialised before use and filled by the kernel;
+    // CPU_ISSET bounds-checks the index against the set size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+/// Restricts the calling thread (and the threads and processes it starts from now on) to
+/// `cpus`; false if the kernel refused.
+pub(crate) fn set_affinity(cpus: &[usize]) -> bool {
+    // SAFETY: as in `affinity`; CPU_SET bounds-checks each index against the set size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// Where the threads of a scenario run (see [`Pin`](super::Pin)): the load generator on
+/// `client`; each baseline's server threads on `server`; Luge's worker on `server` and, with
+/// `whole_node`, every other thread of the node (front ends, ticker, dispatcher) too — else
+/// those stay on `client`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pinning {
+    pub client: usize,
+    pub server: usize,
+    pub whole_node: bool,
+}
+
+impl Pinning {
+    /// The first and last CPU this process may use, if there are two or more.
+    pub(crate) fn detect(pin: super::Pin) -> Option<Self> {
+        let whole_node = match pin {
+            super::Pin::None => return None,
+            super::Pin::Worker => false,
+            super::Pin::Server => true,
+        };
+        let cpus = affinity();
+        match (cpus.first(), cpus.last()) {
+            (Some(&client), Some(&server)) if client != server => {
+                Some(Self { client, server, whole_node })
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn describe(p: Option<Self>) -> String {
+        match p {
+            Some(p) if p.whole_node => format!(
+                "pinned (`--pin server`): every thread of Luge and of the baselines on CPU {}, the \
+                 load generator on CPU {}",
+                p.server, p.client
+            ),
+            Some(p) => format!(
+                "pinned (`--pin worker`): Luge's worker and the baselines' servers on CPU {}, \
+                 Luge's front ends and the load generator on CPU {}",
+                p.server, p.client
+            ),
+            None => "not pinned".to_owned(),
+        }
+    }
+
+    /// Runs `start` with the calling thread on the server CPU, so that what it spawns stays
+    /// there; then back on the client CPU.
+    fn on_server<T>(p: Option<Self>, start: impl FnOnce() -> T) -> T {
+        let Some(p) = p else { return start() };
+        set_affinity(&[p.server]);
+        let out = start();
+        set_affinity(&[p.client]);
+        out
+    }
+}
+
+const LOOPBACK: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+const GRACE: Duration = Duration::from_secs(2);
+
+fn fail(what: impl std::fmt::Display, e: impl std::fmt::Display) -> BenchError {
+    BenchError::Scenario(format!("{what}: {e}"))
+}
+
+/// How to start a Luge node.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeSpec {
+    pub policy: PolicyKind,
+    pub wait: WaitMode,
+    pub layout: Layout,
+    pub protocols: Vec<Protocol>,
+    pub cache_dir: Option<PathBuf>,
+    /// Busy-poll the UDP socket too (`rpc_busy_poll`; off, as in `luge serve`, even with
+    /// `--spin`: on a 2-core box a second spinning thread starves the client).
+    pub udp_busy_poll: bool,
+    /// Pin the worker to the server CPU (the rest stays on the caller's CPUs).
+    pub pin: Option<Pinning>,
+}
+
+impl NodeSpec {
+    pub(crate) fn new(wait: WaitMode, layout: Layout, protocols: &[Protocol]) -> Self {
+        Self {
+            policy: PolicyKind::SledgeScale,
+            wait,
+            layout,
+            protocols: protocols.to_vec(),
+            cache_dir: None,
+            udp_busy_poll: false,
+            pin: None,
+        }
+    }
+
+    /// `luge (inline, sleep, sledgescale)`.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "luge ({} layout, {} wait, {}, 1 worker)",
+            layout_name(self.layout),
+            wait_name(self.wait),
+            self.policy
+        )
+    }
+}
+
+/// A running Luge node: 1 worker, 1 dispatcher, the front ends asked for.
+pub(crate) struct LugeNode {
+    runtime: Arc<Runtime>,
+    udp: Option<UdpServer>,
+    http: Option<HttpServer>,
+    functions: HashMap<String, FunctionRef>,
+}
+
+impl LugeNode {
+    /// Starts the runtime, registers `functions` and starts the front ends.
+    pub(crate) fn start(spec: &NodeSpec, functions: &[NodeFunction]) -> Result<Self, BenchError> {
+        match spec.pin {
+            Some(p) if p.whole_node => {
+                Pinning::on_server(Some(p), || Self::start_here(spec, functions))
+            }
+            _ => Self::start_here(spec, functions),
+        }
+    }
+
+    fn start_here(spec: &NodeSpec, functions: &[NodeFunction]) -> Result<Self, BenchError> {
+        let config = RuntimeConfig {
+            workers: 1,
+            dispatchers: 1,
+            policy: spec.policy,
+            wait: spec.wait,
+            layout: spec.layout,
+            cache_dir: spec.cache_dir.clone(),
+            cpus: spec.pin.map(|p| vec![p.server]).unwrap_or_default(),
+            shutdown_grace: GRACE,
+            ..RuntimeConfig::default()
+        };
+        let runtime =
+            Arc::new(Runtime::start(config).map_err(|e| fail("cannot start the runtime", e))?);
+        let mut node = Self { runtime, udp: None, http: None, functions: HashMap::new() };
+        for f in functions {
+            node.register(f)?;
+        }
+        let metrics = Arc::new(Metrics::new());
+        if spec.protocols.contains(&Protocol::Http) {
+            let http = HttpServer::start(
+                Arc::clone(&node.runtime),
+                Arc::clone(&metrics),
+                HttpConfig { addr: LOOPBACK, threads: 1, ..HttpConfig::default() },
+            )
+            .map_err(|e| fail("cannot start the HTTP front end", e))?;
+            for f in functions {
+                http.set_route(&f.route, &f.config.name)
+                    .map_err(|e| fail(format!("cannot route {}", f.route), e))?;
+            }
+            node.http = Some(http);
+        }
+        if spec.protocols.contains(&Protocol::Udp) {
+            let udp = UdpServer::start(
+                Arc::clone(&node.runtime),
+                metrics,
+                UdpConfig { addr: LOOPBACK, busy_poll: spec.udp_busy_poll, ..UdpConfig::default() },
+            )
+            .map_err(|e| fail("cannot start the UDP-RPC front end", e))?;
+            node.udp = Some(udp);
+        }
+        Ok(node)
+    }
+
+    /// Registers one more function (HTTP routes are only set for those given to `start`).
+    pub(crate) fn register(&mut self, f: &NodeFunction) -> Result<FunctionRef, BenchError> {
+        let registered = self
+            .runtime
+            .register(f.config.clone(), &f.module)
+            .map_err(|e| fail(format!("cannot register {}", f.config.name), e))?;
+        let r = FunctionRef::new(registered.id.0, f.route.clone());
+        self.functions.insert(f.config.name.clone(), r.clone());
+        Ok(r)
+    }
+
+    pub(crate) fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// Where to send on a protocol.
+    pub(crate) fn target(&self, p: Protocol) -> Result<Target, BenchError> {
+        match p {
+            Protocol::Udp => self.udp.as_ref().map(|u| Target::Rpc(u.local_addr())),
+            Protocol::Http => self.http.as_ref().map(|h| Target::http(h.local_addr())),
+        }
+        .ok_or_else(|| BenchError::Scenario(format!("the node serves no {}", p.name())))
+    }
+
+    /// A registered function.
+    pub(crate) fn function(&self, name: &str) -> Result<FunctionRef, BenchError> {
+        self.functions.get(name).cloned().ok_or_else(|| {
+            BenchError::Scenario(format!(
+                "the node has no function `{name}` (give it among the node's functions)"
+            ))
+        })
+    }
+
+    /// Stops the front ends, then the runtime (every request is answered first).
+    pub(crate) fn stop(self) {
+        if let Some(u) = &self.udp {
+            u.drain();
+        }
+        if let Some(h) = self.http {
+            h.shutdown(GRACE);
+        }
+        if let Some(u) = self.udp {
+            u.shutdown(GRACE);
+        }
+        self.runtime.shutdown();
+    }
+}
+
+/// The baselines of `luge bench compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BaselineKind {
+    /// Luge's UDP front end minus the runtime.
+    UdpEcho,
+    /// hyper 1 answering `200 ok`.
+    BareHttp,
+    /// A fresh native process per request.
+    Process,
+}
+
+impl BaselineKind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BaselineKind::UdpEcho => "udp-echo",
+            BaselineKind::BareHttp => "bare-hyper",
+            BaselineKind::Process => "process",
+        }
+    }
+}
+
+/// A running baseline.
+pub(crate) enum Baseline {
+    Echo(UdpEchoServer),
+    Bare(BareHttpServer),
+    Process(ProcessServer),
+}
+
+/// The program of the process baseline: the given one, else the native no-op build, else
+/// `/bin/true`.
+pub(crate) fn process_program(given: Option<&Path>) -> PathBuf {
+    given
+        .map(Path::to_path_buf)
+        .or_else(|| native_program(Path::new("functions"), "noop"))
+        .unwrap_or_else(|| PathBuf::from("/bin/true"))
+}
+
+impl Baseline {
+    /// Starts a baseline on `protocol` (`busy_poll` applies to the UDP ones).
+    pub(crate) fn start(
+        kind: BaselineKind,
+        protocol: Protocol,
+        busy_poll: bool,
+        program: &Path,
+        pin: Option<Pinning>,
+    ) -> Result<Self, BenchError> {
+        Pinning::on_server(pin, || Self::start_here(kind, protocol, busy_poll, program))
+    }
+
+    fn start_here(
+        kind: BaselineKind,
+        protocol: Protocol,
+        busy_poll: bool,
+        program: &Path,
+    ) -> Result<Self, BenchError> {
+        let what = format!("cannot start the {} baseline", kind.name());
+        Ok(match (kind, protocol) {
+            (BaselineKind::UdpEcho, Protocol::Udp) => Baseline::Echo(
+                UdpEchoServer::start(UdpEchoConfig {
+                    addr: LOOPBACK,
+                    busy_poll,
+                    ..UdpEchoConfig::default()
+                })
+                .map_err(|e| fail(&what, e))?,
+            ),
+            (BaselineKind::BareHttp, Protocol::Http) => Baseline::Bare(
+                BareHttpServer::start(BareHttpConfig {
+                    addr: LOOPBACK,
+                    threads: 1,
+                    ..BareHttpConfig::default()
+                })
+                .map_err(|e| fail(&what, e))?,
+            ),
+            (BaselineKind::Process, p) => Baseline::Process(
+                ProcessServer::start(ProcessConfig {
+                    http_addr: (p == Protocol::Http).then_some(LOOPBACK),
+                    udp_addr: (p == Protocol::Udp).then_some(LOOPBACK),
+                    program: program.to_path_buf(),
+                    busy_poll,
+                    ..ProcessConfig::default()
+                })
+                .map_err(|e| fail(&what, e))?,
+            ),
+            (k, p) => {
+                return Err(BenchError::Scenario(format!(
+                    "the {} baseline does not speak {}",
+                    k.name(),
+                    p.name()
+                )));
+            }
+        })
+    }
+
+    pub(crate) fn target(&self) -> Result<Target, BenchError> {
+        match self {
+            Baseline::Echo(s) => Ok(Target::Rpc(s.local_addr())),
+            Baseline::Bare(s) => Ok(Target::http(s.local_addr())),
+            Baseline::Process(s) => s
+                .udp_addr()
+                .map(Target::Rpc)
+                .or_else(|| s.http_addr().map(Target::http))
+                .ok_or_else(|| BenchError::Scenario("the process baseline has no address".into())),
+        }
+    }
+
+    pub(crate) fn stop(self) {
+        match self {
+            Baseline::Echo(s) => s.shutdown(),
+            Baseline::Bare(s) => s.shutdown(),
+            Baseline::Process(s) => {
+                let _ = s.shutdown();
+            }
+        }
+    }
+}

@@ -1,0 +1,516 @@
+//! `luge bench`: drive a running node with a workload (`run`), or run one of the named
+//! scenarios of issue #6, which start Luge and the baselines in this process on loopback ports
+//! and write `results/<scenario>-<UTC date-time>/` (`compare`, `noop`, `policies`, `density`,
+//! `sim-vs-real`). See `docs/benchmarks.md`.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use luge_bench::scenario::{
+    CompareOptions, DensityOptions, NodeFunction, Pin, PoliciesOptions, Protocol, Scenario,
+    ScenarioOptions, SimRealOptions, run_scenario,
+};
+use luge_bench::{
+    Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
+};
+use luge_runtime::{Layout, PolicyKind, WaitMode};
+use luge_workload::WorkloadSpec;
+
+use crate::manifest::Manifest;
+
+/// `luge bench` verbs.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Drive an already running node with a workload and report latency, slowdown, misses,
+    /// RTE, throughput and goodput.
+    Run(Box<RunArgs>),
+    /// No-op on Luge vs UDP echo, bare hyper and process-per-request; prints Luge ÷ baseline
+    /// ratios of p50, p99 and throughput at a fixed p99 target.
+    Compare(CompareArgs),
+    /// No-op latency and throughput vs offered load, both protocols, each layout.
+    Noop(CommonArgs),
+    /// Bimodal and log-normal mixes under each policy at a load sweep (short-request p99).
+    Policies(PoliciesArgs),
+    /// N distinct copies of a function at a fixed rate: p99 and memory per function.
+    Density(DensityArgs),
+    /// The same workload through `luge sim` (measured overheads) and the runtime.
+    SimVsReal(SimRealArgs),
+    /// What Wasm sandboxing costs: each C function natively vs in a fresh Luge sandbox per
+    /// request (median, p99, geometric mean), and the effect of two Wasmtime settings.
+    Overhead(crate::overhead::OverheadArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The node: `udp://IP[:PORT]` or `http://IP[:PORT][/BASE]` (IP literals or localhost; no
+    /// DNS).
+    #[arg(long, default_value = "udp://127.0.0.1:8081")]
+    target: Target,
+    /// Workload spec, e.g. `high-bimodal,load=0.8` or `fixed,rate=20000,deadline=10ms`
+    /// (`luge sim --help` lists the names; `docs/benchmarks.md` the grammar).
+    #[arg(long, default_value = "high-bimodal,load=0.5")]
+    workload: String,
+    /// `open[:WINDOW]` (arrivals at the workload's times, at most WINDOW in flight; default
+    /// 1024) or `closed[:N]` (N always in flight; default 1).
+    #[arg(long, default_value = "open")]
+    mode: String,
+    /// Sending time, e.g. `10s`, `500ms`, `2m`.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Also write every request's sample to this CSV file.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// The function called: `spin` maps each execution to calibrated iterations; any other is
+    /// called with `--payload`.
+    #[arg(long, default_value = "spin")]
+    function: String,
+    /// Its UDP-RPC id (default: looked up by name through the node's admin API at `--admin`).
+    #[arg(long)]
+    rpc_id: Option<u32>,
+    /// The node's HTTP address, for the id lookup.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    admin: String,
+    /// Fixed request body (makes even `spin` a fixed call).
+    #[arg(long)]
+    payload: Option<String>,
+    /// `spin` calibration `NS_PER_ITERATION[,OVERHEAD_NS]` instead of measuring it.
+    #[arg(long)]
+    calibration: Option<String>,
+    /// A request unanswered this long is a timeout.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// At most this many requests.
+    #[arg(long)]
+    max_requests: Option<u64>,
+    /// Do not send the nominal execution as the request's expected execution.
+    #[arg(long)]
+    no_expected: bool,
+    /// HTTP client threads.
+    #[arg(long, default_value_t = 1)]
+    http_threads: usize,
+    /// No calibration and progress lines on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum WaitArg {
+    Sleep,
+    Spin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LayoutArg {
+    /// Dispatcher on the worker's thread (the layout for 1–2 core boxes).
+    Inline,
+    /// A dispatcher thread of its own.
+    Threads,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PinArg {
+    None,
+    Worker,
+    Server,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProtocolArg {
+    Udp,
+    Http,
+}
+
+#[derive(Debug, Args)]
+struct CommonArgs {
+    /// Tiny durations and sweeps (about a second or two): proves the pipeline, not the numbers.
+    #[arg(long)]
+    quick: bool,
+    /// Directory in which the dated results directory is created.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Runtime idle wait modes, comma-separated [default: compare spin,sleep; others sleep].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    modes: Vec<WaitArg>,
+    /// Thread layouts, comma-separated [default: compare and noop inline,threads; others
+    /// inline].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    layouts: Vec<LayoutArg>,
+    /// Protocols of compare and noop, comma-separated [default: udp,http].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    protocols: Vec<ProtocolArg>,
+    /// Workload seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// AoT cache directory of the runtimes [default: `luge serve`'s, ~/.cache/luge].
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// No per-measurement progress lines on stderr.
+    #[arg(long)]
+    quiet: bool,
+    /// Thread placement on 2+ CPUs: `worker` = Luge's worker (and each baseline's server) alone
+    /// on the last CPU, Luge's front ends with the load generator on the first; `server` = all
+    /// of the server's threads on the last CPU, the load generator alone on the first; `none`.
+    #[arg(long, value_enum, default_value_t = PinArg::Worker)]
+    pin: PinArg,
+    /// Print the report as JSON instead of the Markdown summary.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The p99 target of the throughput search.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    p99_target: Duration,
+    /// Program of the process-per-request baseline [default: functions/build/native/noop if
+    /// built, else /bin/true].
+    #[arg(long)]
+    process_program: Option<PathBuf>,
+    /// Requests in flight for the closed-loop throughput.
+    #[arg(long, default_value_t = 16)]
+    outstanding: usize,
+}
+
+#[derive(Debug, Args)]
+struct PoliciesArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Policies, comma-separated [default: sledgescale,fifo,sledge,sfs,srpt,lld,ps; quick:
+    /// sledgescale,fifo].
+    #[arg(long, value_delimiter = ',')]
+    policies: Vec<PolicyKind>,
+    /// Loads, comma-separated [default: 0.5,0.7,0.8,0.9; quick: 0.8].
+    #[arg(long, value_delimiter = ',')]
+    loads: Vec<f64>,
+    /// Workload specs without a rate, separated by `;` [default: high-bimodal;lognormal].
+    #[arg(long, value_delimiter = ';')]
+    workloads: Vec<String>,
+    /// Time per point (log-normal points run twice as long) [default: 5s; quick 300ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+struct DensityArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Numbers of distinct copies, comma-separated [default: 1,100,1000,10000; quick: 1,100].
+    #[arg(long, value_delimiter = ',')]
+    copies: Vec<usize>,
+    /// Requests per second spread over the copies [default: 2000; quick: 500].
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Time per point [default: 5s; quick 200ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+struct SimRealArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Policy of both.
+    #[arg(long, default_value = "sledgescale")]
+    policy: PolicyKind,
+    /// Loads, comma-separated [default: 0.5,0.7,0.9; quick: 0.7].
+    #[arg(long, value_delimiter = ',')]
+    loads: Vec<f64>,
+    /// Workload specs without a rate, separated by `;` [default: high-bimodal;exponential].
+    #[arg(long, value_delimiter = ';')]
+    workloads: Vec<String>,
+    /// The simulator's node model: `measured` (default overheads without sandbox start, the
+    /// path outside the node measured and added), or a `luge sim --overheads` value (`none`,
+    /// `default`, `key=ns,…`, `@FILE` from `cargo run -p luge-runtime --example calibrate`).
+    #[arg(long, default_value = "measured")]
+    overheads: String,
+    /// Time per point [default: 5s; quick 300ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+}
+
+/// `10s`, `500ms`, `250us`, `2m`, `1.5s`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (e.g. 10s, 500ms)"))?;
+    let scale = match unit.trim() {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" | "" => 1.0,
+        "m" | "min" => 60.0,
+        other => return Err(format!("unknown unit `{other}` in `{s}` (ns, us, ms, s, m)")),
+    };
+    let secs = v * scale;
+    if !(0.0..=86_400.0).contains(&secs) {
+        return Err(format!("`{s}` is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A `luge sim --overheads` value: `none`, `default`, `signals`, `key=ns,…` or `@FILE`.
+fn parse_overheads(s: &str) -> Result<luge_sim::Overheads> {
+    if let Some(path) = s.strip_prefix('@') {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading overheads file {path}"))?;
+        return text.parse().with_context(|| format!("overheads file {path}"));
+    }
+    s.parse().with_context(|| format!("--overheads {s}"))
+}
+
+fn parse_mode(s: &str) -> Result<Mode> {
+    let (kind, n) = match s.split_once(':') {
+        Some((k, n)) => {
+            (k, Some(n.parse::<usize>().with_context(|| format!("--mode {s}: bad number"))))
+        }
+        None => (s, None),
+    };
+    let n = n.transpose()?;
+    match kind {
+        "open" => Ok(Mode::Open { window: n.unwrap_or(1024) }),
+        "closed" => Ok(Mode::Closed { outstanding: n.unwrap_or(1) }),
+        _ => bail!("--mode must be open[:WINDOW] or closed[:N], not `{s}`"),
+    }
+}
+
+/// Runs `luge bench`.
+pub fn run_bench(args: BenchArgs) -> Result<()> {
+    match args.command {
+        BenchCommand::Run(a) => run_against(*a),
+        BenchCommand::Compare(a) => {
+            let c = CompareOptions {
+                p99_target: a.p99_target,
+                process_program: a.process_program,
+                closed_outstanding: a.outstanding.max(1),
+            };
+            scenario(Scenario::Compare(c), &a.common)
+        }
+        BenchCommand::Noop(common) => scenario(Scenario::Noop, &common),
+        BenchCommand::Overhead(a) => crate::overhead::run(a),
+        BenchCommand::Policies(a) => {
+            let p = PoliciesOptions {
+                policies: a.policies,
+                loads: a.loads,
+                workloads: a.workloads,
+                duration: a.duration,
+            };
+            scenario(Scenario::Policies(p), &a.common)
+        }
+        BenchCommand::Density(a) => {
+            let d = DensityOptions { copies: a.copies, rate: a.rate, duration: a.duration };
+            scenario(Scenario::Density(d), &a.common)
+        }
+        BenchCommand::SimVsReal(a) => {
+            let overheads = match a.overheads.as_str() {
+                "measured" => None,
+                s => Some(parse_overheads(s)?),
+            };
+            let s = SimRealOptions {
+                policy: Some(a.policy),
+                loads: a.loads,
+                workloads: a.workloads,
+                overheads,
+                duration: a.duration,
+            };
+            scenario(Scenario::SimVsReal(s), &a.common)
+        }
+    }
+}
+
+fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
+    let manifest = Manifest::builtin();
+    let functions: Vec<NodeFunction> = manifest
+        .functions
+        .iter()
+        .map(|f| NodeFunction {
+            config: f.config.clone(),
+            route: f.route.clone(),
+            module: f.module.clone(),
+        })
+        .collect();
+    let mut opts = ScenarioOptions::new(functions);
+    opts.quick = c.quick;
+    opts.out_root = c.out.clone();
+    opts.seed = c.seed;
+    opts.progress = !c.quiet;
+    opts.pin = match c.pin {
+        PinArg::None => Pin::None,
+        PinArg::Worker => Pin::Worker,
+        PinArg::Server => Pin::Server,
+    };
+    opts.cache_dir = c.cache_dir.clone().or(manifest.server.runtime.cache_dir);
+    let wide = matches!(s, Scenario::Compare(_) | Scenario::Noop);
+    opts.modes = if c.modes.is_empty() {
+        if matches!(s, Scenario::Compare(_)) {
+            vec![WaitMode::Spin, WaitMode::Sleep]
+        } else {
+            vec![WaitMode::Sleep]
+        }
+    } else {
+        c.modes
+            .iter()
+            .map(|m| match m {
+                WaitArg::Sleep => WaitMode::Sleep,
+                WaitArg::Spin => WaitMode::Spin,
+            })
+            .collect()
+    };
+    opts.layouts = if c.layouts.is_empty() {
+        if wide { vec![Layout::Inline, Layout::Threads] } else { vec![Layout::Inline] }
+    } else {
+        c.layouts
+            .iter()
+            .map(|l| match l {
+                LayoutArg::Inline => Layout::Inline,
+                LayoutArg::Threads => Layout::Threads,
+            })
+            .collect()
+    };
+    if !c.protocols.is_empty() {
+        opts.protocols = c
+            .protocols
+            .iter()
+            .map(|p| match p {
+                ProtocolArg::Udp => Protocol::Udp,
+                ProtocolArg::Http => Protocol::Http,
+            })
+            .collect();
+    }
+    if !wide && (opts.modes.len() > 1 || opts.layouts.len() > 1) {
+        eprintln!(
+            "luge bench {}: uses the first wait mode and layout only ({} / {})",
+            s.name(),
+            luge_bench::scenario::wait_name(opts.modes[0]),
+            luge_bench::scenario::layout_name(opts.layouts[0])
+        );
+    }
+    let out = run_scenario(&s, &opts)?;
+    if c.json {
+        println!("{}", serde_json::to_string_pretty(&out.report)?);
+    } else {
+        println!("{}", out.summary);
+    }
+    eprintln!("wrote {}", out.dir.display());
+    Ok(())
+}
+
+fn run_against(a: RunArgs) -> Result<()> {
+    let workload: WorkloadSpec =
+        a.workload.parse().with_context(|| format!("--workload {}", a.workload))?;
+    let mode = parse_mode(&a.mode)?;
+    let rpc_id = match (a.rpc_id, &a.target) {
+        (Some(id), _) => id,
+        (None, Target::Rpc(_)) => match a.function.parse::<u32>() {
+            Ok(id) => id,
+            Err(_) => lookup_id(&a.admin, &a.function).with_context(|| {
+                format!("cannot find the UDP-RPC id of `{}` (give --rpc-id)", a.function)
+            })?,
+        },
+        (None, Target::Http { .. }) => 0,
+    };
+    let function = FunctionRef::new(rpc_id, format!("/{}", a.function.trim_start_matches('/')));
+    let mapping = match &a.payload {
+        None if a.function == "spin" => Mapping::Spin(function),
+        payload => {
+            Mapping::Fixed { function, payload: payload.clone().unwrap_or_default().into_bytes() }
+        }
+    };
+    let mut config = RunConfig::new(a.target, workload, mapping);
+    config.mode = mode;
+    config.duration = a.duration;
+    config.timeout = a.timeout;
+    if let Some(n) = a.max_requests {
+        config.max_requests = n;
+    }
+    config.send_expected = !a.no_expected;
+    config.keep_samples = a.csv.is_some();
+    config.progress = !a.quiet;
+    config.http_threads = a.http_threads.max(1);
+    if let Some(c) = &a.calibration {
+        let (k, o) = c.split_once(',').unwrap_or((c, "0"));
+        let k: f64 = k.trim().parse().context("--calibration: ns per iteration")?;
+        let o: f64 = o.trim().parse().context("--calibration: overhead ns")?;
+        config.calibration = CalibrationMode::Given(Calibration::given(k, o)?);
+    }
+    let report = run(config)?;
+    if let Some(path) = &a.csv {
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        );
+        report.write_csv(&mut f).with_context(|| format!("writing {}", path.display()))?;
+        f.flush()?;
+    }
+    match a.format {
+        Format::Table => print!("{}", report.render_table()),
+        Format::Json => println!("{}", report.to_json()),
+    }
+    Ok(())
+}
+
+/// The id of function `name` from `GET /admin/functions` of the node at `admin`
+/// (`http://IP:PORT`; HTTP/1.0, so the answer is neither chunked nor kept alive).
+fn lookup_id(admin: &str, name: &str) -> Result<u32> {
+    let host = admin
+        .strip_prefix("http://")
+        .ok_or_else(|| anyhow!("--admin must be http://IP:PORT, not `{admin}`"))?
+        .trim_end_matches('/');
+    let addr: SocketAddr = match host.parse() {
+        Ok(a) => a,
+        Err(_) => format!("{host}:80").parse().with_context(|| format!("bad --admin `{admin}`"))?,
+    };
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .with_context(|| format!("cannot connect to {admin}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET /admin/functions HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let list: Vec<serde_json::Value> =
+        serde_json::from_str(body).context("bad JSON from /admin/functions")?;
+    list.iter()
+        .find(|f| f.get("name").and_then(|n| n.as_str()) == Some(name))
+        .and_then(|f| f.get("id")?.as_u64())
+        .and_then(|id| u32::try_from(id).ok())
+        .ok_or_else(|| anyhow!("no function `{name}` on {admin}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn durations_and_modes_parse() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("1.5ms").unwrap(), Duration::from_micros(1500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("ten").is_err() && parse_duration("5h").is_err());
+        assert_eq!(parse_mode("closed:4").unwrap(), Mode::Closed { outstanding: 4 });
+        assert_eq!(parse_mode("open").unwrap(), Mode::Open { window: 1024 });
+        assert!(parse_mode("half").is_err());
+    }
+}

@@ -1,0 +1,211 @@
+//! `luge bench overhead`: what Wasm sandboxing costs against native code, per C function and
+//! input size (Sledge §5, Tables 1–2) — the native build's in-process run time (the
+//! `<fn>-timed` harness: parse, compute, format; no process start) against the same request in
+//! a fresh Luge sandbox per request (execution measured by the runtime, instantiation included).
+//! It also shows the effect of two Wasmtime settings on the geometric mean.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use luge_runtime::{CodeOpt, FunctionConfig, Limits, Runtime, RuntimeConfig, SubmitOptions};
+
+/// `luge bench overhead` options.
+#[derive(Debug, Args)]
+pub struct OverheadArgs {
+    /// The functions directory (built with `make -C functions`).
+    #[arg(long, default_value = "functions")]
+    functions: PathBuf,
+    /// Only these functions (comma-separated; default: all built ones).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Input sizes to measure.
+    #[arg(long, value_delimiter = ',', default_value = "small,medium,large")]
+    sizes: Vec<String>,
+    /// Time budget per function, size and configuration (samples stop early past it).
+    #[arg(long, default_value_t = 2000)]
+    budget_ms: u64,
+    /// Skip the extra Wasmtime configurations (explicit bounds checks, unoptimised code).
+    #[arg(long)]
+    default_only: bool,
+    /// Results directory [default: results/overhead-<UTC time>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct Stats {
+    median_us: f64,
+    p99_us: f64,
+    samples: usize,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    function: String,
+    size: String,
+    native: Stats,
+    wasm: Vec<(String, Stats)>,
+}
+
+const CONFIGS: [(&str, bool, CodeOpt); 3] = [
+    ("default", false, CodeOpt::Speed),
+    ("bounds-checked", true, CodeOpt::Speed),
+    ("unoptimised", false, CodeOpt::None),
+];
+
+/// Runs `luge bench overhead`.
+pub fn run(args: OverheadArgs) -> Result<()> {
+    let build = args.functions.join("build");
+    if !build.join("wasm").is_dir() {
+        bail!(
+            "{} has no builds: run `make -C {}` first",
+            build.display(),
+            args.functions.display()
+        );
+    }
+    let status = Command::new("make")
+        .args(["-s", "-C"])
+        .arg(&args.functions)
+        .arg("timed")
+        .status()
+        .context("cannot run make to build the native timing harnesses")?;
+    if !status.success() {
+        bail!("make -C {} timed failed", args.functions.display());
+    }
+    let mut names: Vec<String> = std::fs::read_dir(build.join("wasm"))?
+        .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_owned))
+        .filter(|n| args.only.is_empty() || args.only.contains(n))
+        .collect();
+    names.sort();
+    let budget = Duration::from_millis(args.budget_ms);
+    let configs = if args.default_only { &CONFIGS[..1] } else { &CONFIGS[..] };
+    let mut rows: Vec<Row> = Vec::new();
+    for name in &names {
+        for size in &args.sizes {
+            let input_path = build.join(format!("inputs/{name}-{size}.in"));
+            let native = native(&build, name, &input_path)?;
+            rows.push(Row { function: name.clone(), size: size.clone(), native, wasm: Vec::new() });
+        }
+    }
+    for (label, bounds, opt) in configs {
+        let runtime = Runtime::start(RuntimeConfig {
+            explicit_bounds_checks: *bounds,
+            code_opt: *opt,
+            ..RuntimeConfig::default()
+        })?;
+        for name in &names {
+            let mut config = FunctionConfig::new(name);
+            config.limits = Limits {
+                max_execution: Duration::from_secs(60),
+                max_memory_bytes: 64 << 20,
+                max_output_bytes: 8 << 20,
+                max_request_bytes: 8 << 20,
+            };
+            config.relative_deadline = Duration::from_secs(60);
+            let module = std::fs::read(build.join(format!("wasm/{name}.wasm")))?;
+            runtime.register(config, &module)?;
+        }
+        for row in rows.iter_mut() {
+            let input =
+                std::fs::read(build.join(format!("inputs/{}-{}.in", row.function, row.size)))?;
+            let stats = wasm(&runtime, &row.function, &input, budget)?;
+            eprintln!(
+                "  {label:<15} {:<15} {:<7} native {:>10.1} µs  wasm {:>10.1} µs",
+                row.function, row.size, row.native.median_us, stats.median_us
+            );
+            row.wasm.push((label.to_string(), stats));
+        }
+    }
+    let table = render(&rows, configs.len());
+    print!("{table}");
+    let out = args.out.unwrap_or_else(|| {
+        let (_, stamp) = luge_bench::scenario::utc(std::time::SystemTime::now());
+        PathBuf::from(format!("results/overhead-{stamp}"))
+    });
+    std::fs::create_dir_all(&out)?;
+    std::fs::write(out.join("summary.md"), &table)?;
+    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&rows)?)?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
+}
+
+/// Median and p99 of the native harness (`<fn>-timed`, thread CPU time per run).
+fn native(build: &Path, name: &str, input: &Path) -> Result<Stats> {
+    let exe = build.join(format!("native/{name}-timed"));
+    let out = Command::new(&exe)
+        .stdin(std::fs::File::open(input).with_context(|| format!("{}", input.display()))?)
+        .stdout(Stdio::piped())
+        .output()
+        .with_context(|| format!("cannot run {}", exe.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |key: &str| -> Result<f64> {
+        let mut it = text.split_whitespace();
+        while let Some(k) = it.next() {
+            if k == key {
+                return it.next().and_then(|v| v.parse().ok()).context("bad number");
+            }
+        }
+        bail!("{} printed no `{key}`: {text}", exe.display())
+    };
+    Ok(Stats {
+        median_us: field("cpu_median_us")?,
+        p99_us: field("cpu_p99_us")?,
+        samples: field("samples")? as usize,
+    })
+}
+
+/// Median and p99 of the runtime's measured execution, one fresh sandbox per request.
+fn wasm(runtime: &Runtime, name: &str, input: &[u8], budget: Duration) -> Result<Stats> {
+    for _ in 0..3 {
+        runtime.submit(name, input.to_vec(), SubmitOptions::default()).wait();
+    }
+    let start = Instant::now();
+    let mut samples = Vec::new();
+    while samples.len() < 200 && (samples.len() < 11 || start.elapsed() < budget) {
+        let outcome = runtime.submit(name, input.to_vec(), SubmitOptions::default()).wait();
+        if let Err(e) = &outcome.result {
+            bail!("{name}: {e}");
+        }
+        samples.push(outcome.timing.executed.as_secs_f64() * 1e6);
+    }
+    samples.sort_by(f64::total_cmp);
+    let n = samples.len();
+    Ok(Stats { median_us: samples[n / 2], p99_us: samples[(n * 99) / 100], samples: n })
+}
+
+fn render(rows: &[Row], configs: usize) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| function | size | native median µs | Luge median µs | ratio | native p99 µs | Luge p99 µs |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|");
+    for r in rows {
+        let w = r.wasm[0].1;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} | {:.1} | {:.2}× | {:.1} | {:.1} |",
+            r.function,
+            r.size,
+            r.native.median_us,
+            w.median_us,
+            w.median_us / r.native.median_us,
+            r.native.p99_us,
+            w.p99_us
+        );
+    }
+    let _ = writeln!(s, "\n| configuration | geometric mean of ratios | arithmetic mean |");
+    let _ = writeln!(s, "|---|---:|---:|");
+    for c in 0..configs {
+        let ratios: Vec<f64> =
+            rows.iter().map(|r| r.wasm[c].1.median_us / r.native.median_us).collect();
+        let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+        let _ = writeln!(s, "| {} | {geo:.3}× | {mean:.3}× |", rows[0].wasm[c].0);
+    }
+    s
+}

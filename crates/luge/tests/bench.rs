@@ -1,0 +1,300 @@
+//! `luge bench` end to end from the built binary: every scenario in `--quick` mode exits 0,
+//! prints its table and writes its dated results directory (`report.json`, `summary.md`, the
+//! SVG plots); `luge bench run` drives a `luge serve` over both protocols.
+//!
+//! BRIEF §8: no spinning servers in parallel tests — `compare` runs with `--modes sleep` here
+//! (its spin mode is exercised by the release runs recorded in `docs/benchmarks.md`), and the
+//! scenarios run one at a time (they start servers and load generators on a 2-core box).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const LUGE: &str = env!("CARGO_BIN_EXE_luge");
+
+/// One scenario at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn cache() -> PathBuf {
+    std::env::temp_dir().join("luge-bench-test-cache")
+}
+
+/// Runs `luge bench <args> --quick` into a fresh directory; returns the one results directory,
+/// its report and the printed summary.
+fn quick(name: &str, args: &[&str]) -> (PathBuf, Value, String) {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let root = std::env::temp_dir().join(format!("luge-bench-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let started = Instant::now();
+    let out = Command::new(LUGE)
+        .arg("bench")
+        .args(args)
+        .args(["--quick", "--quiet", "--out"])
+        .arg(&root)
+        .env("XDG_CACHE_HOME", cache())
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "luge bench {args:?} failed:\n{stdout}\n{stderr}");
+    eprintln!("luge bench {args:?} --quick: {:.1} s", started.elapsed().as_secs_f64());
+    let dirs: Vec<PathBuf> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(dirs.len(), 1, "one results directory: {dirs:?}");
+    let dir = dirs.into_iter().next().unwrap();
+    let dir_name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(dir_name.starts_with(&format!("{}-", args[0])), "{dir_name}");
+    assert!(dir_name.ends_with('Z'), "dated in UTC: {dir_name}");
+    assert!(stderr.contains(&dir.display().to_string()), "names the directory: {stderr}");
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(stdout.contains(summary.trim()), "prints summary.md");
+    for must in ["machine:", "cores", "commit", "layouts", "wait modes"] {
+        assert!(summary.contains(must), "summary names {must}: {summary}");
+    }
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["scenario"], args[0]);
+    assert_eq!(report["quick"], true);
+    assert!(report["machine"]["cpu_model"].is_string() && report["machine"]["kernel"].is_string());
+    (dir, report, stdout)
+}
+
+fn svgs(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".svg"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn done(dir: &Path) {
+    if let Some(root) = dir.parent() {
+        let _ = std::fs::remove_dir_all(root);
+    }
+}
+
+#[test]
+fn compare_prints_the_ratio_table() {
+    // Sleep mode only (BRIEF §8: no spinning servers in parallel tests).
+    let (dir, report, stdout) =
+        quick("compare", &["compare", "--modes", "sleep", "--layouts", "inline"]);
+    assert!(stdout.contains("Ratios (Luge ÷ baseline)"), "{stdout}");
+    let ratios = report["results"]["ratios"].as_array().unwrap();
+    let baselines: Vec<(&str, &str)> = ratios
+        .iter()
+        .map(|r| (r["protocol"].as_str().unwrap(), r["baseline"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        baselines,
+        [
+            ("udp", "udp-echo (sleep)"),
+            ("udp", "process"),
+            ("http", "bare-hyper"),
+            ("http", "process")
+        ]
+    );
+    for r in ratios {
+        assert_eq!((r["wait"].as_str(), r["layout"].as_str()), (Some("sleep"), Some("inline")));
+        assert!(r["p50"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+    }
+    // Every server answered its requests.
+    for s in report["results"]["servers"].as_array().unwrap() {
+        assert!(s["latency"]["planned"].as_u64().unwrap() > 0, "{s}");
+        assert_eq!(s["latency"]["errors"], 0, "{s}");
+    }
+    done(&dir);
+}
+
+#[test]
+fn noop_sweeps_both_protocols_and_layouts() {
+    let (dir, report, _) = quick("noop", &["noop"]);
+    let series = report["results"]["series"].as_array().unwrap();
+    let names: Vec<String> = series
+        .iter()
+        .map(|s| format!("{} {} {}", s["protocol"], s["server"], s["layout"]).replace('"', ""))
+        .collect();
+    for want in [
+        "udp luge inline",
+        "udp luge threads",
+        "udp udp-echo -",
+        "http luge inline",
+        "http bare-hyper -",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+    }
+    assert!(series.iter().all(|s| !s["points"].as_array().unwrap().is_empty()));
+    let plots = svgs(&dir);
+    for want in ["udp-p99.svg", "http-p99.svg", "udp-throughput.svg"] {
+        assert!(plots.iter().any(|p| p == want), "{want} in {plots:?}");
+    }
+    done(&dir);
+}
+
+#[test]
+fn policies_compare_sledgescale_and_fifo() {
+    let (dir, report, stdout) = quick("policies", &["policies"]);
+    assert!(stdout.contains("sledgescale ÷ fifo"), "{stdout}");
+    let points = report["results"]["points"].as_array().unwrap();
+    for policy in ["sledgescale", "fifo"] {
+        for workload in ["high-bimodal", "lognormal,truncate=20ms"] {
+            let p = points
+                .iter()
+                .find(|p| p["policy"] == policy && p["workload"] == workload)
+                .unwrap_or_else(|| panic!("{policy} {workload}"));
+            assert!(p["point"]["planned"].as_u64().unwrap() > 10, "{p}");
+        }
+    }
+    assert!(report["results"]["calibration"]["ns_per_iteration"].as_f64().unwrap() > 0.0);
+    assert_eq!(svgs(&dir).len(), 4);
+    done(&dir);
+}
+
+#[test]
+fn density_registers_distinct_copies() {
+    let (dir, report, _) = quick("density", &["density"]);
+    let points = report["results"]["points"].as_array().unwrap();
+    let copies: Vec<u64> = points.iter().map(|p| p["copies"].as_u64().unwrap()).collect();
+    assert_eq!(copies, [1, 100]);
+    for p in points {
+        assert!(p["point"]["planned"].as_u64().unwrap() > 0, "{p}");
+        assert_eq!(p["point"]["errors"], 0, "{p}");
+        assert!(p["rss_registered_kib"].as_u64().is_some(), "{p}");
+    }
+    assert_eq!(svgs(&dir), ["p99.svg", "rss-per-function.svg"]);
+    done(&dir);
+}
+
+#[test]
+fn sim_vs_real_reports_both_sides() {
+    let (dir, report, _) = quick("sim-vs-real", &["sim-vs-real"]);
+    let rows = report["results"]["rows"].as_array().unwrap();
+    let all = rows.iter().find(|r| r["class"] == "all").unwrap();
+    assert_eq!(all["real"]["requests"], all["sim"]["requests"], "the same arrivals");
+    assert!(all["sim"]["p50_us"].as_f64().is_some() && all["real"]["p50_us"].as_f64().is_some());
+    assert!(report["results"]["path_outside_node_ns"].as_u64().unwrap() > 0);
+    assert_eq!(svgs(&dir).len(), 1);
+    done(&dir);
+}
+
+/// A `luge serve` on ephemeral ports.
+struct Server {
+    child: Child,
+    http: String,
+    rpc: String,
+}
+
+impl Server {
+    fn start() -> Self {
+        let mut child = Command::new(LUGE)
+            .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0"])
+            .env("RUST_LOG", "error")
+            .env("XDG_CACHE_HOME", cache())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut http, mut rpc) = (None, None);
+        while http.is_none() || rpc.is_none() {
+            let line = lines.next().expect("banner ended early").unwrap();
+            if let Some(rest) = line.trim().strip_prefix("HTTP") {
+                let url = rest.split_whitespace().next().unwrap();
+                http = Some(url.trim_end_matches("/<route>").to_owned());
+            } else if let Some(rest) = line.trim().strip_prefix("UDP-RPC") {
+                rpc = Some(rest.trim().to_owned());
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        Self { child, http: http.unwrap(), rpc: rpc.unwrap() }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the pid of our own child process.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let start = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none()
+            && start.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn run_drives_a_running_server_over_both_protocols() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let server = Server::start();
+    let csv = std::env::temp_dir().join(format!("luge-bench-test-{}.csv", std::process::id()));
+    let targets = [format!("udp://{}", server.rpc), server.http.clone()];
+    for target in &targets {
+        let out = Command::new(LUGE)
+            .args(["bench", "run", "--target", target, "--admin", &server.http])
+            .args(["--function", "noop", "--workload", "fixed,rate=300,deadline=100ms"])
+            .args(["--duration", "300ms", "--format", "json", "--quiet", "--csv"])
+            .arg(&csv)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let planned = report["planned"].as_u64().unwrap();
+        assert!(planned > 20, "{report}");
+        assert_eq!(report["completed"].as_u64(), Some(planned), "{report}");
+        let rows = std::fs::read_to_string(&csv).unwrap().lines().count() as u64;
+        assert_eq!(rows, planned + 1, "a CSV row per request plus the header");
+    }
+    // Closed loop with spin: the calibration is measured on the node and reported.
+    let out = Command::new(LUGE)
+        .args(["bench", "run", "--target", &targets[0], "--admin", &server.http])
+        .args(["--workload", "fixed", "--mode", "closed:2", "--duration", "200ms", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("closed loop") && table.contains("calibration  spin:"), "{table}");
+    let _ = std::fs::remove_file(&csv);
+}
+
+#[test]
+fn overhead_compares_native_and_wasm() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out_dir = std::env::temp_dir().join(format!("luge-overhead-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let out = Command::new(LUGE)
+        .args([
+            "bench",
+            "overhead",
+            "--only",
+            "ekf,resize",
+            "--sizes",
+            "small",
+            "--budget-ms",
+            "20",
+        ])
+        .arg("--functions")
+        .arg(repo.join("functions"))
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    for needle in ["| ekf | small |", "| resize | small |", "| default |", "| bounds-checked |"] {
+        assert!(table.contains(needle), "missing `{needle}` in:\n{table}");
+    }
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report.as_array().unwrap().len(), 2);
+    std::fs::remove_dir_all(&out_dir).unwrap();
+}
