@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt::Write as _;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -382,23 +383,19 @@ async fn phase_reached(mut rx: watch::Receiver<Phase>, pred: impl FnMut(&Phase) 
 }
 
 /// The accept loop, then the graceful shutdown.
-async fn serve(shared: Arc<Shared>, listener: TcpListener) {
-    let slots = Arc::clone(&shared.slots);
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(shared.config.header_read_timeout)
-        .keep_alive(true);
-    let stopping = phase_reached(shared.phase.subscribe(), |p| *p != Phase::Running);
-    tokio::pin!(stopping);
+/// Waits for a connection slot, then for the next connection (with `TCP_NODELAY` set); `None`
+/// once `stopping` completes or the slots are closed. Accept errors (e.g. out of descriptors)
+/// back off and retry. Shared with the bare-hyper baseline, so both accept alike.
+pub(crate) async fn accept_next<F: Future<Output = ()>>(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+    stopping: &mut std::pin::Pin<&mut F>,
+) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+    let permit = tokio::select! {
+        permit = Arc::clone(slots).acquire_owned() => permit.ok()?,
+        () = &mut *stopping => return None,
+    };
     loop {
-        let permit = tokio::select! {
-            permit = Arc::clone(&slots).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            () = &mut stopping => break,
-        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -408,11 +405,25 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener) {
                     continue;
                 }
             },
-            () = &mut stopping => break,
+            () = &mut *stopping => return None,
         };
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(%peer, "cannot set TCP_NODELAY: {e}");
         }
+        return Some((stream, peer, permit));
+    }
+}
+
+async fn serve(shared: Arc<Shared>, listener: TcpListener) {
+    let slots = Arc::clone(&shared.slots);
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.config.header_read_timeout)
+        .keep_alive(true);
+    let stopping = phase_reached(shared.phase.subscribe(), |p| *p != Phase::Running);
+    tokio::pin!(stopping);
+    while let Some((stream, peer, permit)) = accept_next(&listener, &slots, &mut stopping).await {
         tokio::spawn(connection(Arc::clone(&shared), builder.clone(), stream, peer, permit));
     }
     drop(listener);

@@ -27,7 +27,6 @@ use super::{BaselineError, BaselineStats, Counters, SHUTDOWN_GRACE, bump};
 use crate::http::HttpConfig;
 
 /// Pause after a failed `accept` before trying again (as in `http.rs`).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 /// After the grace period, how long the runtime gets to finish what is left.
 const RUNTIME_FLUSH: Duration = Duration::from_millis(200);
 
@@ -260,28 +259,9 @@ pub(super) async fn serve<H, F>(
         .keep_alive(true);
     let stopping = stopped(stop.clone());
     tokio::pin!(stopping);
-    loop {
-        let permit = tokio::select! {
-            permit = Arc::clone(&slots).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            () = &mut stopping => break,
-        };
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::warn!("baseline accept failed: {e}");
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
-                    continue;
-                }
-            },
-            () = &mut stopping => break,
-        };
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(%peer, "cannot set TCP_NODELAY: {e}");
-        }
+    while let Some((stream, peer, permit)) =
+        crate::http::accept_next(&listener, &slots, &mut stopping).await
+    {
         let handler = handler.clone();
         let service = service_fn(move |request| {
             let response = handler(request);
