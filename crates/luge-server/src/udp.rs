@@ -436,7 +436,7 @@ impl Drop for UdpServer {
 }
 
 /// Sends an empty datagram to the server so that a blocking `recvmmsg` returns.
-fn wake(server: SocketAddr) {
+pub(crate) fn wake(server: SocketAddr) {
     let target = match server.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => {
             SocketAddr::new(Ipv4Addr::LOCALHOST.into(), server.port())
@@ -457,7 +457,7 @@ fn wake(server: SocketAddr) {
 }
 
 /// Whether replies may be sent to `peer` (§7 rule 3).
-fn usable(peer: SocketAddr) -> bool {
+pub(crate) fn usable(peer: SocketAddr) -> bool {
     peer.port() != 0 && !peer.ip().is_unspecified()
 }
 

@@ -6,7 +6,7 @@
 //! ignored; replies queued during a batch leave with one `sendmmsg` at its end.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +17,7 @@ use luge_proto::{Echo, Flags, MAX_DATAGRAM, Message, Request, decode};
 
 use super::{BaselineError, Counters, bump};
 use crate::udp::sys::{self, RecvBatch, SendBatch};
+use crate::udp::{usable, wake};
 
 /// As in `udp.rs`: how long the blocking receive waits before re-checking the stop flag,
 /// should the wake-up datagram be lost.
@@ -181,31 +182,5 @@ fn run(
                 }
             },
         }
-    }
-}
-
-/// Whether replies may be sent to `peer` (§7 rule 3).
-fn usable(peer: SocketAddr) -> bool {
-    peer.port() != 0 && !peer.ip().is_unspecified()
-}
-
-/// Sends an empty datagram to the server so that a blocking `recvmmsg` returns.
-fn wake(server: SocketAddr) {
-    let target = match server.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), server.port())
-        }
-        IpAddr::V6(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), server.port())
-        }
-        _ => server,
-    };
-    let bind: SocketAddr = match target {
-        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
-    };
-    // Best effort: the read timeout ends the wait anyway.
-    if let Ok(socket) = UdpSocket::bind(bind) {
-        let _ = socket.send_to(&[], target);
     }
 }
