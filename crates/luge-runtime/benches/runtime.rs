@@ -287,24 +287,6 @@ fn runtime(wait: WaitMode) -> Runtime {
     .unwrap()
 }
 
-/// Shuts a runtime down. In spin mode an idle dispatcher only wakes for submissions and worker
-/// events, not for the shutdown flag, so `shutdown` would wait forever: a request still running
-/// when the flag is set (`nudge`, a ~60 ms `spin` registered by [`register_nudge`]) produces the
-/// event that lets the dispatcher see it. Remove once the dispatcher's spin wait checks the flag.
-fn shut_down(rt: Runtime) {
-    if rt.config().wait == WaitMode::Spin {
-        drop(rt.submit("nudge", b"30000000".to_vec(), SubmitOptions::default()));
-    }
-    drop(rt);
-}
-
-fn register_nudge(rt: &Runtime) {
-    register(rt, "nudge", SPIN, |c| {
-        c.expected_execution = Some(Duration::from_millis(60));
-        c.relative_deadline = Duration::from_secs(1);
-    });
-}
-
 fn register(rt: &Runtime, name: &str, wat: &str, tune: impl FnOnce(&mut FunctionConfig)) {
     let mut config = FunctionConfig::new(name);
     tune(&mut config);
@@ -387,7 +369,7 @@ fn sandbox(c: &mut Criterion) {
             b.iter(|| black_box(bare::run(&bare, payload.clone())))
         });
     }
-    shut_down(rt);
+    drop(rt);
     group.finish();
     if RAN.lock().unwrap().keys().any(|(g, _)| g == "sandbox") {
         // The runtime's own measurement of the same sandboxes (instantiate + run + drop, on its
@@ -431,7 +413,6 @@ fn roundtrip(c: &mut Criterion) {
             // dispatcher and worker each burn a core).
             let rt = runtime(mode);
             register(&rt, "noop", NOOP, |_| {});
-            register_nudge(&rt);
             assert!(call(&rt, "noop", Vec::new(), SubmitOptions::default(), &done).is_ok());
             let failures = Arc::new(AtomicUsize::new(0));
             group.bench_function(BenchmarkId::new("luge", param), |b| {
@@ -448,7 +429,7 @@ fn roundtrip(c: &mut Criterion) {
                 })
             });
             assert_eq!(failures.load(Ordering::Relaxed), 0, "some requests failed");
-            shut_down(rt);
+            drop(rt);
         }
         let handoff = Handoff::start(mode);
         group.bench_function(BenchmarkId::new("handoff", param), |b| {
