@@ -3,7 +3,13 @@
 //! (`000_790f4a71689256ac.txt` §3.3, Eq. 1 and Alg. 1 line 6).
 
 use crate::request::{Nanos, QueueKey, Request};
-use crate::sum_tree::SumTree;
+use crate::sum_tree::{Due, SumTree};
+
+impl Due for QueueKey {
+    fn due(&self) -> u64 {
+        self.deadline
+    }
+}
 
 /// Operations every EDF run queue offers. Implemented exactly by [`DeadlineQueue`] and, with
 /// deadlines coarsened to a quantum, by [`CtEdfQueue`](crate::CtEdfQueue).
@@ -83,6 +89,38 @@ impl DeadlineQueue {
             req.expected = expected;
             req.remaining()
         })
+    }
+
+    /// Whether a newcomer `req` placed in this queue, its work starting at `start` and counting
+    /// `own`, would finish by its deadline (SledgeScale §3.3, Alg. 1's wait plus its own work).
+    /// O(log n).
+    pub fn fits(&self, req: &Request, own: Nanos, start: Nanos) -> bool {
+        start.saturating_add(self.work_before_key(req.key())).saturating_add(own)
+            <= req.absolute_deadline
+    }
+
+    /// EDF feasibility of a newcomer, the test of admission on the wait that protects what was
+    /// admitted: whether `req`, placed in
+    /// this queue, would finish by its deadline *and* leave every queued request behind it
+    /// finishing by its own. The newcomer's work starts at `start` (now, plus the remaining work of
+    /// a running request it does not preempt) and counts `own` (its remaining work, or less when
+    /// its estimate is only a guess); the queued requests start at `rest_start` ≥ `start` (later
+    /// when the newcomer preempts the running request: only the newcomer jumps ahead of it) and
+    /// are pushed back by `own` too. O(log n).
+    pub fn admits(&self, req: &Request, own: Nanos, start: Nanos, rest_start: Nanos) -> bool {
+        if !self.fits(req, own, start) {
+            return false;
+        }
+        let later = self.tree.min_margin_after(&req.key());
+        let rest_start = i64::try_from(rest_start).unwrap_or(i64::MAX);
+        later == i64::MAX
+            || later.saturating_sub(i64::try_from(own).unwrap_or(i64::MAX)) >= rest_start
+    }
+
+    /// The first queued request (in EDF order) that would miss its deadline if the queue's work
+    /// started at `start` and every request ran as expected: a request to shed. O(log n).
+    pub fn first_doomed(&self, start: Nanos) -> Option<QueueKey> {
+        self.tree.first_margin_below(i64::try_from(start).unwrap_or(i64::MAX)).copied()
     }
 
     /// Queued requests in EDF order.

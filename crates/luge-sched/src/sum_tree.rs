@@ -10,8 +10,41 @@
 //!
 //! Sums saturate at `u64::MAX`; since weights are non-negative, a saturated sum is exactly
 //! `min(true sum, u64::MAX)` whatever the tree's shape.
+//!
+//! Each node also carries its subtree's least *margin*: over the entries `j` of the subtree in key
+//! order, `due(j) − (Σ weights of the subtree's entries up to and including j)`. For a deadline
+//! queue whose weights are remaining work, an entry's margin is how late the queue may start and
+//! still finish that entry by its deadline, so `min margin < start` says "someone in here is
+//! doomed" in O(1), and the queries [`SumTree::min_margin_after`] and [`SumTree::first_margin_below`]
+//! answer "whom would a newcomer doom" and "who is doomed" in O(log n). This is what admission on
+//! the wait and shedding need (`docs/scheduling.md`, "Admission and shedding"). Margins are `i64`
+//! and saturate; a key whose due time is above `i64::MAX` ns (≈ 292 years) counts as never due.
 
 const NIL: u32 = u32::MAX;
+
+/// A key with a due time: the instant by which the entry's weight of work should be done.
+/// [`SumTree`] keeps per-subtree margins over it (see the module docs).
+pub trait Due: Ord + Copy {
+    /// The due time, in the same unit as the weights.
+    fn due(&self) -> u64;
+}
+
+macro_rules! due_is_value {
+    ($($t:ty),*) => {$(
+        impl Due for $t {
+            fn due(&self) -> u64 {
+                u64::from(*self)
+            }
+        }
+    )*};
+}
+due_is_value!(u8, u16, u32, u64);
+
+/// `a − b` on margins, saturating.
+fn sub_margin(a: i64, b: u64) -> i64 {
+    let b = i64::try_from(b).unwrap_or(i64::MAX);
+    a.saturating_sub(b)
+}
 
 /// The hot part of an entry: everything a descent touches. Values live in a parallel array so
 /// that a node of a deadline queue is 48 bytes (one cache line) instead of ~136.
@@ -20,6 +53,8 @@ struct Node<K> {
     key: K,
     weight: u64,
     sum: u64,
+    /// Least margin over the subtree (module docs); `i64::MAX` for no entry.
+    margin: i64,
     prio: u32,
     left: u32,
     right: u32,
@@ -36,13 +71,13 @@ pub struct SumTree<K, V> {
     rng: u64,
 }
 
-impl<K: Ord + Copy, V> Default for SumTree<K, V> {
+impl<K: Due, V> Default for SumTree<K, V> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K: Ord + Copy, V> SumTree<K, V> {
+impl<K: Due, V> SumTree<K, V> {
     /// An empty tree.
     pub fn new() -> Self {
         Self::with_capacity(0)
@@ -79,10 +114,22 @@ impl<K: Ord + Copy, V> SumTree<K, V> {
         if t == NIL { 0 } else { self.nodes[t as usize].sum }
     }
 
+    fn margin(&self, t: u32) -> i64 {
+        if t == NIL { i64::MAX } else { self.nodes[t as usize].margin }
+    }
+
     fn update(&mut self, t: u32) {
         let n = &self.nodes[t as usize];
-        let s = self.sum(n.left).saturating_add(n.weight).saturating_add(self.sum(n.right));
-        self.nodes[t as usize].sum = s;
+        let upto = self.sum(n.left).saturating_add(n.weight);
+        let s = upto.saturating_add(self.sum(n.right));
+        let due = i64::try_from(n.key.due()).unwrap_or(i64::MAX);
+        let m = self
+            .margin(n.left)
+            .min(sub_margin(due, upto))
+            .min(sub_margin(self.margin(n.right), upto));
+        let n = &mut self.nodes[t as usize];
+        n.sum = s;
+        n.margin = m;
     }
 
     fn next_prio(&mut self) -> u32 {
@@ -102,7 +149,9 @@ impl<K: Ord + Copy, V> SumTree<K, V> {
             return false;
         }
         let prio = self.next_prio();
-        let node = Node { key, weight, sum: weight, prio, left: NIL, right: NIL };
+        let due = i64::try_from(key.due()).unwrap_or(i64::MAX);
+        let margin = sub_margin(due, weight);
+        let node = Node { key, weight, sum: weight, margin, prio, left: NIL, right: NIL };
         let n = match self.free.pop() {
             Some(i) => {
                 self.nodes[i as usize] = node;
@@ -339,6 +388,59 @@ impl<K: Ord + Copy, V> SumTree<K, V> {
             }
         }
         acc
+    }
+
+    /// Least margin over the whole tree: `min_j due(j) − Σ_{i ≤ j} weight(i)`; `i64::MAX` when
+    /// empty. O(1).
+    pub fn min_margin(&self) -> i64 {
+        self.margin(self.root)
+    }
+
+    /// Least margin over the entries whose key is strictly greater than `key`, each entry's
+    /// margin counting the weights of *every* entry up to it (not only those after `key`);
+    /// `i64::MAX` if there is none. O(depth).
+    pub fn min_margin_after(&self, key: &K) -> i64 {
+        let mut best = i64::MAX;
+        let mut acc = 0u64;
+        let mut t = self.root;
+        while t != NIL {
+            let n = &self.nodes[t as usize];
+            let upto = acc.saturating_add(self.sum(n.left)).saturating_add(n.weight);
+            if n.key > *key {
+                // `n` and its right subtree all lie after `key`; part of the left may too.
+                let due = i64::try_from(n.key.due()).unwrap_or(i64::MAX);
+                best = best.min(sub_margin(due, upto)).min(sub_margin(self.margin(n.right), upto));
+                t = n.left;
+            } else {
+                acc = upto;
+                t = n.right;
+            }
+        }
+        best
+    }
+
+    /// The first entry in key order whose margin is below `threshold`, if any. O(depth).
+    pub fn first_margin_below(&self, threshold: i64) -> Option<&K> {
+        if self.min_margin() >= threshold {
+            return None;
+        }
+        let mut acc = 0u64;
+        let mut t = self.root;
+        while t != NIL {
+            let n = &self.nodes[t as usize];
+            if sub_margin(self.margin(n.left), acc) < threshold {
+                t = n.left;
+                continue;
+            }
+            let upto = acc.saturating_add(self.sum(n.left)).saturating_add(n.weight);
+            let due = i64::try_from(n.key.due()).unwrap_or(i64::MAX);
+            if sub_margin(due, upto) < threshold {
+                return Some(&n.key);
+            }
+            acc = upto;
+            t = n.right;
+        }
+        None
     }
 
     /// In-order iterator over (key, value, weight).

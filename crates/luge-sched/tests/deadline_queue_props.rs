@@ -23,17 +23,36 @@ enum Op {
     SetExecuted(usize, Nanos),
     WorkBefore(Nanos),
     WorkBeforeKey(usize),
+    /// Admission of a newcomer (not inserted) with its own counted work and the queue's start.
+    Admits {
+        deadline: Nanos,
+        expected: Nanos,
+        own: Nanos,
+        start: Nanos,
+        rest_extra: Nanos,
+    },
+    /// The first request that misses if the queue starts at this time.
+    FirstDoomed(Nanos),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0..64u64, 0..5_000u64).prop_map(|(d, e)| Op::Insert { deadline: d * 10, expected: e }),
+        4 => (0..64u64, 0..5_000u64).prop_map(|(d, e)| Op::Insert { deadline: d * 1_000, expected: e }),
         2 => any::<usize>().prop_map(Op::Remove),
         1 => any::<usize>().prop_map(Op::Duplicate),
         1 => Just(Op::Pop),
         2 => (any::<usize>(), 0..6_000u64).prop_map(|(i, x)| Op::SetExecuted(i, x)),
-        2 => (0..700u64).prop_map(Op::WorkBefore),
+        2 => (0..70_000u64).prop_map(Op::WorkBefore),
         1 => any::<usize>().prop_map(Op::WorkBeforeKey),
+        2 => (0..64u64, 0..5_000u64, 0..5_000u64, 0..30_000u64, prop_oneof![Just(0u64), 0..5_000u64])
+            .prop_map(|(d, e, o, s, x)| Op::Admits {
+                deadline: d * 1_000,
+                expected: e,
+                own: o,
+                start: s,
+                rest_extra: x,
+            }),
+        2 => (0..30_000u64).prop_map(Op::FirstDoomed),
     ]
 }
 
@@ -54,6 +73,25 @@ impl Reference {
     fn work_before_key(&self, k: QueueKey) -> Nanos {
         self.items.iter().filter(|r| r.key() < k).map(Request::remaining).sum()
     }
+    /// Whether `req` (counting `own` for itself, starting at `start`) fits, and everything queued
+    /// after it (starting at `rest`) still finishes in time: every prefix summed naively.
+    fn admits(&self, req: &Request, own: Nanos, start: Nanos, rest: Nanos) -> bool {
+        if start + self.work_before_key(req.key()) + own > req.absolute_deadline {
+            return false;
+        }
+        let sorted = self.sorted();
+        (0..sorted.len()).filter(|&j| sorted[j].key() > req.key()).all(|j| {
+            let upto: Nanos = sorted[..=j].iter().map(Request::remaining).sum();
+            rest + upto + own <= sorted[j].absolute_deadline
+        })
+    }
+    fn first_doomed(&self, start: Nanos) -> Option<QueueKey> {
+        let mut t = start;
+        self.sorted().into_iter().find_map(|r| {
+            t += r.remaining();
+            (t > r.absolute_deadline).then(|| r.key())
+        })
+    }
 }
 
 #[derive(Default)]
@@ -62,6 +100,9 @@ struct Hits {
     updates: u64,
     nonzero_work_before: u64,
     pops: u64,
+    admitted: u64,
+    refused_for_others: u64,
+    doomed: u64,
 }
 
 fn run_case(ops: &[Op], hits: &mut Hits) -> Result<(), TestCaseError> {
@@ -120,6 +161,20 @@ fn run_case(ops: &[Op], hits: &mut Hits) -> Result<(), TestCaseError> {
                     prop_assert_eq!(q.work_before_key(k), reference.work_before_key(k));
                 }
             }
+            Op::Admits { deadline, expected, own, start, rest_extra } => {
+                let r = Request::new(RequestId(next_id + 1), FunctionId(0), 0, deadline, expected);
+                let rest = start + rest_extra;
+                let want = reference.admits(&r, own, start, rest);
+                let own_fits = start + reference.work_before_key(r.key()) + own <= deadline;
+                hits.admitted += u64::from(want);
+                hits.refused_for_others += u64::from(!want && own_fits);
+                prop_assert_eq!(q.admits(&r, own, start, rest), want);
+            }
+            Op::FirstDoomed(start) => {
+                let want = reference.first_doomed(start);
+                hits.doomed += u64::from(want.is_some());
+                prop_assert_eq!(q.first_doomed(start), want);
+            }
         }
         prop_assert_eq!(q.len(), reference.items.len());
         prop_assert_eq!(
@@ -154,6 +209,13 @@ fn deadline_queue_matches_naive_reference() {
     assert!(hits.updates > 10_000, "updates: {}", hits.updates);
     assert!(hits.pops > 10_000, "pops: {}", hits.pops);
     assert!(hits.nonzero_work_before > 10_000, "work_before > 0: {}", hits.nonzero_work_before);
+    assert!(hits.admitted > 10_000, "admitted: {}", hits.admitted);
+    assert!(
+        hits.refused_for_others > 1_000,
+        "refused to protect a queued request: {}",
+        hits.refused_for_others
+    );
+    assert!(hits.doomed > 10_000, "doomed found: {}", hits.doomed);
 }
 
 #[test]
