@@ -21,6 +21,12 @@ pub struct EstimatorConfig {
     pub percentile: u8,
     /// Estimate for a function with neither observations nor a seed.
     pub default_estimate: Nanos,
+    /// Shift detection (Luge's extension, not in SledgeScale): when the last `shift_run`
+    /// observations all lie above the window's percentile, the estimate is the least of them;
+    /// when they all lie below, the greatest. A change in a function's execution time is then
+    /// followed within `shift_run` runs instead of the ~W/2 a median of W needs, so admission
+    /// stops admitting on a stale estimate after a few requests. 0 turns it off.
+    pub shift_run: usize,
 }
 
 impl EstimatorConfig {
@@ -30,6 +36,8 @@ impl EstimatorConfig {
     pub const DEFAULT_PERCENTILE: u8 = 50;
     /// 1 ms for a function never seen.
     pub const DEFAULT_ESTIMATE: Nanos = 1_000_000;
+    /// Four consecutive runs on one side of the percentile (1 in 16 for a stable median).
+    pub const DEFAULT_SHIFT_RUN: usize = 4;
 
     /// The 0-based index, in the ascending sorted window of `n ≥ 1` values, of the value reported
     /// as the `p`-th percentile: `⌈p/100 · n⌉ − 1`, floored at 0 (the *nearest-rank* percentile:
@@ -49,6 +57,7 @@ impl Default for EstimatorConfig {
             window: Self::DEFAULT_WINDOW,
             percentile: Self::DEFAULT_PERCENTILE,
             default_estimate: Self::DEFAULT_ESTIMATE,
+            shift_run: Self::DEFAULT_SHIFT_RUN,
         }
     }
 }
@@ -66,6 +75,17 @@ struct Window {
 }
 
 impl Window {
+    /// The `k` most recent observations, or `None` if fewer are held.
+    fn recent(&self, k: usize) -> Option<impl Iterator<Item = Nanos> + '_> {
+        let len = self.ring.len();
+        if k == 0 || k > len {
+            return None;
+        }
+        // The newest value sits just before `oldest` (which is 0 until the ring is full).
+        let end = if self.oldest == 0 { len } else { self.oldest };
+        Some((1..=k).map(move |i| self.ring[(end + len - i) % len]))
+    }
+
     fn observe(&mut self, value: Nanos, cap: usize) {
         self.seed = None;
         let len = self.ring.len();
@@ -144,10 +164,23 @@ impl Estimator {
 
     /// The estimate for `function`: the [`rank`](EstimatorConfig::rank)-th smallest of its recent
     /// observations; its seed if it has none; `default_estimate` if it has neither. O(1).
+    ///
+    /// With [`shift_run`](EstimatorConfig::shift_run) = k > 0, a run of the last k observations
+    /// all above (below) that percentile gives their minimum (maximum) instead: O(k).
     pub fn estimate(&self, function: FunctionId) -> Nanos {
         let Some(w) = self.functions.get(&function) else { return self.config.default_estimate };
-        let observed = w.sorted.get(self.config.rank(w.sorted.len())).copied();
-        observed.or(w.seed).unwrap_or(self.config.default_estimate)
+        let Some(&p) = w.sorted.get(self.config.rank(w.sorted.len())) else {
+            return w.seed.unwrap_or(self.config.default_estimate);
+        };
+        let Some(recent) = w.recent(self.config.shift_run) else { return p };
+        let (lo, hi) = recent.fold((Nanos::MAX, 0), |(lo, hi), x| (lo.min(x), hi.max(x)));
+        if lo > p {
+            lo
+        } else if hi < p {
+            hi
+        } else {
+            p
+        }
     }
 
     /// Sets the estimate of `function` to `estimate` until its first real observation (e.g. a
@@ -188,7 +221,12 @@ mod tests {
     const F: FunctionId = FunctionId(7);
 
     fn est(window: usize, percentile: u8) -> Estimator {
-        Estimator::new(EstimatorConfig { window, percentile, default_estimate: 1_000_000 })
+        Estimator::new(EstimatorConfig {
+            window,
+            percentile,
+            default_estimate: 1_000_000,
+            shift_run: 0,
+        })
     }
 
     #[test]
@@ -249,7 +287,7 @@ mod tests {
 
     #[test]
     fn window_of_256_matches_sorting_and_storage_is_lazy() {
-        let mut e = Estimator::new(EstimatorConfig::default());
+        let mut e = Estimator::new(EstimatorConfig { shift_run: 0, ..EstimatorConfig::default() });
         e.observe(F, 1);
         assert!(e.functions[&F].ring.capacity() <= 4);
         let mut all = vec![1];
@@ -294,5 +332,33 @@ mod tests {
             hi.observe(F, v);
         }
         assert_eq!((lo.estimate(F), hi.estimate(F)), (1, 9));
+    }
+
+    #[test]
+    fn a_shift_is_followed_within_the_run_length() {
+        let mut e = Estimator::new(EstimatorConfig::default());
+        for _ in 0..256 {
+            e.observe(F, 100);
+        }
+        // The execution time triples: the median of 256 would need 129 runs to follow.
+        for (i, want) in [100, 100, 100, 300].into_iter().enumerate() {
+            e.observe(F, 300);
+            assert_eq!(e.estimate(F), want, "after {} slow runs", i + 1);
+        }
+        // Back down: the window's median never moved, so the first fast run ends the override.
+        e.observe(F, 100);
+        assert_eq!(e.estimate(F), 100);
+        // Noise around a stable median changes nothing: 4 in a row on one side is needed.
+        let mut e = Estimator::new(EstimatorConfig::default());
+        for x in [90, 110, 95, 105, 120, 80, 130, 100, 101, 99] {
+            e.observe(F, x);
+        }
+        assert_eq!(e.estimate(F), 100);
+        // Before the ring wraps and after: the newest values are the ones looked at.
+        let mut e = Estimator::new(EstimatorConfig { window: 8, ..EstimatorConfig::default() });
+        for x in [5, 5, 5, 5, 5, 5, 5, 5, 5, 9, 8, 7, 6] {
+            e.observe(F, x);
+        }
+        assert_eq!(e.estimate(F), 6, "min of the last four, all above the median 5");
     }
 }

@@ -438,7 +438,7 @@ struct NaiveFn {
 
 /// Nearest-rank percentile, found by scanning: the smallest sorted value such that at least
 /// `p` % of the window is ≤ it (`(i + 1) · 100 ≥ p · n`).
-fn naive_estimate(f: &NaiveFn, window: usize, p: u8, default: Nanos) -> Nanos {
+fn naive_estimate(f: &NaiveFn, window: usize, p: u8, shift: usize, default: Nanos) -> Nanos {
     let w = window.max(1);
     let mut last: Vec<Nanos> = f.all.iter().rev().take(w).copied().collect();
     if last.is_empty() {
@@ -447,7 +447,19 @@ fn naive_estimate(f: &NaiveFn, window: usize, p: u8, default: Nanos) -> Nanos {
     last.sort_unstable();
     let p = usize::from(p.min(100));
     let n = last.len();
-    (0..n).find(|&i| (i + 1) * 100 >= p * n).map(|i| last[i]).unwrap()
+    let pct = (0..n).find(|&i| (i + 1) * 100 >= p * n).map(|i| last[i]).unwrap();
+    // Shift detection: the newest `shift` values (if that many are held) all on one side.
+    let newest: Vec<Nanos> = f.all.iter().rev().take(w.min(shift)).copied().collect();
+    if shift == 0 || newest.len() < shift {
+        return pct;
+    }
+    if newest.iter().all(|&x| x > pct) {
+        return *newest.iter().min().unwrap();
+    }
+    if newest.iter().all(|&x| x < pct) {
+        return *newest.iter().max().unwrap();
+    }
+    pct
 }
 
 #[test]
@@ -456,6 +468,7 @@ fn estimator_matches_sort_last_window() {
         prop_oneof![1..12usize, Just(0usize), 30..70usize],
         prop_oneof![0..=100u8, Just(50u8), 101..=255u8],
         proptest::collection::vec(est_op(), 0..200),
+        prop_oneof![Just(0usize), 1..6usize],
     );
     let mut runner = TestRunner::new(Config {
         cases: cases(4_000),
@@ -463,9 +476,9 @@ fn estimator_matches_sort_last_window() {
         ..Config::default()
     });
     let full_windows = std::cell::Cell::new(0u64);
-    let result = runner.run(&strategy, |(window, percentile, ops)| {
+    let result = runner.run(&strategy, |(window, percentile, ops, shift_run)| {
         const DEFAULT: Nanos = 777;
-        let cfg = EstimatorConfig { window, percentile, default_estimate: DEFAULT };
+        let cfg = EstimatorConfig { window, percentile, default_estimate: DEFAULT, shift_run };
         let mut e = Estimator::new(cfg);
         let mut naive = vec![NaiveFn::default(); 3];
         for op in &ops {
@@ -491,7 +504,10 @@ fn estimator_matches_sort_last_window() {
             for (f, nf) in naive.iter().enumerate() {
                 let fid = FunctionId(f as u32);
                 prop_assert_eq!(e.samples(fid), nf.all.len().min(window.max(1)));
-                prop_assert_eq!(e.estimate(fid), naive_estimate(nf, window, percentile, DEFAULT));
+                prop_assert_eq!(
+                    e.estimate(fid),
+                    naive_estimate(nf, window, percentile, shift_run, DEFAULT)
+                );
                 if nf.all.len() > window.max(1) {
                     full_windows.set(full_windows.get() + 1);
                 }
