@@ -83,10 +83,10 @@ pub struct RuntimeConfig {
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
-        let policy_config = PolicyConfig {
-            admission: Admission { reject_infeasible: true, max_queued: Some(4096) },
-            ..PolicyConfig::default()
-        };
+        // Deadline-aware admission (refuse the infeasible, admit on the wait, shed the doomed);
+        // the count cap is only a memory safety net behind the time bound it gives.
+        let policy_config =
+            PolicyConfig { admission: Admission::default(), ..PolicyConfig::default() };
         Self {
             workers: 1,
             dispatchers: 1,

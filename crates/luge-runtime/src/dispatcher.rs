@@ -80,9 +80,6 @@ pub(crate) struct Dispatcher {
     pub mode: WaitMode,
     pub grace: Duration,
     pending: HashMap<RequestId, Box<Task>>,
-    /// Refuse requests whose known expected execution exceeds their deadline (the policy's own
-    /// infeasibility check is turned off by the runtime; see `arrival`).
-    pub reject_infeasible: bool,
     running: usize,
     grace_end: Option<Nanos>,
     next_id: u64,
@@ -112,7 +109,6 @@ impl Dispatcher {
             mode,
             grace,
             pending: HashMap::new(),
-            reject_infeasible: false,
             running: 0,
             grace_end: None,
             next_id: 0,
@@ -250,19 +246,18 @@ impl Dispatcher {
         if let Some(seed) = task.function.config.expected_execution {
             self.estimator.seed(function, Nanos::try_from(seed.as_nanos()).unwrap_or(Nanos::MAX));
         }
-        // Infeasibility is judged here, not by the policy, and only on knowledge: a function never
-        // run and not seeded has only the default estimate, and refusing on that guess would
-        // refuse it forever (it would never run, so the estimate would never improve).
+        // The policy's admission judges the request on its own estimate only when that rests on
+        // knowledge (`Request::estimate_known`): a function never run and not seeded has only the
+        // default estimate, and refusing on that guess would refuse it forever.
         let known = expected.is_some()
             || task.function.config.expected_execution.is_some()
             || self.estimator.samples(function) > 0;
         let expected = expected.unwrap_or_else(|| self.estimator.estimate(function));
-        if self.reject_infeasible && known && expected > relative_deadline {
-            task.answer(now, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
-            return;
-        }
-        let request =
+        let mut request =
             Request::new(id, function, now, relative_deadline, expected).with_tenant(tenant);
+        if !known {
+            request = request.with_guessed_estimate();
+        }
         self.pending.insert(id, task);
         self.feed(now, Event::Arrival(request));
     }
@@ -310,6 +305,8 @@ impl Dispatcher {
                 if let Some(task) = self.pending.remove(&req.id) {
                     let why = match reason {
                         RejectReason::Infeasible => Rejection::DeadlineInfeasible,
+                        RejectReason::Unreachable => Rejection::DeadlineUnreachable,
+                        RejectReason::Shed => Rejection::Shed,
                         RejectReason::QueueFull => Rejection::Overloaded,
                     };
                     task.answer(now, Err(Failure::Rejected(why)));

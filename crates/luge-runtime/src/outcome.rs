@@ -77,6 +77,12 @@ pub enum Failure {
 pub enum Rejection {
     /// It could not meet its deadline even if started at once.
     DeadlineInfeasible,
+    /// Admission on the wait: at the current load it would wait too long to meet its deadline,
+    /// or would push a request already admitted past its own.
+    DeadlineUnreachable,
+    /// It was admitted, but its deadline became unreachable while it waited (executions ran
+    /// longer than estimated); it was answered instead of run.
+    Shed,
     /// The queues are full.
     Overloaded,
     /// No sandbox slot was free in the pool.
@@ -89,6 +95,8 @@ impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Rejection::DeadlineInfeasible => "deadline infeasible",
+            Rejection::DeadlineUnreachable => "overloaded (the wait would miss the deadline)",
+            Rejection::Shed => "overloaded (the deadline became unreachable while queued)",
             Rejection::Overloaded => "overloaded (queues full)",
             Rejection::PoolExhausted => "overloaded (no free sandbox slot)",
             Rejection::ShuttingDown => "shutting down",

@@ -133,14 +133,12 @@ impl Runtime {
             }
             let mut policy_config: PolicyConfig = config.policy_config.clone();
             policy_config.workers = size;
-            let reject_infeasible = policy_config.admission.reject_infeasible;
-            policy_config.admission.reject_infeasible = false;
             let estimator = Estimator::new(EstimatorConfig {
                 default_estimate: nanos(config.default_estimate),
                 ..EstimatorConfig::default()
             });
             let inline_worker = inline.then(|| Arc::clone(&workers[0]));
-            let mut dispatcher = Dispatcher::new(
+            let dispatcher = Dispatcher::new(
                 Arc::clone(group),
                 workers,
                 config.policy.build(&policy_config),
@@ -150,7 +148,6 @@ impl Runtime {
                 config.wait,
                 config.shutdown_grace,
             );
-            dispatcher.reject_infeasible = reject_infeasible;
             match inline_worker {
                 Some(me) => {
                     let signals = Arc::clone(&signals);

@@ -44,6 +44,11 @@ pub struct Request {
     pub class: u16,
     /// Tenant that owns the function.
     pub tenant: u32,
+    /// Whether `expected` rests on knowledge (an oracle, a manifest seed, a trusted client
+    /// estimate or measured runs) rather than a default guess. Admission refuses and sheds a
+    /// request on its own estimate only when it is known: refusing a never-run function on a
+    /// guess would refuse it forever, since its estimate could never improve.
+    pub estimate_known: bool,
 }
 
 impl Request {
@@ -65,7 +70,20 @@ impl Request {
             executed: 0,
             class: 0,
             tenant: 0,
+            estimate_known: true,
         }
+    }
+
+    /// Marks `expected` as a default guess (builder style); see [`Request::estimate_known`].
+    pub fn with_guessed_estimate(mut self) -> Self {
+        self.estimate_known = false;
+        self
+    }
+
+    /// The work admission counts for this request itself: its remaining work when the estimate
+    /// is known, the [`MIN_REMAINING`] floor when it is a guess.
+    pub fn own_work(&self) -> Nanos {
+        if self.estimate_known { self.remaining() } else { MIN_REMAINING }
     }
 
     /// Sets the class tag (builder style).

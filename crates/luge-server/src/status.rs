@@ -11,9 +11,12 @@ pub fn rpc_status(result: &Result<Vec<u8>, Failure>) -> Status {
         Err(Failure::BadRequest(BadRequest::UnknownFunction(_))) => Status::UnknownFunction,
         Err(Failure::BadRequest(BadRequest::TooLarge { .. })) => Status::TooLarge,
         Err(Failure::Rejected(Rejection::DeadlineInfeasible)) => Status::DeadlineInfeasible,
-        Err(Failure::Rejected(Rejection::Overloaded | Rejection::PoolExhausted)) => {
-            Status::Overloaded
-        }
+        Err(Failure::Rejected(
+            Rejection::Overloaded
+            | Rejection::PoolExhausted
+            | Rejection::DeadlineUnreachable
+            | Rejection::Shed,
+        )) => Status::Overloaded,
         Err(Failure::Rejected(Rejection::ShuttingDown)) => Status::ShuttingDown,
         Err(Failure::Killed { .. }) => Status::Killed,
         Err(Failure::Trap(_)) => Status::Trap,
@@ -40,6 +43,8 @@ pub fn outcome_label(result: &Result<Vec<u8>, Failure>) -> &'static str {
         Err(Failure::Exit(_)) => "exit_failure",
         Err(Failure::Rejected(Rejection::DeadlineInfeasible)) => "deadline_infeasible",
         Err(Failure::Rejected(Rejection::Overloaded | Rejection::PoolExhausted)) => "overloaded",
+        Err(Failure::Rejected(Rejection::DeadlineUnreachable)) => "deadline_unreachable",
+        Err(Failure::Rejected(Rejection::Shed)) => "shed",
         Err(Failure::Rejected(Rejection::ShuttingDown)) => "shutting_down",
         Err(Failure::BadRequest(BadRequest::UnknownFunction(_))) => "unknown_function",
         Err(Failure::BadRequest(BadRequest::TooLarge { .. })) => "too_large",

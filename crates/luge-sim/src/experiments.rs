@@ -16,6 +16,8 @@ use crate::plot::{Chart, Series, svg};
 use crate::record::Report;
 use crate::sweep::{max_sustainable, sweep};
 
+mod overload;
+
 /// Every named experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Experiment {
@@ -35,11 +37,14 @@ pub enum Experiment {
     EdgeRt,
     /// SFS §VIII: Azure mix, 50–100 % load, SFS vs PS vs FIFO vs SRPT, RTE.
     Sfs,
+    /// Luge's overload experiment: goodput at 1–5× capacity with and without admission on the
+    /// wait and shedding, and high-bimodal short-request p99 against SRPT near saturation.
+    Overload,
 }
 
 impl Experiment {
     /// Every experiment, in documentation order.
-    pub const ALL: [Experiment; 8] = [
+    pub const ALL: [Experiment; 9] = [
         Experiment::Fig8,
         Experiment::Fig9,
         Experiment::Fig10,
@@ -48,6 +53,7 @@ impl Experiment {
         Experiment::Fig13,
         Experiment::EdgeRt,
         Experiment::Sfs,
+        Experiment::Overload,
     ];
 
     /// Command-line name.
@@ -61,6 +67,7 @@ impl Experiment {
             Experiment::Fig13 => "sledgescale-fig13",
             Experiment::EdgeRt => "edgert-fig11",
             Experiment::Sfs => "sfs-azure",
+            Experiment::Overload => "overload",
         }
     }
 
@@ -75,6 +82,7 @@ impl Experiment {
             Experiment::Fig13 => "SD-VBS mix, varying SIFT deadline (SledgeScale Fig. 13)",
             Experiment::EdgeRt => "Edge-RT bimodal light/heavy (Edge-RT Fig. 11)",
             Experiment::Sfs => "Azure duration mix, unknown execution times (SFS §VIII)",
+            Experiment::Overload => "Goodput under overload with and without admission on the wait",
         }
     }
 }
@@ -236,6 +244,8 @@ fn base_config(
     let mut cfg = SimConfig::new(policy, workers);
     cfg.overheads = opts.overheads;
     cfg.policy_config = pc.clone();
+    // The papers' estimators saw execution only.
+    cfg.estimate_start_cost = false;
     cfg
 }
 
@@ -435,7 +445,8 @@ pub fn run_experiment(
         let n = ((hi - lo) / step).round() as usize;
         (0..=n).map(|i| lo + step * i as f64).collect()
     };
-    let pc = PolicyConfig::default();
+    // The papers' figures queue everything: reproduce them with admission off.
+    let pc = PolicyConfig::papers(1);
     match exp {
         Experiment::Fig8 => {
             let config = PolicyConfig { sledge_batch: 5, sledge_quantum: 1_000_000, ..pc };
@@ -519,6 +530,7 @@ pub fn run_experiment(
         Experiment::Fig13 => run_fig13(opts, progress),
         Experiment::EdgeRt => run_edgert(opts, progress),
         Experiment::Sfs => run_sfs(opts, progress),
+        Experiment::Overload => overload::run(opts, progress),
     }
 }
 
@@ -560,7 +572,11 @@ fn run_fig13(
             let spec = WorkloadSpec::new(dist.clone())
                 .with_rate(Rate::PerSecond(14_400.0))
                 .with_seed(opts.seed);
-            run_point(&spec, &base_config(opts, *policy, workers, &PolicyConfig::default()), n)
+            run_point(
+                &spec,
+                &base_config(opts, *policy, workers, &PolicyConfig::papers(workers)),
+                n,
+            )
         },
         progress,
     )?;
@@ -630,8 +646,8 @@ fn run_edgert(
     let policies =
         [PolicyKind::SledgeScale, PolicyKind::Fifo, PolicyKind::Ps, PolicyKind::Shinjuku];
     let config = PolicyConfig {
-        admission: Admission { reject_infeasible: false, max_queued: Some(256 * workers) },
-        ..PolicyConfig::default()
+        admission: Admission { max_queued: Some(256 * workers), ..Admission::NONE },
+        ..PolicyConfig::papers(workers)
     };
     let dist = ServiceDist::preset(Preset::EdgeRtBimodal);
     let points: Vec<(PolicyKind, f64)> =
@@ -726,7 +742,7 @@ fn run_sfs(
     let points: Vec<(PolicyKind, f64)> =
         policies.iter().flat_map(|&p| loads.iter().map(move |&l| (p, l))).collect();
     let config_for = |p: PolicyKind| {
-        let mut cfg = base_config(opts, p, workers, &PolicyConfig::default());
+        let mut cfg = base_config(opts, p, workers, &PolicyConfig::papers(workers));
         // SRPT is the oracle reference; everything else schedules blind.
         if p != PolicyKind::Srpt {
             cfg.estimator = crate::engine::EstimatorMode::Median256;

@@ -136,6 +136,9 @@ pub struct Report {
     pub preemptions: u64,
     /// Mean worker busy share over the run (execution and start/switch costs).
     pub utilization: f64,
+    /// Share of the workers' time spent executing requests that met their deadline: goodput
+    /// weighed by work, which a mix tilted towards short requests cannot inflate.
+    pub useful_utilization: f64,
 }
 
 /// Latency, slowdown and RTE of one record (∞/∞/0 when it did not complete).
@@ -173,6 +176,14 @@ impl Report {
         let duration_s = (end - start) as f64 / 1e9;
         let completed = records.iter().filter(|r| r.outcome == Outcome::Completed).count() as u64;
         let met = records.iter().filter(|r| r.met_deadline()).count() as f64;
+        let useful: Nanos = records.iter().filter(|r| r.met_deadline()).map(|r| r.execution).sum();
+        let share = |busy: Nanos| {
+            if duration_s > 0.0 {
+                busy as f64 / 1e9 / duration_s / workers.max(1) as f64
+            } else {
+                0.0
+            }
+        };
         let per_sec = |n: f64| if duration_s > 0.0 { n / duration_s } else { 0.0 };
         let (lat, slow, rte) = split(&all);
         let mut classes: Vec<u16> = records.iter().map(|r| r.class).collect();
@@ -208,11 +219,8 @@ impl Report {
             deadline_miss_rate: miss_rate(&all),
             per_class,
             preemptions,
-            utilization: if duration_s > 0.0 {
-                worker_busy as f64 / 1e9 / duration_s / workers.max(1) as f64
-            } else {
-                0.0
-            },
+            utilization: share(worker_busy),
+            useful_utilization: share(useful),
         }
     }
 }

@@ -43,8 +43,11 @@ fn check(policy: PolicyKind, seed: u64, workers: usize, groups: usize, load: f64
     cfg.check_contract = true;
     cfg.overheads = if seed.is_multiple_of(2) { Overheads::DEFAULT } else { Overheads::NONE };
     cfg.policy_config.sledge_batch = 1 + (seed % 5) as usize;
-    cfg.policy_config.admission =
-        Admission { reject_infeasible: admission, max_queued: admission.then_some(20) };
+    cfg.policy_config.admission = if admission {
+        Admission { max_queued: Some(20), ..Admission::default() }
+    } else {
+        Admission::NONE
+    };
     let js = jobs(seed, 400, workers, load);
     let out = simulate(&cfg, &js).unwrap_or_else(|e| panic!("{policy}: {e}"));
     let completed = out.records.iter().filter(|r| r.outcome == Outcome::Completed).count();
@@ -59,8 +62,67 @@ fn check(policy: PolicyKind, seed: u64, workers: usize, groups: usize, load: f64
     }
 }
 
+/// The policies whose workers keep deadline queues: admission on the wait and shedding apply.
+const DEADLINE_AWARE: [PolicyKind; 5] = [
+    PolicyKind::SledgeScale,
+    PolicyKind::SledgeScaleSteal,
+    PolicyKind::Rr,
+    PolicyKind::Jsq,
+    PolicyKind::Lld,
+];
+
+/// Requests run to completion after their deadline, under `admission`, with exact estimates and
+/// free scheduling.
+fn late(policy: PolicyKind, seed: u64, workers: usize, load: f64, admission: Admission) -> usize {
+    let js = jobs(seed, 400, workers, load);
+    let mut cfg = SimConfig::new(policy, workers);
+    cfg.check_contract = true;
+    cfg.overheads = Overheads::NONE;
+    cfg.policy_config.admission = admission;
+    let out = simulate(&cfg, &js).unwrap_or_else(|e| panic!("{policy}: {e}"));
+    assert!(out.records.iter().all(|r| r.outcome != Outcome::Pending), "{policy}: lost");
+    out.records.iter().filter(|r| r.outcome == Outcome::Completed && !r.met_deadline()).count()
+}
+
+/// Each mechanism keeps the promise when estimates are exact: admission on the wait that protects
+/// what it admitted never admits what would be late, and shedding never starts what would be
+/// late (alone, or behind admission on the newcomer's own wait).
+fn admitted_requests_meet_their_deadlines(
+    policy: PolicyKind,
+    seed: u64,
+    workers: usize,
+    load: f64,
+) {
+    let on = Admission::default();
+    let protect = Admission { protect_admitted: true, ..on };
+    for admission in
+        [on, protect, Admission { shed: false, ..protect }, Admission { on_wait: false, ..on }]
+    {
+        assert_eq!(late(policy, seed, workers, load, admission), 0, "{policy}: {admission:?}");
+    }
+}
+
+#[test]
+fn without_admission_the_same_overload_runs_requests_late() {
+    // The premise of the property below: the workload it uses does overload the papers' setting.
+    for policy in DEADLINE_AWARE {
+        assert!(late(policy, 7, 2, 3.0, Admission::NONE) > 50, "{policy}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn deadline_aware_admission_never_runs_a_request_late(
+        seed in any::<u64>(),
+        workers in 1usize..5,
+        load in 0.5f64..5.0,
+    ) {
+        for policy in DEADLINE_AWARE {
+            admitted_requests_meet_their_deadlines(policy, seed, workers, load);
+        }
+    }
 
     #[test]
     fn every_policy_keeps_the_contract(

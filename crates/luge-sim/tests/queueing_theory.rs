@@ -48,6 +48,8 @@ fn poisson_jobs(seed: u64, rate_per_ns: f64, service: impl Fn(&mut Rng) -> f64) 
 /// Mean response time (ns) with its batch-means 95 % half-width, dropping a 2 % warm-up.
 fn mean_response(policy: PolicyKind, workers: usize, jobs: &[Job]) -> (f64, f64) {
     let mut cfg = SimConfig::new(policy, workers);
+    // Queueing theory describes a queue that refuses nothing.
+    cfg.policy_config.admission = luge_sched::Admission::NONE;
     cfg.overheads = Overheads::NONE;
     let out = simulate(&cfg, jobs).unwrap();
     let lat: Vec<f64> =

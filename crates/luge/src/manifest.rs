@@ -76,6 +76,8 @@ struct RawServer {
     default_estimate_us: Option<u64>,
     shutdown_grace_ms: Option<u64>,
     reject_infeasible: Option<bool>,
+    admit_on_wait: Option<bool>,
+    shed: Option<bool>,
     max_queued: Option<usize>,
 }
 
@@ -317,6 +319,12 @@ fn settings(
     }
     if let Some(r) = raw.reject_infeasible {
         runtime.policy_config.admission.reject_infeasible = r;
+    }
+    if let Some(w) = raw.admit_on_wait {
+        runtime.policy_config.admission.on_wait = w;
+    }
+    if let Some(d) = raw.shed {
+        runtime.policy_config.admission.shed = d;
     }
     if let Some(q) = raw.max_queued {
         runtime.policy_config.admission.max_queued = Some(q);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use luge_sched::PolicyKind;
+use luge_sched::{Admission, PolicyKind};
 use luge_sim::{
     EstimatorMode, Experiment, ExperimentOptions, Overheads, Report, SimConfig, max_sustainable,
     run_experiment, run_point, sweep,
@@ -31,7 +31,7 @@ enum SimCommand {
 
 #[derive(Debug, Args)]
 struct ExperimentArgs {
-    /// sledgescale-fig8 … sledgescale-fig13, edgert-fig11, sfs-azure, or all.
+    /// sledgescale-fig8 … sledgescale-fig13, edgert-fig11, sfs-azure, overload, or all.
     name: String,
     /// Output directory (one sub-directory per experiment).
     #[arg(long, default_value = "results/sim")]
@@ -62,6 +62,27 @@ enum Estimate {
     Oracle,
     /// Median of the last 256 completions of the function.
     Median256,
+}
+
+/// Admission control of `luge sim` runs (`docs/scheduling.md`, "Admission and shedding").
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum AdmissionArg {
+    /// Luge's default: refuse the infeasible, admit on the wait, shed the doomed.
+    Deadline,
+    /// Refuse only what cannot meet its deadline even if started at once.
+    Infeasible,
+    /// Queue everything (the papers' setting).
+    None,
+}
+
+impl AdmissionArg {
+    fn admission(self) -> Admission {
+        match self {
+            AdmissionArg::Deadline => Admission::default(),
+            AdmissionArg::Infeasible => Admission { reject_infeasible: true, ..Admission::NONE },
+            AdmissionArg::None => Admission::NONE,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -105,6 +126,9 @@ struct RunArgs {
     /// Where expected execution times come from.
     #[arg(long, value_enum, default_value_t = Estimate::Oracle)]
     estimator: Estimate,
+    /// Admission control and shedding.
+    #[arg(long, value_enum, default_value_t = AdmissionArg::Deadline)]
+    admission: AdmissionArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
@@ -190,6 +214,7 @@ fn adhoc(a: RunArgs) -> Result<()> {
     let mut cfg = SimConfig::new(a.policy, workers);
     cfg.dispatchers = a.dispatchers;
     cfg.overheads = parse_overheads(&a.overheads)?;
+    cfg.policy_config.admission = a.admission.admission();
     cfg.estimator = match a.estimator {
         Estimate::Oracle => EstimatorMode::Oracle,
         Estimate::Median256 => EstimatorMode::Median256,

@@ -2,7 +2,8 @@
 //! whether a preemption is already on its way. Keeps the driver contract of the parent module
 //! (run only on idle workers, at most one preemption in flight per worker) in one place.
 
-use super::{Action, Admission, PolicyStats, WorkerId};
+use super::{Action, Admission, PolicyStats, RejectReason, WorkerId};
+use crate::queue::{DeadlineQueue, EdfQueue};
 use crate::request::{Nanos, Request, RequestId};
 
 /// The request on a worker.
@@ -131,10 +132,106 @@ pub(crate) fn admit(
     stats.arrivals += 1;
     match admission.check(now, req, queued) {
         Some(reason) => {
-            stats.rejected += 1;
-            out.push(Action::Reject { req: *req, reason });
+            reject(stats, *req, reason, out);
             false
         }
         None => true,
+    }
+}
+
+/// Emits the `Reject` of `req` for `reason` and counts it.
+fn reject(stats: &mut PolicyStats, req: Request, reason: RejectReason, out: &mut Vec<Action>) {
+    stats.rejected += 1;
+    if reason == RejectReason::Shed {
+        stats.shed += 1;
+    }
+    out.push(Action::Reject { req, reason });
+}
+
+/// Answers the admitted `req`, whose deadline became unreachable, instead of running it.
+pub(crate) fn shed(stats: &mut PolicyStats, req: Request, out: &mut Vec<Action>) {
+    reject(stats, req, RejectReason::Shed, out);
+}
+
+/// Where a newcomer's work starts on a worker whose running request is `running`, and where the
+/// queued requests behind it start: `(start, rest_start)`. `preempts` says `req` will preempt the
+/// running request; then, and when a preemption of the running request is already in flight and
+/// `req` is more urgent than it, `req` does not wait for the running request (only the queued
+/// requests behind `req` still count it).
+pub(crate) fn starts(
+    running: Option<&Running>,
+    preempts: bool,
+    now: Nanos,
+    req: &Request,
+) -> (Nanos, Nanos) {
+    let rest_start = now.saturating_add(running.map_or(0, |r| r.remaining_at(now)));
+    let jumps_ahead =
+        running.is_some_and(|r| preempts || (r.preempt_pending && req.key() < r.req.key()));
+    (if jumps_ahead { now } else { rest_start }, rest_start)
+}
+
+/// Admission on the wait (`Admission::on_wait`) for `req` bound to a worker whose EDF queue is
+/// `queue`, its work starting at `start` and the queued requests behind it at `rest_start`
+/// ([`starts`]): whether `req` meets its deadline there and, with `protect_admitted`, pushes no
+/// request already admitted there past its own.
+pub(crate) fn fits_the_wait(
+    admission: &Admission,
+    queue: &DeadlineQueue,
+    (start, rest_start): (Nanos, Nanos),
+    req: &Request,
+) -> bool {
+    if admission.protect_admitted {
+        queue.admits(req, req.own_work(), start, rest_start)
+    } else {
+        queue.fits(req, req.own_work(), start)
+    }
+}
+
+/// Refuses `req` on arrival because its deadline is unreachable at the current load.
+pub(crate) fn refuse_unreachable(stats: &mut PolicyStats, req: Request, out: &mut Vec<Action>) {
+    reject(stats, req, RejectReason::Unreachable, out);
+}
+
+/// The next request of `queue` to run at `now`: with `Admission::shed`, every request at the head
+/// that can no longer finish by its deadline is answered instead (its own estimate known).
+pub(crate) fn pop_runnable(
+    stats: &mut PolicyStats,
+    admission: &Admission,
+    queue: &mut DeadlineQueue,
+    now: Nanos,
+    out: &mut Vec<Action>,
+) -> Option<Request> {
+    while let Some(next) = queue.pop() {
+        if admission.shed && now.saturating_add(next.own_work()) > next.absolute_deadline {
+            shed(stats, next, out);
+            continue;
+        }
+        return Some(next);
+    }
+    None
+}
+
+/// With `Admission::shed`, answers every request of `queue` that would miss its deadline if the
+/// queue's work started at `start` and ran as expected, earliest first (shedding one gives those
+/// behind it back its work). Stops at a doomed request whose estimate is only a guess: that one is
+/// judged when it reaches the head ([`pop_runnable`], on its own work alone). O(log n) per
+/// request examined.
+pub(crate) fn shed_doomed(
+    stats: &mut PolicyStats,
+    admission: &Admission,
+    queue: &mut DeadlineQueue,
+    start: Nanos,
+    out: &mut Vec<Action>,
+) {
+    if !admission.shed {
+        return;
+    }
+    while let Some(key) = queue.first_doomed(start) {
+        if !queue.get(key).is_some_and(|r| r.estimate_known) {
+            return;
+        }
+        if let Some(req) = queue.remove(key) {
+            shed(stats, req, out);
+        }
     }
 }

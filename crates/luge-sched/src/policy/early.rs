@@ -74,8 +74,12 @@ impl EarlyBinding {
         }
     }
 
-    fn run_next(&mut self, w: WorkerId, out: &mut Vec<Action>) {
-        if let Some(next) = self.queues[w].pop() {
+    /// Worker `w` just became idle at `now`: shed what its queue can no longer finish in time,
+    /// then run the most urgent request that can still make it.
+    fn run_next(&mut self, w: WorkerId, now: Nanos, out: &mut Vec<Action>) {
+        let queue = &mut self.queues[w];
+        core::shed_doomed(&mut self.stats, &self.admission, queue, now, out);
+        if let Some(next) = core::pop_runnable(&mut self.stats, &self.admission, queue, now, out) {
             self.cores.run(w, next, out);
         }
     }
@@ -102,11 +106,21 @@ impl Policy for EarlyBinding {
                     return;
                 }
                 let w = self.pick(now);
+                let at = core::starts(self.cores.get(w), false, now, &req);
+                if self.admission.on_wait
+                    && !core::fits_the_wait(&self.admission, &self.queues[w], at, &req)
+                {
+                    core::refuse_unreachable(&mut self.stats, req, out);
+                    return;
+                }
                 out.push(Action::Enqueue { worker: w, id: req.id });
                 if self.cores.is_idle(w) && self.queues[w].is_empty() {
                     self.cores.run(w, req, out);
                 } else {
                     self.queues[w].insert(req);
+                    // Admitted ahead of others: shed what it pushed past its deadline.
+                    let queue = &mut self.queues[w];
+                    core::shed_doomed(&mut self.stats, &self.admission, queue, at.0, out);
                 }
             }
             Event::Started { worker, id } => {
@@ -116,13 +130,13 @@ impl Policy for EarlyBinding {
             }
             Event::Completed { worker, id, executed } => {
                 if self.cores.finish(worker, id, executed).is_some() {
-                    self.run_next(worker, out);
+                    self.run_next(worker, now, out);
                 }
             }
             Event::Preempted { worker, id, executed } => {
                 if let Some(req) = self.cores.finish(worker, id, executed) {
                     self.queues[worker].insert(req);
-                    self.run_next(worker, out);
+                    self.run_next(worker, now, out);
                 }
             }
             Event::Tick => {
@@ -178,7 +192,7 @@ mod tests {
 
     #[test]
     fn rr_cycles_regardless_of_load() {
-        let mut p = EarlyBinding::new(EarlyChoice::RoundRobin, &PolicyConfig::with_workers(3));
+        let mut p = EarlyBinding::new(EarlyChoice::RoundRobin, &PolicyConfig::papers(3));
         let ws: Vec<_> = (0..6)
             .map(|i| bound_to(&feed(&mut p, 0, Event::Arrival(req(i, 1_000_000, 1)))))
             .collect();
@@ -187,7 +201,7 @@ mod tests {
 
     #[test]
     fn jsq_counts_requests_and_lld_counts_work() {
-        let cfg = PolicyConfig::with_workers(2);
+        let cfg = PolicyConfig::papers(2);
         for (choice, expect) in [(EarlyChoice::ShortestQueue, 1), (EarlyChoice::LeastLoaded, 0)] {
             let mut p = EarlyBinding::new(choice, &cfg);
             // Worker 0: two short requests (2 requests, 20 µs); worker 1: one long (1, 1 ms).
@@ -202,7 +216,7 @@ mod tests {
 
     #[test]
     fn urgent_request_waits_for_the_quantum_boundary() {
-        let mut p = EarlyBinding::new(EarlyChoice::RoundRobin, &PolicyConfig::with_workers(1));
+        let mut p = EarlyBinding::new(EarlyChoice::RoundRobin, &PolicyConfig::papers(1));
         feed(&mut p, 0, Event::Arrival(req(1, 100_000_000, 10_000_000)));
         let out = feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
         assert_eq!(out, vec![Action::WakeAt(1_000_000)]);
@@ -216,7 +230,7 @@ mod tests {
 
     #[test]
     fn quantum_renews_when_nothing_is_more_urgent() {
-        let mut p = EarlyBinding::new(EarlyChoice::RoundRobin, &PolicyConfig::with_workers(1));
+        let mut p = EarlyBinding::new(EarlyChoice::RoundRobin, &PolicyConfig::papers(1));
         feed(&mut p, 0, Event::Arrival(req(1, 1_000_000, 10_000_000)));
         feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
         feed(&mut p, 10, Event::Arrival(req(2, 50_000_000, 1_000)));

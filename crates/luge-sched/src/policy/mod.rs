@@ -135,7 +135,14 @@ pub enum Action {
 pub enum RejectReason {
     /// It cannot meet its deadline even if started now.
     Infeasible,
-    /// The queues are full.
+    /// Admission on the wait: the wait predicted on the worker it would be bound to, plus its
+    /// expected execution, overruns its deadline, or admitting it would push a request already
+    /// admitted there past its own.
+    Unreachable,
+    /// Shed: it was admitted, but while it waited its deadline became unreachable (the wait grew
+    /// beyond the estimates, a preemption took its slack); it is answered instead of run.
+    Shed,
+    /// The queues are full (the count cap, a safety net behind the time bound).
     QueueFull,
 }
 
@@ -143,6 +150,8 @@ impl fmt::Display for RejectReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             RejectReason::Infeasible => "deadline infeasible",
+            RejectReason::Unreachable => "deadline unreachable at the current load",
+            RejectReason::Shed => "deadline became unreachable while queued",
             RejectReason::QueueFull => "queue full",
         })
     }
@@ -168,8 +177,10 @@ pub struct PolicyStats {
     pub workers_inspected: u64,
     /// Preemptions requested.
     pub preemptions: u64,
-    /// Requests rejected.
+    /// Requests rejected (on arrival or shed), shed ones included.
     pub rejected: u64,
+    /// Of `rejected`, requests shed after admission because their deadline became unreachable.
+    pub shed: u64,
 }
 
 /// A scheduling policy for one dispatcher group. See the module docs for the contract.
@@ -188,27 +199,75 @@ pub trait Policy: Send {
     fn stats(&self) -> PolicyStats;
 }
 
-/// Admission control applied on arrival by every policy (off by default: the papers queue
-/// everything). Rejected requests count as deadline misses in every report (BRIEF §8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Admission control and shedding (`docs/scheduling.md`, "Admission and shedding"). Rejected and
+/// shed requests count as deadline misses in every report.
+///
+/// The default is deadline-aware: refuse the infeasible, admit on the wait, shed the doomed, with
+/// a count cap as a memory safety net. With admission on the wait the queues are bounded in
+/// *time*: every admitted request is expected to finish by its deadline, so a worker never holds
+/// more work than fits before the latest deadline it has admitted. [`Admission::NONE`] queues
+/// everything, as the papers' experiments do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admission {
     /// Reject a request whose expected execution cannot fit before its deadline even if it
-    /// started now.
+    /// started now (all policies).
     pub reject_infeasible: bool,
+    /// Admission on the wait (policies with per-worker deadline queues: `sledgescale`,
+    /// `sledgescale-steal`, `rr`, `jsq`, `lld`): admit only if the wait predicted on the worker
+    /// chosen (SledgeScale §3.3, Alg. 1) plus the expected execution fits the deadline.
+    pub on_wait: bool,
+    /// With `on_wait`: also refuse a newcomer that would push a request already admitted to that
+    /// worker past its own deadline (the full EDF feasibility test, O(log n) on the deadline
+    /// tree). Off by default: the newcomer is admitted and whatever it dooms is shed at once
+    /// (with `shed`), which serves more requests in time when sizes differ — a long request that
+    /// claimed the queue first no longer locks out many short ones — at the price that an
+    /// admitted request may still be refused later.
+    pub protect_admitted: bool,
+    /// Shed, on the same policies: when a request is admitted ahead of others, when a worker
+    /// picks its next request, and whenever one of its runs ends, answer every queued request
+    /// that can no longer meet its deadline instead of running it ahead of requests that still
+    /// can.
+    pub shed: bool,
     /// Reject when the group already holds this many requests (queued, not running).
     pub max_queued: Option<usize>,
 }
 
 impl Admission {
-    /// The reason to reject `req` at `now` with `queued` requests already waiting, if any.
+    /// Queue everything, refuse nothing: the papers' setting.
+    pub const NONE: Admission = Admission {
+        reject_infeasible: false,
+        on_wait: false,
+        protect_admitted: false,
+        shed: false,
+        max_queued: None,
+    };
+
+    /// Luge's default: refuse the infeasible, admit on the wait, shed the doomed, and cap each
+    /// group at 4096 queued requests as a memory safety net.
+    pub const DEADLINE: Admission = Admission {
+        reject_infeasible: true,
+        on_wait: true,
+        protect_admitted: false,
+        shed: true,
+        max_queued: Some(4096),
+    };
+
+    /// The reason to reject `req` at `now` with `queued` requests already waiting, if any: the
+    /// checks every policy shares (infeasible on its own, count cap).
     pub fn check(&self, now: Nanos, req: &Request, queued: usize) -> Option<RejectReason> {
-        if self.reject_infeasible && now.saturating_add(req.remaining()) > req.absolute_deadline {
+        if self.reject_infeasible && now.saturating_add(req.own_work()) > req.absolute_deadline {
             return Some(RejectReason::Infeasible);
         }
         match self.max_queued {
             Some(max) if queued >= max => Some(RejectReason::QueueFull),
             _ => None,
         }
+    }
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Self::DEADLINE
     }
 }
 
@@ -263,6 +322,12 @@ impl PolicyConfig {
     /// Defaults for a group of `workers` workers.
     pub fn with_workers(workers: usize) -> Self {
         Self { workers, ..Self::default() }
+    }
+
+    /// The papers' setting for a group of `workers` workers: every tunable at its default but
+    /// admission off ([`Admission::NONE`]: queue everything, as the papers' experiments do).
+    pub fn papers(workers: usize) -> Self {
+        Self { workers, admission: Admission::NONE, ..Self::default() }
     }
 }
 

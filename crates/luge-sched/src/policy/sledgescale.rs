@@ -121,25 +121,35 @@ impl SledgeScale {
         }
     }
 
-    fn run_next(&mut self, w: WorkerId, out: &mut Vec<Action>) {
-        if let Some(next) = self.queues[w].pop() {
+    /// Worker `w` just became idle at `now`: shed what its queue can no longer finish in time,
+    /// then run the most urgent request that can still make it.
+    fn run_next(&mut self, w: WorkerId, now: Nanos, out: &mut Vec<Action>) {
+        let queue = &mut self.queues[w];
+        core::shed_doomed(&mut self.stats, &self.admission, queue, now, out);
+        if let Some(next) = core::pop_runnable(&mut self.stats, &self.admission, queue, now, out) {
             self.cores.run(w, next, out);
             return;
         }
         if !self.steal {
             return;
         }
-        // The most urgent head among the other workers' queues.
-        let victim = (0..self.queues.len())
-            .filter(|&v| v != w)
-            .filter_map(|v| self.queues[v].peek().map(|r| (r.key(), v)))
-            .min();
-        self.stats.workers_inspected += self.queues.len() as u64 - 1;
-        if let Some((key, v)) = victim
-            && let Some(req) = self.queues[v].remove(key)
-        {
+        // The most urgent head among the other workers' queues, shedding heads that can no
+        // longer make it here either.
+        loop {
+            let victim = (0..self.queues.len())
+                .filter(|&v| v != w)
+                .filter_map(|v| self.queues[v].peek().map(|r| (r.key(), v)))
+                .min();
+            self.stats.workers_inspected += self.queues.len() as u64 - 1;
+            let Some((key, v)) = victim else { return };
+            let Some(req) = self.queues[v].remove(key) else { return };
+            if self.admission.shed && now.saturating_add(req.own_work()) > req.absolute_deadline {
+                core::shed(&mut self.stats, req, out);
+                continue;
+            }
             out.push(Action::Enqueue { worker: w, id: req.id });
             self.cores.run(w, req, out);
+            return;
         }
     }
 
@@ -165,11 +175,21 @@ impl Policy for SledgeScale {
                     return;
                 }
                 let (w, preempt) = self.choose(&req, now);
+                let at = core::starts(self.cores.get(w), preempt, now, &req);
+                if self.admission.on_wait
+                    && !core::fits_the_wait(&self.admission, &self.queues[w], at, &req)
+                {
+                    core::refuse_unreachable(&mut self.stats, req, out);
+                    return;
+                }
                 out.push(Action::Enqueue { worker: w, id: req.id });
                 if self.cores.is_idle(w) && self.queues[w].is_empty() {
                     self.cores.run(w, req, out);
                 } else {
                     self.queues[w].insert(req);
+                    // Admitted ahead of others: shed what it pushed past its deadline.
+                    let queue = &mut self.queues[w];
+                    core::shed_doomed(&mut self.stats, &self.admission, queue, at.0, out);
                     if preempt && self.cores.preempt(w, out) {
                         self.stats.preemptions += 1;
                     }
@@ -180,13 +200,13 @@ impl Policy for SledgeScale {
             }
             Event::Completed { worker, id, executed } => {
                 if self.cores.finish(worker, id, executed).is_some() {
-                    self.run_next(worker, out);
+                    self.run_next(worker, now, out);
                 }
             }
             Event::Preempted { worker, id, executed } => {
                 if let Some(req) = self.cores.finish(worker, id, executed) {
                     self.queues[worker].insert(req);
-                    self.run_next(worker, out);
+                    self.run_next(worker, now, out);
                 }
             }
             Event::Tick => {}
@@ -209,6 +229,7 @@ impl Policy for SledgeScale {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::RejectReason;
     use crate::policy::testing::feed;
     use crate::request::{FunctionId, RequestId};
 
@@ -223,7 +244,7 @@ mod tests {
     /// due at 125. Worker 1 runs (120, 50) and queues (300, 100): W = 50, C = 150.
     fn figure4() -> SledgeScale {
         const K: Nanos = 1_000;
-        let mut p = SledgeScale::new(&PolicyConfig::with_workers(2));
+        let mut p = SledgeScale::new(&PolicyConfig::papers(2));
         let mut id = 0;
         let mut put = |p: &mut SledgeScale, w: usize, d: Nanos, e: Nanos, running: bool| {
             id += 1;
@@ -282,7 +303,7 @@ mod tests {
 
     #[test]
     fn empty_worker_wins_at_once() {
-        let mut p = SledgeScale::new(&PolicyConfig::with_workers(3));
+        let mut p = SledgeScale::new(&PolicyConfig::papers(3));
         let out = feed(&mut p, 0, Event::Arrival(req(1, 1_000_000, 10_000)));
         assert!(matches!(
             out[..],
@@ -299,7 +320,7 @@ mod tests {
 
     #[test]
     fn zero_slack_request_is_never_preempted() {
-        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        let mut p = SledgeScale::new(&PolicyConfig::papers(1));
         // Running request: deadline 100 µs, expected 100 µs → slack 0 at start.
         feed(&mut p, 0, Event::Arrival(req(1, 100_000, 100_000)));
         feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
@@ -311,7 +332,7 @@ mod tests {
 
     #[test]
     fn slack_must_exceed_the_new_execution_strictly() {
-        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        let mut p = SledgeScale::new(&PolicyConfig::papers(1));
         // Slack of the running request: 200 − 0 − 100 = 100 µs.
         feed(&mut p, 0, Event::Arrival(req(1, 200_000, 100_000)));
         feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
@@ -323,7 +344,7 @@ mod tests {
 
     #[test]
     fn one_preemption_in_flight_per_worker() {
-        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        let mut p = SledgeScale::new(&PolicyConfig::papers(1));
         feed(&mut p, 0, Event::Arrival(req(1, 10_000_000, 1_000_000)));
         feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
         let a = feed(&mut p, 1, Event::Arrival(req(2, 100_000, 1_000)));
@@ -338,7 +359,7 @@ mod tests {
     #[test]
     fn stealing_keeps_an_idle_worker_busy_with_the_most_urgent_queued_request() {
         for steal in [false, true] {
-            let cfg = PolicyConfig::with_workers(2);
+            let cfg = PolicyConfig::papers(2);
             let mut p =
                 if steal { SledgeScale::with_stealing(&cfg) } else { SledgeScale::new(&cfg) };
             // Both workers busy with requests more urgent than what follows, so nothing can
@@ -370,12 +391,121 @@ mod tests {
 
     #[test]
     fn completion_that_beats_the_preemption_is_handled() {
-        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        let mut p = SledgeScale::new(&PolicyConfig::papers(1));
         feed(&mut p, 0, Event::Arrival(req(1, 10_000_000, 1_000_000)));
         feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
         feed(&mut p, 1, Event::Arrival(req(2, 100_000, 1_000)));
         let out = feed(&mut p, 2, Event::Completed { worker: 0, id: RequestId(1), executed: 2 });
         assert!(matches!(out[..], [Action::Run { req, .. }] if req.id == RequestId(2)));
         assert_eq!(p.queued(), 0);
+    }
+
+    /// Units of the admission tests: 1 ms.
+    const MS: Nanos = 1_000_000;
+
+    fn rejected(out: &[Action]) -> Vec<(u64, RejectReason)> {
+        out.iter()
+            .filter_map(|a| match a {
+                Action::Reject { req, reason } => Some((req.id.0, *reason)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// One busy worker with the default (deadline-aware) admission: `R` runs (deadline 5 ms,
+    /// 5 ms of work) and `A` waits behind it (deadline 10 ms, 4 ms: done at 9 ms).
+    fn one_busy_worker() -> SledgeScale {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 5 * MS, 5 * MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        let out = feed(&mut p, 0, Event::Arrival(req(2, 10 * MS, 4 * MS)));
+        assert_eq!(out, vec![Action::Enqueue { worker: 0, id: RequestId(2) }], "premise");
+        p
+    }
+
+    #[test]
+    fn admission_on_the_wait_refuses_a_request_that_would_miss() {
+        let mut p = one_busy_worker();
+        // Wait 5 + 4 = 9 ms, then 2 ms of its own: done at 11 ms, past its 10.5 ms deadline.
+        let out = feed(&mut p, 0, Event::Arrival(req(3, 10 * MS + MS / 2, 2 * MS)));
+        assert_eq!(rejected(&out), vec![(3, RejectReason::Unreachable)]);
+        // With 1 ms of work it fits (done at 10 ms).
+        let out = feed(&mut p, 0, Event::Arrival(req(4, 10 * MS + MS / 2, MS)));
+        assert_eq!(out, vec![Action::Enqueue { worker: 0, id: RequestId(4) }]);
+        assert_eq!(p.stats().rejected, 1);
+        // The papers' setting queues the doomed request.
+        let mut p = SledgeScale::new(&PolicyConfig::papers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 5 * MS, 5 * MS)));
+        let out = feed(&mut p, 0, Event::Arrival(req(3, 10 * MS + MS / 2, 7 * MS)));
+        assert!(rejected(&out).is_empty());
+    }
+
+    #[test]
+    fn a_newcomer_that_dooms_an_admitted_request_sheds_it_or_is_refused() {
+        // Done at 5 + 2 = 7 ms, inside its 8 ms deadline, but it pushes `A` to 11 ms > 10 ms.
+        // By default the newcomer is admitted and `A`, now doomed, is shed at once.
+        let mut p = one_busy_worker();
+        let out = feed(&mut p, 0, Event::Arrival(req(3, 8 * MS, 2 * MS)));
+        assert_eq!(rejected(&out), vec![(2, RejectReason::Shed)]);
+        assert!(out.contains(&Action::Enqueue { worker: 0, id: RequestId(3) }));
+        assert_eq!(p.queued(), 1);
+        // With `protect_admitted`, the newcomer is refused instead and `A` keeps its place.
+        let mut cfg = PolicyConfig::with_workers(1);
+        cfg.admission.protect_admitted = true;
+        let mut p = SledgeScale::new(&cfg);
+        feed(&mut p, 0, Event::Arrival(req(1, 5 * MS, 5 * MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        feed(&mut p, 0, Event::Arrival(req(2, 10 * MS, 4 * MS)));
+        let out = feed(&mut p, 0, Event::Arrival(req(3, 8 * MS, 2 * MS)));
+        assert_eq!(rejected(&out), vec![(3, RejectReason::Unreachable)]);
+        // One that leaves `A` its deadline is admitted ahead of it.
+        let out = feed(&mut p, 0, Event::Arrival(req(4, 8 * MS, MS)));
+        assert_eq!(out, vec![Action::Enqueue { worker: 0, id: RequestId(4) }]);
+    }
+
+    #[test]
+    fn an_urgent_request_that_preempts_is_judged_from_now() {
+        // Running: deadline 20 ms, 5 ms of work (slack 15 ms). A 2 ms request due in 3 ms cannot
+        // wait 5 ms, but it preempts and starts at once.
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 20 * MS, 5 * MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        let out = feed(&mut p, 0, Event::Arrival(req(2, 3 * MS, 2 * MS)));
+        assert!(rejected(&out).is_empty());
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(1) }));
+        // While that preemption is in flight, a second urgent request will also run before the
+        // stopped one resumes: it is judged from now too (after the first one's 2 ms).
+        let out = feed(&mut p, 0, Event::Arrival(req(3, 4 * MS + MS / 2, 2 * MS)));
+        assert_eq!(out, vec![Action::Enqueue { worker: 0, id: RequestId(3) }]);
+        let out = feed(&mut p, 0, Event::Arrival(req(4, 5 * MS, 2 * MS)));
+        assert_eq!(rejected(&out), vec![(4, RejectReason::Unreachable)], "2 + 2 + 2 > 5 ms");
+    }
+
+    #[test]
+    fn a_request_whose_deadline_became_unreachable_is_shed_not_run() {
+        let mut p = one_busy_worker();
+        feed(&mut p, 0, Event::Arrival(req(3, 30 * MS, 4 * MS)));
+        // `R` overran: it ends at 8 ms instead of 5, so `A` (4 ms, due at 10 ms) cannot make it,
+        // while the request due at 30 ms still can and runs at once.
+        let out = feed(
+            &mut p,
+            8 * MS,
+            Event::Completed { worker: 0, id: RequestId(1), executed: 8 * MS },
+        );
+        assert_eq!(rejected(&out), vec![(2, RejectReason::Shed)]);
+        assert!(matches!(out.last(), Some(Action::Run { req, .. }) if req.id == RequestId(3)));
+        assert_eq!((p.stats().shed, p.stats().rejected), (1, 1));
+    }
+
+    #[test]
+    fn a_guessed_estimate_is_never_refused_on_its_own_guess() {
+        let mut p = one_busy_worker();
+        // A 100 ms guess that cannot fit anywhere: admitted on the 1 µs floor of its own work.
+        let guessed = req(3, 30 * MS, 100 * MS).with_guessed_estimate();
+        let out = feed(&mut p, 0, Event::Arrival(guessed));
+        assert!(rejected(&out).is_empty(), "{out:?}");
+        // Known, the same request is infeasible.
+        let out = feed(&mut p, 0, Event::Arrival(req(4, 30 * MS, 100 * MS)));
+        assert_eq!(rejected(&out), vec![(4, RejectReason::Infeasible)]);
     }
 }
