@@ -77,6 +77,7 @@ struct RawServer {
     shutdown_grace_ms: Option<u64>,
     reject_infeasible: Option<bool>,
     admit_on_wait: Option<bool>,
+    protect_admitted: Option<bool>,
     shed: Option<bool>,
     max_queued: Option<usize>,
 }
@@ -323,6 +324,9 @@ fn settings(
     if let Some(w) = raw.admit_on_wait {
         runtime.policy_config.admission.on_wait = w;
     }
+    if let Some(p) = raw.protect_admitted {
+        runtime.policy_config.admission.protect_admitted = p;
+    }
     if let Some(d) = raw.shed {
         runtime.policy_config.admission.shed = d;
     }
@@ -382,6 +386,15 @@ policy = "fifo"
         assert_eq!(m.server.http.port(), 9000);
         assert_eq!(m.server.runtime.workers, 2);
         assert_eq!(m.server.runtime.policy, PolicyKind::Fifo);
+        // Deadline-aware admission is the default, and each part can be turned off.
+        assert_eq!(m.server.runtime.policy_config.admission, luge_sched::Admission::DEADLINE);
+        let m = parse(
+            "[server]\nadmit_on_wait = false\nprotect_admitted = true\nshed = false\nmax_queued = 7\n",
+        )
+        .unwrap();
+        let a = m.server.runtime.policy_config.admission;
+        assert!(!a.on_wait && a.protect_admitted && !a.shed && a.reject_infeasible);
+        assert_eq!(a.max_queued, Some(7));
         let m = parse(
             r#"
 [[function]]
