@@ -92,7 +92,8 @@ pub struct HttpConfig {
     /// Tokio worker threads serving connections (1 = a current-thread runtime on the server's
     /// own thread).
     pub threads: usize,
-    /// Connections open at once; further clients wait in the listen backlog.
+    /// Connections open at once; a connection beyond them is answered 503 `overloaded` at once
+    /// and closed, instead of waiting in the listen backlog.
     pub max_connections: usize,
     /// Listen backlog.
     pub backlog: u32,
@@ -177,6 +178,10 @@ struct Shared {
     slots: Arc<Semaphore>,
     /// Connection limit (the permits of `slots`).
     max_connections: usize,
+    /// One permit per connection over the cap being answered 503 (as many as `slots`).
+    refusing: Arc<Semaphore>,
+    /// Connections answered 503 (or closed) because `max_connections` were open.
+    refused_connections: AtomicU64,
     /// Connections being served.
     open: AtomicUsize,
     /// Requests between the start of their handler and their response.
@@ -247,6 +252,8 @@ impl HttpServer {
             phase,
             slots: Arc::new(Semaphore::new(max_connections)),
             max_connections,
+            refusing: Arc::new(Semaphore::new(max_connections)),
+            refused_connections: AtomicU64::new(0),
             open: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
         });
@@ -272,6 +279,11 @@ impl HttpServer {
     /// Connections open right now.
     pub fn connections(&self) -> usize {
         self.shared.open.load(Ordering::SeqCst)
+    }
+
+    /// Connections answered 503 at once (or closed) because `max_connections` were open.
+    pub fn refused_connections(&self) -> u64 {
+        self.shared.refused_connections.load(Ordering::Relaxed)
     }
 
     /// Requests being handled right now: from their arrival (head read) to their response.
@@ -382,10 +394,9 @@ async fn phase_reached(mut rx: watch::Receiver<Phase>, pred: impl FnMut(&Phase) 
     let _ = rx.wait_for(pred).await.map(|_| ());
 }
 
-/// The accept loop, then the graceful shutdown.
 /// Waits for a connection slot, then for the next connection (with `TCP_NODELAY` set); `None`
-/// once `stopping` completes or the slots are closed. Accept errors (e.g. out of descriptors)
-/// back off and retry. Shared with the bare-hyper baseline, so both accept alike.
+/// once `stopping` completes or the slots are closed. Used by the bare-hyper baseline, whose
+/// clients over the cap wait in the listen backlog.
 pub(crate) async fn accept_next<F: Future<Output = ()>>(
     listener: &TcpListener,
     slots: &Arc<Semaphore>,
@@ -395,6 +406,17 @@ pub(crate) async fn accept_next<F: Future<Output = ()>>(
         permit = Arc::clone(slots).acquire_owned() => permit.ok()?,
         () = &mut *stopping => return None,
     };
+    let (stream, peer) = accept_one(listener, stopping).await?;
+    Some((stream, peer, permit))
+}
+
+/// The next connection, with `TCP_NODELAY` set; `None` once `stopping` completes. Accept errors
+/// (e.g. out of descriptors) back off and retry. Shared with the bare-hyper baseline, so both
+/// accept alike.
+async fn accept_one<F: Future<Output = ()>>(
+    listener: &TcpListener,
+    stopping: &mut std::pin::Pin<&mut F>,
+) -> Option<(TcpStream, SocketAddr)> {
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -410,8 +432,52 @@ pub(crate) async fn accept_next<F: Future<Output = ()>>(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(%peer, "cannot set TCP_NODELAY: {e}");
         }
-        return Some((stream, peer, permit));
+        return Some((stream, peer));
     }
+}
+
+/// The body of the answer to a connection over the cap.
+const OVER_CAP_BODY: &str = "rejected: overloaded (connections full)\n";
+
+/// The answer to a connection over the cap: a complete response, with every Luge header, that
+/// closes the connection.
+fn over_cap_response(request_id: u64, retry_after_secs: u32) -> String {
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\nluge-request-id: {request_id}\r\nluge-execution-ns: 0\r\nluge-queueing-ns: 0\r\nluge-outcome: overloaded\r\nretry-after: {retry_after_secs}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{OVER_CAP_BODY}",
+        OVER_CAP_BODY.len()
+    )
+}
+
+/// How long a refused connection's request is drained so the client reads the 503, not a reset.
+const OVER_CAP_DRAIN: Duration = Duration::from_millis(100);
+
+/// Answers a connection over the cap with [`over_cap_response`] at once instead of leaving it in the
+/// listen backlog, where its client would wait for nothing. Bounded: at most `max_connections`
+/// such answers are in progress (more are closed without one), each reads at most 64 KiB for at
+/// most [`OVER_CAP_DRAIN`].
+fn refuse_over_cap(shared: &Arc<Shared>, mut stream: TcpStream) {
+    shared.refused_connections.fetch_add(1, Ordering::Relaxed);
+    let Ok(permit) = Arc::clone(&shared.refusing).try_acquire_owned() else {
+        return; // dropping the stream closes it
+    };
+    let response = over_cap_response(shared.local_id(), shared.config.retry_after_secs);
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _permit = permit;
+        let mut sink = [0u8; 4096];
+        let drain = async {
+            let _ = stream.write_all(response.as_bytes()).await;
+            let _ = stream.shutdown().await;
+            let mut left = 64 << 10;
+            while left > 0 {
+                match stream.read(&mut sink).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => left -= n.min(left),
+                }
+            }
+        };
+        let _ = tokio::time::timeout(OVER_CAP_DRAIN, drain).await;
+    });
 }
 
 async fn serve(shared: Arc<Shared>, listener: TcpListener) {
@@ -423,8 +489,19 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener) {
         .keep_alive(true);
     let stopping = phase_reached(shared.phase.subscribe(), |p| *p != Phase::Running);
     tokio::pin!(stopping);
-    while let Some((stream, peer, permit)) = accept_next(&listener, &slots, &mut stopping).await {
-        tokio::spawn(connection(Arc::clone(&shared), builder.clone(), stream, peer, permit));
+    while let Some((stream, peer)) = accept_one(&listener, &mut stopping).await {
+        match Arc::clone(&slots).try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(connection(
+                    Arc::clone(&shared),
+                    builder.clone(),
+                    stream,
+                    peer,
+                    permit,
+                ));
+            }
+            Err(_) => refuse_over_cap(&shared, stream),
+        }
     }
     drop(listener);
     let grace = match *shared.phase.borrow() {
@@ -468,7 +545,7 @@ async fn connection(
     if let Err(e) = result {
         if e.is_parse() || e.is_parse_too_large() {
             shared.metrics.malformed(Protocol::Http, "http_parse");
-            tracing::info!(%peer, "malformed HTTP request: {e}");
+            tracing::debug!(%peer, "malformed HTTP request: {e}");
         } else if e.is_timeout() {
             shared.metrics.malformed(Protocol::Http, "header_timeout");
             tracing::debug!(%peer, "connection timed out: {e}");
@@ -613,8 +690,16 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Ful
         }
         "/metrics" if get => {
             let worker = Arc::clone(&shared);
-            let text =
-                tokio::task::spawn_blocking(move || worker.metrics.render(&worker.runtime)).await;
+            let text = tokio::task::spawn_blocking(move || {
+                let mut text = worker.metrics.render(&worker.runtime);
+                let _ = writeln!(
+                    text,
+                    "# HELP luge_http_connections_refused_total Connections answered 503 at once because max_connections were open.\n# TYPE luge_http_connections_refused_total counter\nluge_http_connections_refused_total {}",
+                    worker.refused_connections.load(Ordering::Relaxed)
+                );
+                text
+            })
+            .await;
             match text {
                 Ok(text) => shared.respond(
                     StatusCode::OK,
@@ -769,7 +854,10 @@ impl Shared {
             }
             Err(failure) => {
                 let reason = failure.to_string();
-                if code >= 500 && code != 503 {
+                // Only the node's own faults are logged above debug: refusals, traps and
+                // limits are caused by clients and guests, counted in /metrics, and at
+                // overload would write a line per request (tens of thousands a second).
+                if matches!(failure, Failure::Internal(_)) {
                     tracing::warn!(
                         request_id = meta.request_id,
                         function,
@@ -777,7 +865,7 @@ impl Shared {
                         "{reason}"
                     );
                 } else {
-                    tracing::info!(
+                    tracing::debug!(
                         request_id = meta.request_id,
                         function,
                         status = code,
@@ -853,7 +941,7 @@ async fn invoke(
     let name = shared.function_for(path).unwrap_or_default();
     let Some(function) = shared.runtime.function(&name) else {
         shared.metrics.malformed(Protocol::Http, "unknown_function");
-        tracing::info!(path, status = 404, "unknown function");
+        tracing::debug!(path, status = 404, "unknown function");
         return unknown_function(shared, &name);
     };
     let name = function.config.name.as_str();
@@ -871,7 +959,7 @@ async fn invoke(
         (Ok(deadline), Ok(expected)) => SubmitOptions { deadline, expected },
         (Err(reason), _) | (_, Err(reason)) => {
             shared.metrics.malformed(Protocol::Http, "bad_header");
-            tracing::info!(function = name, status = 400, "{reason}");
+            tracing::debug!(function = name, status = 400, "{reason}");
             return shared.error(StatusCode::BAD_REQUEST, "bad_request", reason);
         }
     };
@@ -896,7 +984,7 @@ async fn invoke(
     } else {
         format!("bad request: request body exceeds the limit of {cap} bytes")
     };
-    tracing::info!(request_id = outcome.request_id, function = name, status = 413, "{reason}");
+    tracing::debug!(request_id = outcome.request_id, function = name, status = 413, "{reason}");
     let meta = Meta { request_id: outcome.request_id, timing: outcome.timing, label: "too_large" };
     shared.too_large(&meta, expect, body, reason)
 }

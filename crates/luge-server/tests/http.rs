@@ -63,6 +63,11 @@ fn register(rt: &Runtime, name: &str, wat: &str, tune: impl FnOnce(&mut Function
 
 /// A node serving the built-ins plus the failing test functions.
 fn node_with(runtime_config: RuntimeConfig, threads: usize) -> Node {
+    node_http(runtime_config, HttpConfig { threads, ..HttpConfig::default() })
+}
+
+/// [`node_with`], with the HTTP front end's settings (its address is always `127.0.0.1:0`).
+fn node_http(runtime_config: RuntimeConfig, http: HttpConfig) -> Node {
     let runtime = Arc::new(Runtime::start(runtime_config).unwrap());
     for (name, wat) in [("noop", NOOP), ("echo", ECHO), ("hello", HELLO), ("fib", FIB)] {
         register(&runtime, name, wat, |_| {});
@@ -80,11 +85,7 @@ fn node_with(runtime_config: RuntimeConfig, threads: usize) -> Node {
         c.limits = Limits { max_memory_bytes: 8 << 20, ..Limits::default() }
     });
     let metrics = Arc::new(Metrics::new());
-    let config = HttpConfig {
-        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        threads,
-        ..HttpConfig::default()
-    };
+    let config = HttpConfig { addr: SocketAddr::from(([127, 0, 0, 1], 0)), ..http };
     let server = HttpServer::start(Arc::clone(&runtime), Arc::clone(&metrics), config).unwrap();
     let addr = server.local_addr();
     Node { runtime, metrics, server: Some(server), addr }
@@ -376,6 +377,66 @@ async fn keep_alive_serves_several_requests_on_one_connection() {
     assert_ok(&read_raw(&mut conn).await, b"A");
     assert_ok(&read_raw(&mut conn).await, b"B");
     assert_eq!(node.metrics.requests("echo", "ok"), 3);
+}
+
+#[tokio::test]
+async fn a_connection_over_the_cap_is_answered_503_at_once() {
+    let http = HttpConfig { max_connections: 2, ..HttpConfig::default() };
+    let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
+    let request = "POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 2\r\n\r\nhi";
+    // Two keep-alive connections hold both slots.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut conn = raw(&node).await;
+        conn.get_mut().write_all(request.as_bytes()).await.unwrap();
+        assert_ok(&read_raw(&mut conn).await, b"hi");
+        held.push(conn);
+    }
+    // A third is answered at once instead of waiting in the listen backlog.
+    let mut over = raw(&node).await;
+    over.get_mut().write_all(request.as_bytes()).await.unwrap();
+    let answer = read_raw(&mut over).await;
+    assert_error(&answer, 503, "overloaded", "connections full");
+    assert_eq!(answer.header("connection"), Some("close"));
+    assert_eq!(answer.header("retry-after"), Some("1"));
+    let mut rest = Vec::new();
+    assert_eq!(over.read_to_end(&mut rest).await.unwrap(), 0, "closed after the answer");
+    assert_eq!(node.server().refused_connections(), 1);
+    // The held connections still work, and a freed slot serves a new client.
+    held[0].get_mut().write_all(request.as_bytes()).await.unwrap();
+    assert_ok(&read_raw(&mut held[0]).await, b"hi");
+    drop(held.pop());
+    let start = Instant::now();
+    loop {
+        let mut conn = raw(&node).await;
+        conn.get_mut().write_all(request.as_bytes()).await.unwrap();
+        let answer = read_raw(&mut conn).await;
+        if answer.status == StatusCode::OK {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "the freed slot was never reused");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The slot of the connection just dropped frees once the server sees it close.
+    drop(held);
+    let start = Instant::now();
+    let metrics = loop {
+        let answer = get(&node, "/metrics").await;
+        if answer.status == StatusCode::OK {
+            break answer.text();
+        }
+        assert!(start.elapsed() < PATIENCE, "no slot freed for /metrics");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert!(metrics.contains("luge_http_connections_refused_total 1"), "{metrics}");
+}
+
+/// `GET path` on a fresh connection.
+async fn get(node: &Node, path: &str) -> Answer {
+    let mut conn = raw(node).await;
+    let get = format!("GET {path} HTTP/1.1\r\nHost: l\r\n\r\n");
+    conn.get_mut().write_all(get.as_bytes()).await.unwrap();
+    read_raw(&mut conn).await
 }
 
 #[tokio::test]
