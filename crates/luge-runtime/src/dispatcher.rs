@@ -38,6 +38,7 @@ use crate::config::WaitMode;
 use crate::notify::Notify;
 use crate::outcome::{Failure, Rejection};
 use crate::sandbox::Signals;
+use crate::turnaround::Turnaround;
 use crate::worker::{Task, WorkerEvent, WorkerShared};
 
 /// A request handed to a dispatcher, with what the policy needs to place it.
@@ -85,6 +86,7 @@ pub(crate) struct Dispatcher {
     next_id: u64,
     wake_at: Option<Nanos>,
     actions: Vec<Action>,
+    turnaround: Turnaround,
 }
 
 impl Dispatcher {
@@ -99,6 +101,7 @@ impl Dispatcher {
         mode: WaitMode,
         grace: Duration,
     ) -> Self {
+        let workers_len = workers.len();
         Self {
             shared,
             workers,
@@ -114,6 +117,7 @@ impl Dispatcher {
             next_id: 0,
             wake_at: None,
             actions: Vec::new(),
+            turnaround: Turnaround::new(workers_len),
         }
     }
 
@@ -213,11 +217,13 @@ impl Dispatcher {
                     WorkerEvent::Completed { sched, function, executed } => {
                         self.running -= 1;
                         self.estimator.observe(function, executed);
+                        self.turnaround.ended(w, now, executed);
                         Event::Completed { worker: w, id: sched, executed }
                     }
                     WorkerEvent::Preempted { task } => {
                         self.running -= 1;
                         let (id, executed) = (task.sched, task.executed);
+                        self.turnaround.ended(w, now, executed);
                         self.pending.insert(id, task);
                         Event::Preempted { worker: w, id, executed }
                     }
@@ -252,7 +258,11 @@ impl Dispatcher {
         let known = expected.is_some()
             || task.function.config.expected_execution.is_some()
             || self.estimator.samples(function) > 0;
-        let expected = expected.unwrap_or_else(|| self.estimator.estimate(function));
+        // The node's own per-request work (hand-offs, wake-ups) occupies the worker too: the
+        // wait a request imposes on those behind it is its execution plus that.
+        let expected = expected
+            .unwrap_or_else(|| self.estimator.estimate(function))
+            .saturating_add(self.turnaround.overhead());
         let mut request =
             Request::new(id, function, now, relative_deadline, expected).with_tenant(tenant);
         if !known {
@@ -284,6 +294,7 @@ impl Dispatcher {
                     return;
                 };
                 self.running += 1;
+                self.turnaround.ran(worker, now, task.executed);
                 let w = &self.workers[worker];
                 let mut task = task;
                 while let Err(back) = w.inbox.push(task) {

@@ -19,6 +19,7 @@ mod registry;
 mod reply;
 mod runtime;
 mod sandbox;
+mod turnaround;
 mod wasi;
 mod worker;
 
