@@ -13,7 +13,8 @@
 //! when enabled, [`HEADER_EXPECTED_US`]; responses are read for [`HEADER_EXECUTION_NS`],
 //! [`HEADER_QUEUEING_NS`] and [`HEADER_OUTCOME`]. Status 200 is success; any other status is an
 //! error named by the `Luge-Outcome` label when it names a known status (`overloaded`,
-//! `killed`, …), else `http_NNN`.
+//! `killed`, …) or one of the two refusals without a status of their own
+//! (`deadline_unreachable`, `shed`), else `http_NNN`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,7 +26,6 @@ use hyper::{Request, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use luge_proto::Status;
 use tokio::runtime::Runtime;
 
 use crate::calibrate::{CALIBRATION_DEADLINE_US, Caller, Reply};
@@ -150,12 +150,8 @@ async fn exchange(client: &HttpClient, req: Request<Full<Bytes>>, timeout: Durat
         }
         let text = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
         let number = |name: &str| text(name).and_then(|s| s.trim().parse::<u64>().ok());
-        let failure = (parts.status != StatusCode::OK).then(|| {
-            match text(HEADER_OUTCOME).and_then(|l| ErrorKind::status_from_label(l.trim())) {
-                Some(s) if s != Status::Ok => ErrorKind::Status(s),
-                _ => ErrorKind::Http(parts.status.as_u16()),
-            }
-        });
+        let failure = (parts.status != StatusCode::OK)
+            .then(|| ErrorKind::from_http(parts.status.as_u16(), text(HEADER_OUTCOME)));
         Reply {
             error: failure,
             execution_ns: number(HEADER_EXECUTION_NS),

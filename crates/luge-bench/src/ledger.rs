@@ -4,7 +4,8 @@
 //! It owns the window (at most `window` requests in flight: the sender blocks for a slot), the
 //! per-request timeout (a request unanswered `timeout` after it was *sent* is recorded as
 //! [`ErrorKind::Timeout`] and frees its slot, so a lost datagram cannot shrink the window for
-//! good), and the [`Recorder`]. Times are ns since `start`, one monotonic clock for everyone.
+//! good), and the [`Recorder`] (plus the run's [`SampleObserver`], if any, which sees each
+//! sample as it is recorded). Times are ns since `start`, one monotonic clock for everyone.
 //!
 //! One mutex guards the pending map and the recorder; it is held for a map operation and a few
 //! histogram increments. The condition variable is signalled only when the sender is waiting
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::calibrate::Reply;
 use crate::plan::Planned;
-use crate::sample::{ErrorKind, Sample};
+use crate::sample::{ErrorKind, Sample, SampleObserver};
 use crate::summary::Recorder;
 
 /// How often timeouts are looked for (ns).
@@ -50,6 +51,7 @@ pub(crate) struct Ledger {
     state: Mutex<State>,
     freed: Condvar,
     last_reap_ns: AtomicU64,
+    observer: Option<SampleObserver>,
     /// Requests sent so far (for the progress line).
     pub sent: AtomicU64,
     /// Successes so far.
@@ -59,7 +61,12 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    pub(crate) fn new(window: usize, timeout: Duration, keep_samples: bool) -> Self {
+    pub(crate) fn new(
+        window: usize,
+        timeout: Duration,
+        keep_samples: bool,
+        observer: Option<SampleObserver>,
+    ) -> Self {
         Self {
             start: Instant::now(),
             window: window.max(1),
@@ -73,6 +80,7 @@ impl Ledger {
             }),
             freed: Condvar::new(),
             last_reap_ns: AtomicU64::new(0),
+            observer,
             sent: AtomicU64::new(0),
             ok: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -257,6 +265,9 @@ impl Ledger {
             self.ok.fetch_add(1, Ordering::Relaxed);
         } else {
             self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(o) = &self.observer {
+            o.observe(&sample);
         }
         state.recorder.record(sample);
         if state.waiting {

@@ -33,7 +33,8 @@
 //! bounds), `ledger` (in flight: window, timeouts), `udp` and `http` (the wire), `sample` and
 //! `summary` (measurements and metrics), `report` (output), `run` (the entry point), and
 //! [`scenario`]: the named benchmarks of `luge bench` (compare, noop, policies, density,
-//! sim-vs-real), which start Luge and the baselines in-process and write dated results.
+//! sim-vs-real, overload), which start Luge and the baselines in-process and write dated
+//! results.
 
 mod calibrate;
 mod drive;
@@ -60,6 +61,6 @@ pub use crate::run::{
     CalibrationMode, MAX_DURATION, MAX_KEPT_SAMPLES, MAX_REQUESTS, MAX_TIMEOUT, MAX_WINDOW, Mode,
     RunConfig, calibrate, run,
 };
-pub use crate::sample::{ErrorKind, Sample};
+pub use crate::sample::{ErrorKind, Sample, SampleObserver};
 pub use crate::summary::{ClassSummary, Percentiles, RteSummary, Summary};
 pub use crate::target::{FunctionRef, Target};

@@ -25,6 +25,7 @@ use crate::http::HttpSetup;
 use crate::ledger::Ledger;
 use crate::plan::{Mapping, Plan};
 use crate::report::Report;
+use crate::sample::SampleObserver;
 use crate::target::{FunctionRef, Target};
 use crate::udp::{self, UdpCaller, UdpTransport};
 
@@ -104,6 +105,9 @@ pub struct RunConfig {
     pub pacing_spin: Duration,
     /// HTTP: client runtime threads (default 1).
     pub http_threads: usize,
+    /// Called with every sample as it is recorded, once per planned request (default none):
+    /// statistics the [`Summary`](crate::Summary) does not keep, without `keep_samples`.
+    pub observer: Option<SampleObserver>,
 }
 
 impl RunConfig {
@@ -123,6 +127,7 @@ impl RunConfig {
             progress: false,
             pacing_spin: Duration::from_micros(50),
             http_threads: 1,
+            observer: None,
         }
     }
 
@@ -233,7 +238,8 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
         horizon,
         config.max_requests,
     )?;
-    let ledger = Arc::new(Ledger::new(window, config.timeout, config.keep_samples));
+    let ledger =
+        Arc::new(Ledger::new(window, config.timeout, config.keep_samples, config.observer.clone()));
     let schedule = Schedule {
         closed,
         duration_ns: nanos(config.duration),

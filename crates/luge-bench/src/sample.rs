@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use luge_proto::Status;
 
@@ -19,6 +20,13 @@ pub enum ErrorKind {
     Status(Status),
     /// The server answered with this HTTP status and no recognised `Luge-Outcome` label.
     Http(u16),
+    /// HTTP 503 with `Luge-Outcome: deadline_unreachable`: refused on admission, because at
+    /// the current load the request would wait past its deadline (UDP-RPC answers
+    /// `Status(Overloaded)` for the same refusal).
+    DeadlineUnreachable,
+    /// HTTP 503 with `Luge-Outcome: shed`: admitted, then answered instead of run because its
+    /// deadline became unreachable while it waited (UDP-RPC: `Status(Overloaded)`).
+    Shed,
     /// No response within the request timeout.
     Timeout,
     /// Never sent: the client fell so far behind its schedule that the run's time bound passed
@@ -34,11 +42,13 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// A short stable label: the status label (`overloaded`, `killed`, …), `http_NNN`,
-    /// `timeout`, `unsent`, `send`, `connect` or `transport`.
+    /// `deadline_unreachable`, `shed`, `timeout`, `unsent`, `send`, `connect` or `transport`.
     pub fn label(&self) -> Cow<'static, str> {
         match self {
             ErrorKind::Status(s) => Cow::Borrowed(s.label()),
             ErrorKind::Http(code) => Cow::Owned(format!("http_{code}")),
+            ErrorKind::DeadlineUnreachable => Cow::Borrowed("deadline_unreachable"),
+            ErrorKind::Shed => Cow::Borrowed("shed"),
             ErrorKind::Timeout => Cow::Borrowed("timeout"),
             ErrorKind::Unsent => Cow::Borrowed("unsent"),
             ErrorKind::Send => Cow::Borrowed("send"),
@@ -53,11 +63,79 @@ impl ErrorKind {
             [0, 100, 101, 102, 103, 104, 200, 201, 202, 203, 300, 301, 302, 303, 304, 400];
         CODES.iter().map(|&c| Status::from_u16(c)).find(|s| s.label() == label)
     }
+
+    /// The error of an HTTP answer with a status other than 200 and this `Luge-Outcome` label:
+    /// the status the label names, the two refusals that have no status of their own
+    /// (`deadline_unreachable`, `shed`), else the bare HTTP status.
+    pub fn from_http(status: u16, outcome: Option<&str>) -> Self {
+        match outcome.map(str::trim) {
+            Some("deadline_unreachable") => ErrorKind::DeadlineUnreachable,
+            Some("shed") => ErrorKind::Shed,
+            Some(label) => match ErrorKind::status_from_label(label) {
+                Some(s) if s != Status::Ok => ErrorKind::Status(s),
+                _ => ErrorKind::Http(status),
+            },
+            None => ErrorKind::Http(status),
+        }
+    }
+
+    /// True when the server refused the request — answered it without running it because it
+    /// is overloaded (HTTP 503: `overloaded`, `deadline_unreachable`, `shed`,
+    /// `deadline_infeasible`, `shutting_down`, or a bare 503).
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            ErrorKind::Status(s) => s.http_status() == 503,
+            ErrorKind::Http(code) => *code == 503,
+            ErrorKind::DeadlineUnreachable | ErrorKind::Shed => true,
+            ErrorKind::Timeout
+            | ErrorKind::Unsent
+            | ErrorKind::Send
+            | ErrorKind::Connect
+            | ErrorKind::Transport => false,
+        }
+    }
+
+    /// True when the server answered (a non-`Ok` status is an answer; a timeout, a request
+    /// never sent or a transport failure is not).
+    pub fn is_answer(&self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Status(_)
+                | ErrorKind::Http(_)
+                | ErrorKind::DeadlineUnreachable
+                | ErrorKind::Shed
+        )
+    }
 }
 
 impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.label())
+    }
+}
+
+/// A callback given every [`Sample`] of a run as it is recorded, exactly once per planned
+/// request (`RunConfig::observer`): streaming statistics of a long run without keeping its
+/// samples. It runs under the run's book-keeping lock, on the receiver or sender thread, so it
+/// must be short and must not block.
+#[derive(Clone)]
+pub struct SampleObserver(Arc<dyn Fn(&Sample) + Send + Sync>);
+
+impl SampleObserver {
+    /// Wraps a callback.
+    pub fn new(f: impl Fn(&Sample) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Calls it.
+    pub fn observe(&self, s: &Sample) {
+        (self.0)(s);
+    }
+}
+
+impl fmt::Debug for SampleObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SampleObserver(..)")
     }
 }
 
@@ -172,6 +250,32 @@ mod tests {
         assert_eq!(ErrorKind::status_from_label("nonsense"), None);
         assert_eq!(ErrorKind::Http(502).label(), "http_502");
         assert_eq!(ErrorKind::Status(Status::Trap).to_string(), "trap");
+    }
+
+    #[test]
+    fn http_refusals_are_named_by_their_outcome() {
+        let of = ErrorKind::from_http;
+        assert_eq!(of(503, Some("deadline_unreachable")), ErrorKind::DeadlineUnreachable);
+        assert_eq!(of(503, Some(" shed ")), ErrorKind::Shed);
+        assert_eq!(of(503, Some("overloaded")), ErrorKind::Status(Status::Overloaded));
+        assert_eq!(of(503, Some("ok")), ErrorKind::Http(503));
+        assert_eq!(of(418, None), ErrorKind::Http(418));
+        assert_eq!(ErrorKind::Shed.label(), "shed");
+        for refused in [
+            ErrorKind::DeadlineUnreachable,
+            ErrorKind::Shed,
+            ErrorKind::Http(503),
+            ErrorKind::Status(Status::Overloaded),
+            ErrorKind::Status(Status::DeadlineInfeasible),
+        ] {
+            assert!(refused.is_refusal() && refused.is_answer(), "{refused}");
+        }
+        for other in [ErrorKind::Status(Status::Killed), ErrorKind::Http(500)] {
+            assert!(!other.is_refusal() && other.is_answer(), "{other}");
+        }
+        for none in [ErrorKind::Timeout, ErrorKind::Unsent, ErrorKind::Transport] {
+            assert!(!none.is_refusal() && !none.is_answer(), "{none}");
+        }
     }
 
     #[test]

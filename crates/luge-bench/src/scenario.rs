@@ -1,4 +1,5 @@
-//! The benchmark scenarios of issue #6 (`luge bench compare|noop|policies|density|sim-vs-real`).
+//! The benchmark scenarios of issue #6 (`luge bench
+//! compare|noop|policies|density|sim-vs-real|overload`).
 //!
 //! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
 //! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
@@ -19,6 +20,7 @@
 //! | [`policies`](Scenario::Policies) | bimodal and log-normal `spin` mixes under each policy at a load sweep: short-request p99 |
 //! | [`density`](Scenario::Density) | N byte-distinct no-op modules at a fixed rate: p99 and RSS per function |
 //! | [`sim-vs-real`](Scenario::SimVsReal) | the same arrivals through `luge-sim` (with measured overheads) and the runtime |
+//! | [`overload`](Scenario::Overload) | past capacity: goodput, refusals, their latency and RSS at 1×–5× of the measured capacity, both protocols, a fixed and a bimodal `spin` mix; and a 0.5× → 2× step in 10 ms bins |
 //!
 //! `quick` shrinks every duration and sweep so that a scenario takes a second or two: it proves
 //! the pipeline (CI), not the numbers.
@@ -30,6 +32,7 @@ mod measure;
 mod node;
 mod noop;
 mod output;
+mod overload;
 mod policies;
 mod sim_real;
 
@@ -106,7 +109,7 @@ pub struct ScenarioOptions {
     pub modes: Vec<WaitMode>,
     /// Thread layouts to measure (scenarios other than `compare` and `noop` use the first).
     pub layouts: Vec<Layout>,
-    /// Protocols (`compare` and `noop`; the others use UDP-RPC).
+    /// Protocols (`compare`, `noop` and `overload`; the others use UDP-RPC).
     pub protocols: Vec<Protocol>,
     /// The functions a Luge node serves (`luge serve`'s built-ins: `noop` and `spin` at least).
     pub functions: Vec<NodeFunction>,
@@ -224,6 +227,20 @@ pub struct SimRealOptions {
     pub duration: Option<Duration>,
 }
 
+/// `overload` settings (empty lists take the defaults of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct OverloadOptions {
+    /// Multiples of the measured capacity to offer (default 1, 1.5, 2, 5; quick 1, 5); 1 is
+    /// always run, since every point is also reported relative to it.
+    pub multiples: Vec<f64>,
+    /// Open-loop run time per point (default 3 s; quick 250 ms).
+    pub duration: Option<Duration>,
+    /// Run the node without deadline-aware admission (no admission on the wait, no shedding:
+    /// the node as it was before), for a before/after; the default measures it as `luge serve`
+    /// ships it.
+    pub no_deadline_admission: bool,
+}
+
 /// A scenario and its own settings.
 #[derive(Debug, Clone)]
 pub enum Scenario {
@@ -237,6 +254,8 @@ pub enum Scenario {
     Density(DensityOptions),
     /// Simulator vs runtime on the same arrivals.
     SimVsReal(SimRealOptions),
+    /// Past capacity: goodput, refusals and memory, and a load step.
+    Overload(OverloadOptions),
 }
 
 impl Scenario {
@@ -248,6 +267,7 @@ impl Scenario {
             Scenario::Policies(_) => "policies",
             Scenario::Density(_) => "density",
             Scenario::SimVsReal(_) => "sim-vs-real",
+            Scenario::Overload(_) => "overload",
         }
     }
 }
@@ -284,6 +304,7 @@ pub fn run_scenario(
         Scenario::Policies(p) => policies::run(p, opts, pin, &mut out),
         Scenario::Density(d) => density::run(d, opts, pin, &mut out),
         Scenario::SimVsReal(s) => sim_real::run(s, opts, pin, &mut out),
+        Scenario::Overload(o) => overload::run(o, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {
         node::set_affinity(&before);

@@ -1,7 +1,7 @@
 //! `luge bench`: drive a running node with a workload (`run`), or run one of the named
 //! scenarios of issue #6, which start Luge and the baselines in this process on loopback ports
 //! and write `results/<scenario>-<UTC date-time>/` (`compare`, `noop`, `policies`, `density`,
-//! `sim-vs-real`). See `docs/benchmarks.md`.
+//! `sim-vs-real`, `overload`). See `docs/benchmarks.md`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
-    CompareOptions, DensityOptions, NodeFunction, Pin, PoliciesOptions, Protocol, Scenario,
-    ScenarioOptions, SimRealOptions, run_scenario,
+    CompareOptions, DensityOptions, NodeFunction, OverloadOptions, Pin, PoliciesOptions, Protocol,
+    Scenario, ScenarioOptions, SimRealOptions, run_scenario,
 };
 use luge_bench::{
     Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
@@ -45,6 +45,9 @@ enum BenchCommand {
     Density(DensityArgs),
     /// The same workload through `luge sim` (measured overheads) and the runtime.
     SimVsReal(SimRealArgs),
+    /// Past capacity: goodput, refusals (and how fast they come), answers lost and memory at
+    /// multiples of the measured capacity, both protocols; and a 0.5× → 2× load step.
+    Overload(OverloadArgs),
     /// What Wasm sandboxing costs: each C function natively vs in a fresh Luge sandbox per
     /// request (median, p99, geometric mean), and the effect of two Wasmtime settings.
     Overhead(crate::overhead::OverheadArgs),
@@ -150,11 +153,11 @@ struct CommonArgs {
     /// Runtime idle wait modes, comma-separated [default: compare spin,sleep; others sleep].
     #[arg(long, value_enum, value_delimiter = ',')]
     modes: Vec<WaitArg>,
-    /// Thread layouts, comma-separated [default: compare and noop inline,threads; others
-    /// inline].
+    /// Thread layouts, comma-separated [default: compare and noop inline,threads; overload
+    /// threads, as `luge serve` runs; others inline].
     #[arg(long, value_enum, value_delimiter = ',')]
     layouts: Vec<LayoutArg>,
-    /// Protocols of compare and noop, comma-separated [default: udp,http].
+    /// Protocols of compare, noop and overload, comma-separated [default: udp,http].
     #[arg(long, value_enum, value_delimiter = ',')]
     protocols: Vec<ProtocolArg>,
     /// Workload seed.
@@ -249,6 +252,23 @@ struct SimRealArgs {
     duration: Option<Duration>,
 }
 
+#[derive(Debug, Args)]
+struct OverloadArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Multiples of the closed-loop capacity to offer, comma-separated; 1 is always run
+    /// [default: 1,1.5,2,5; quick: 1,5].
+    #[arg(long, value_delimiter = ',')]
+    multiples: Vec<f64>,
+    /// Open-loop time per point [default: 3s; quick 250ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Run the node without deadline-aware admission (no refusal on the predicted wait, no
+    /// shedding: Luge before it had them), for a before/after.
+    #[arg(long)]
+    no_deadline_admission: bool,
+}
+
 /// `10s`, `500ms`, `250us`, `2m`, `1.5s`.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -336,6 +356,14 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             };
             scenario(Scenario::SimVsReal(s), &a.common)
         }
+        BenchCommand::Overload(a) => {
+            let o = OverloadOptions {
+                multiples: a.multiples,
+                duration: a.duration,
+                no_deadline_admission: a.no_deadline_admission,
+            };
+            scenario(Scenario::Overload(o), &a.common)
+        }
     }
 }
 
@@ -378,7 +406,14 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
             .collect()
     };
     opts.layouts = if c.layouts.is_empty() {
-        if wide { vec![Layout::Inline, Layout::Threads] } else { vec![Layout::Inline] }
+        if wide {
+            vec![Layout::Inline, Layout::Threads]
+        } else if matches!(s, Scenario::Overload(_)) {
+            // As `luge serve` ships: a dispatcher thread of its own.
+            vec![Layout::Threads]
+        } else {
+            vec![Layout::Inline]
+        }
     } else {
         c.layouts
             .iter()

@@ -30,7 +30,8 @@ enum Command {
     /// Validate and ahead-of-time compile a Wasm module, reporting what the runtime cannot run.
     Compile(compile::CompileArgs),
     /// Benchmark: drive a running node (`run`), or run a scenario against Luge and the
-    /// baselines started in-process (`compare`, `noop`, `policies`, `density`, `sim-vs-real`).
+    /// baselines started in-process (`compare`, `noop`, `policies`, `density`, `sim-vs-real`,
+    /// `overload`).
     Bench(bench::BenchArgs),
     /// List, add or remove functions on a running server.
     #[command(subcommand)]

@@ -184,6 +184,41 @@ fn sim_vs_real_reports_both_sides() {
     done(&dir);
 }
 
+#[test]
+fn overload_answers_every_request_past_capacity() {
+    let (dir, report, summary) = quick("overload", &["overload"]);
+    let r = &report["results"];
+    assert_eq!(r["deadline_admission"], true, "measures the node as shipped");
+    let capacity = r["capacity"].as_array().unwrap();
+    assert_eq!(capacity.len(), 4, "two protocols × two mixes: {capacity:?}");
+    for c in capacity {
+        assert!(c["capacity_rps"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 8, "1× and 5× of each: {points:?}");
+    for p in points {
+        assert!(p["planned"].as_u64().unwrap() > 0, "{p}");
+        // Exactly one answer per request: nothing times out, even at 5×.
+        assert_eq!(p["timeouts"], 0, "{p}");
+        assert_eq!(p["local_failures"], 0, "{p}");
+        assert_eq!(p["other_answers"], 0, "{p}");
+    }
+    // At 5× the node must refuse (and say so) rather than queue: most of the offer is refused.
+    for p in points.iter().filter(|p| p["multiple"] == 5.0 && p["mix"] == "fixed") {
+        assert!(p["refused_share"].as_f64().unwrap() > 0.5, "{p}");
+        assert!(p["refusal_in_node_p50_us"].as_f64().is_some(), "{p}");
+    }
+    let steps = r["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for s in steps {
+        assert!(!s["bins"].as_array().unwrap().is_empty(), "{s}");
+        assert_eq!(s["timeouts"], 0, "{s}");
+    }
+    assert!(summary.contains("## Step"), "{summary}");
+    assert_eq!(svgs(&dir), ["goodput.svg", "refused.svg", "step-http.svg", "step-udp.svg"]);
+    done(&dir);
+}
+
 /// A `luge serve` on ephemeral ports.
 struct Server {
     child: Child,

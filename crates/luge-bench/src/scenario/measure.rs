@@ -117,7 +117,13 @@ impl Driver {
         }
     }
 
-    fn config(&self, workload: WorkloadSpec, mode: Mode, duration: Duration) -> RunConfig {
+    /// The run configuration of `workload` in `mode` for `duration`.
+    pub(crate) fn config(
+        &self,
+        workload: WorkloadSpec,
+        mode: Mode,
+        duration: Duration,
+    ) -> RunConfig {
         let mut c = RunConfig::new(self.target.clone(), workload, self.mapping.clone());
         c.mode = mode;
         c.duration = duration;

@@ -131,6 +131,10 @@ pub(crate) struct NodeSpec {
     pub udp_busy_poll: bool,
     /// Pin the worker to the server CPU (the rest stays on the caller's CPUs).
     pub pin: Option<Pinning>,
+    /// Deadline-aware admission (admission on the wait and shedding), on as `luge serve` ships
+    /// it; off, the node refuses only the infeasible and beyond its 4 096-request queue cap,
+    /// as it did before (`luge bench overload --no-deadline-admission`, for a before/after).
+    pub deadline_admission: bool,
 }
 
 impl NodeSpec {
@@ -143,16 +147,18 @@ impl NodeSpec {
             cache_dir: None,
             udp_busy_poll: false,
             pin: None,
+            deadline_admission: true,
         }
     }
 
     /// `luge (inline, sleep, sledgescale)`.
     pub(crate) fn describe(&self) -> String {
         format!(
-            "luge ({} layout, {} wait, {}, 1 worker)",
+            "luge ({} layout, {} wait, {}, 1 worker{})",
             layout_name(self.layout),
             wait_name(self.wait),
-            self.policy
+            self.policy,
+            if self.deadline_admission { "" } else { ", no deadline admission" }
         )
     }
 }
@@ -177,7 +183,7 @@ impl LugeNode {
     }
 
     fn start_here(spec: &NodeSpec, functions: &[NodeFunction]) -> Result<Self, BenchError> {
-        let config = RuntimeConfig {
+        let mut config = RuntimeConfig {
             workers: 1,
             dispatchers: 1,
             policy: spec.policy,
@@ -188,6 +194,10 @@ impl LugeNode {
             shutdown_grace: GRACE,
             ..RuntimeConfig::default()
         };
+        if !spec.deadline_admission {
+            config.policy_config.admission.on_wait = false;
+            config.policy_config.admission.shed = false;
+        }
         let runtime =
             Arc::new(Runtime::start(config).map_err(|e| fail("cannot start the runtime", e))?);
         let mut node = Self { runtime, udp: None, http: None, functions: HashMap::new() };

@@ -43,6 +43,11 @@ impl Results {
         unreachable!("the loop returns")
     }
 
+    /// The directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Writes a file of the directory.
     pub(crate) fn write(&mut self, name: &str, text: &str) -> Result<(), BenchError> {
         let path = self.dir.join(name);
