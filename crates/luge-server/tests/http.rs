@@ -401,7 +401,8 @@ async fn a_connection_over_the_cap_is_answered_503_at_once() {
     assert_eq!(answer.header("retry-after"), Some("1"));
     let mut rest = Vec::new();
     assert_eq!(over.read_to_end(&mut rest).await.unwrap(), 0, "closed after the answer");
-    assert_eq!(node.server().refused_connections(), 1);
+    let mut refused = 1;
+    assert_eq!(node.server().refused_connections(), refused);
     // The held connections still work, and a freed slot serves a new client.
     held[0].get_mut().write_all(request.as_bytes()).await.unwrap();
     assert_ok(&read_raw(&mut held[0]).await, b"hi");
@@ -414,6 +415,9 @@ async fn a_connection_over_the_cap_is_answered_503_at_once() {
         if answer.status == StatusCode::OK {
             break;
         }
+        // Until the server sees the dropped connection close, its slot is still taken.
+        assert_error(&answer, 503, "overloaded", "connections full");
+        refused += 1;
         assert!(start.elapsed() < PATIENCE, "the freed slot was never reused");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -425,10 +429,14 @@ async fn a_connection_over_the_cap_is_answered_503_at_once() {
         if answer.status == StatusCode::OK {
             break answer.text();
         }
+        assert_error(&answer, 503, "overloaded", "connections full");
+        refused += 1;
         assert!(start.elapsed() < PATIENCE, "no slot freed for /metrics");
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    assert!(metrics.contains("luge_http_connections_refused_total 1"), "{metrics}");
+    let line = format!("luge_http_connections_refused_total {refused}\n");
+    assert!(metrics.contains(&line), "{refused} refused: {metrics}");
+    assert_eq!(node.server().refused_connections(), refused);
 }
 
 /// `GET path` on a fresh connection.
