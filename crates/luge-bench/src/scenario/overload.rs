@@ -758,7 +758,7 @@ pub(crate) fn run(
     } else {
         (
             Duration::from_secs(2),
-            Duration::from_millis(300),
+            Duration::from_secs(10),
             Duration::from_secs(1),
             Duration::from_secs(2),
         )
