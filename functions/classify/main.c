@@ -1,9 +1,9 @@
 /*
  * classify — a small quantised CNN image classifier, CIFAR-10 shaped (Luge edge function).
  *
- * Stands for the Sledge paper's CIFAR10 application (002_3f63626bb3898431.txt §5, Table 2:
+ * Stands for the Sledge paper's CIFAR10 application (Sledge §5, Table 2:
  * Arm CMSIS-NN's CIFAR-10 network, 5.54 ms native there) and SledgeScale's "Image
- * Classification" (000_790f4a71689256ac.txt §4, Table 3: 2070 µs). Same shape as that network
+ * Classification" (SledgeScale §4, Table 3: 2070 µs). Same shape as that network
  * and the same integer arithmetic style (8-bit activations and weights, 32-bit accumulators),
  * written from scratch:
  *

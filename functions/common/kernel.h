@@ -4,7 +4,7 @@
  * data, and the result summary. Included by each kernel's main.c (wasm and native) and by its
  * checker (native), so both see the same data; the kernels themselves are Luge's own code.
  *
- * The Sledge paper measures its Wasm overhead on PolyBench/C (002_3f63626bb3898431.txt §5,
+ * The Sledge paper measures its Wasm overhead on PolyBench/C (Sledge §5,
  * Table 1); these kernels play that role for Luge (see docs/functions.md).
  *
  * Request (text): "<kernel> <d1> .. <dk> [seed <s>]" — the kernel's name, its dimensions

@@ -1,7 +1,7 @@
 /*
  * ekf — GPS position tracking with an extended Kalman filter (Luge edge function).
  *
- * The Sledge paper's GPS-EKF application (002_3f63626bb3898431.txt §5, Table 2: 27 µs native)
+ * The Sledge paper's GPS-EKF application (Sledge §5, Table 2: 27 µs native)
  * reads a GPS filter state and satellite observations on stdin, runs an EKF and writes the new
  * state and a predicted position; the state travels with the request because a sandbox keeps
  * nothing between requests. This is Luge's own filter written for that contract.

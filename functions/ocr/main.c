@@ -2,7 +2,7 @@
  * ocr — optical character recognition of a bitmap page by template matching (Luge edge
  * function).
  *
- * Stands for the Sledge paper's GOCR application (002_3f63626bb3898431.txt §5, Table 2: a PBM
+ * Stands for the Sledge paper's GOCR application (Sledge §5, Table 2: a PBM
  * image in, the recognised ASCII text out; 623 µs native there). Written from scratch for
  * machine-printed text in the built-in 5x7 font (common/font5x7.h: A-Z, 0-9, '.', ',', '-')
  * at any integer or fractional scale.

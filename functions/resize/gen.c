@@ -1,7 +1,7 @@
 /*
  * resize/gen.c — input generator for `resize` (native only): a synthetic picture (scene.h) as a
  * binary PGM (small) or PPM (medium, large). medium is sized so that native resize costs about
- * SledgeScale's 26 µs "Image Resizing" (000_790f4a71689256ac.txt §4, Table 3).
+ * SledgeScale's 26 µs "Image Resizing" (SledgeScale §4, Table 3).
  */
 #include "../common/scene.h"
 

@@ -1,8 +1,8 @@
 /*
  * resize — halves an image with bilinear interpolation (Luge edge function).
  *
- * The Sledge paper's RESIZE application (002_3f63626bb3898431.txt §5, Table 2: SOD's resize, a
- * JPEG "resized by half") and SledgeScale's "Image Resizing" (000_790f4a71689256ac.txt §4,
+ * The Sledge paper's RESIZE application (Sledge §5, Table 2: SOD's resize, a
+ * JPEG "resized by half") and SledgeScale's "Image Resizing" (SledgeScale §4,
  * Table 3: 26 µs) are this kernel; Luge takes Netpbm instead of JPEG/PNG so that the function is
  * the resampling itself, not a codec.
  *

@@ -3,7 +3,7 @@
  * (Luge edge function).
  *
  * Stands for the SD-VBS segmentation benchmark in SledgeScale's workload
- * (000_790f4a71689256ac.txt §4, Table 3: Segmentation, 1100 µs, 9 % of requests). SD-VBS
+ * (SledgeScale §4, Table 3: Segmentation, 1100 µs, 9 % of requests). SD-VBS
  * segments by graph partitioning; Luge uses the classic, cheaper pipeline written from
  * scratch:
  *   1. 3x3 binomial smoothing ([1 2 1] x [1 2 1] / 16, borders clamped, integer, rounded).

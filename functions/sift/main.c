@@ -1,7 +1,7 @@
 /*
  * sift — scale-invariant keypoint detection, the front half of SIFT (Luge edge function).
  *
- * SledgeScale's SD-VBS workload (000_790f4a71689256ac.txt §4, Table 3: SIFT, 113 µs, 90 % of
+ * SledgeScale's SD-VBS workload (SledgeScale §4, Table 3: SIFT, 113 µs, 90 % of
  * requests) runs the SD-VBS SIFT benchmark; this is the same detection stage as Lowe's SIFT
  * (and SD-VBS's): a difference-of-Gaussians scale space and its refined, filtered extrema.
  * Descriptors (the back half) are not computed. Written from the published algorithm.

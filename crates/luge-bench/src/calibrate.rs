@@ -1,8 +1,8 @@
 //! Calibration of the `spin` function: iterations ↔ nanoseconds on the target.
 //!
 //! SledgeScale's synthetic functions are a hash loop whose iteration count sets the execution
-//! time (`000_790f4a71689256ac.txt` §4); Luge's is `functions/builtin/spin.wat`, which takes the
-//! count on stdin and never reads a clock (BRIEF §8). The load generator therefore needs the
+//! time (SledgeScale §4); Luge's is `functions/builtin/spin.wat`, which takes the
+//! count on stdin and never reads a clock. The load generator therefore needs the
 //! target's speed, measured at the start of every run and printed with the report.
 //!
 //! # Method

@@ -9,7 +9,7 @@
 //! the pacer hands it to the runtime; its response time is taken when the whole body has been
 //! read, so connection set-up and the runtime's scheduling count as latency.
 //!
-//! Headers (BRIEF §6, §8): requests carry [`HEADER_DEADLINE_US`] (relative deadline, µs) and,
+//! Headers (`docs/http.md`): requests carry [`HEADER_DEADLINE_US`] (relative deadline, µs) and,
 //! when enabled, [`HEADER_EXPECTED_US`]; responses are read for [`HEADER_EXECUTION_NS`],
 //! [`HEADER_QUEUEING_NS`] and [`HEADER_OUTCOME`]. Status 200 is success; any other status is an
 //! error named by the `Luge-Outcome` label when it names a known status (`overloaded`,

@@ -1,6 +1,6 @@
 //! Luge's load generator: drives a running node over UDP-RPC or HTTP with the published
 //! workloads and reports tail latency, slowdown, deadline-miss rate, RTE, throughput and goodput
-//! (BRIEF §1, researcher; issue #6). `luge bench` calls [`run`].
+//! (for researchers comparing policies; issue #6). `luge bench` calls [`run`].
 //!
 //! # Shape of a run
 //!

@@ -17,7 +17,7 @@
 //! The untruncated log-normal has a p99.99 of seconds, which would dominate a short run on a
 //! small machine; on the real runtime the plan applies the documented truncation
 //! [`LOGNORMAL_RUNTIME_TRUNCATION`] (X | X ≤ 1 s) when the spec has none, and the report's
-//! workload string shows it (BRIEF §8). A `load=` rate is then relative to the truncated mean,
+//! workload string shows it. A `load=` rate is then relative to the truncated mean,
 //! so the offered utilisation is what it says.
 //!
 //! Deadlines are the workload's (default 10 × execution, `deadline=class:10x`), sent to the

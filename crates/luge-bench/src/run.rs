@@ -296,9 +296,7 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
         recorder.finish(|tag| workload.dist.class_name(tag).map(str::to_owned));
     let mut notes = Vec::new();
     if plan.truncated() {
-        notes.push(
-            "lognormal truncated at 1 s (X | X ≤ 1 s) for the real runtime (BRIEF §8)".to_owned(),
-        );
+        notes.push("lognormal truncated at 1 s (X | X ≤ 1 s) for the real runtime".to_owned());
     }
     if let Some(c) = calibration.as_ref().and_then(|c| c.check)
         && c.relative_error().abs() > 0.1

@@ -72,7 +72,7 @@ impl Protocol {
 pub enum Pin {
     /// Let the kernel place every thread.
     None,
-    /// Luge's worker alone on the last CPU (BRIEF §4: pinned workers); its front ends, ticker
+    /// Luge's worker alone on the last CPU (workers are pinned in production); its front ends, ticker
     /// and dispatcher threads with the load generator on the first. Baselines' servers on the
     /// last CPU.
     #[default]

@@ -1,4 +1,4 @@
-//! The metrics of a run, from HDR histograms, with honest accounting (BRIEF §8).
+//! The metrics of a run, from HDR histograms, with honest accounting.
 //!
 //! # Accounting
 //!

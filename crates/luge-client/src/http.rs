@@ -1,4 +1,4 @@
-//! HTTP/1.1 clients of the HTTP front end (BRIEF §6): `POST <base>/<route>` with the payload as
+//! HTTP/1.1 clients of the HTTP front end (`docs/http.md`): `POST <base>/<route>` with the payload as
 //! body, the deadline and expected execution in headers, and the request id, timing and outcome
 //! read back from headers.
 //!

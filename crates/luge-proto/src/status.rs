@@ -102,7 +102,7 @@ impl Status {
         }
     }
 
-    /// The HTTP status the HTTP front end uses for the same outcome (BRIEF §6).
+    /// The HTTP status the HTTP front end uses for the same outcome (`docs/protocol.md`).
     pub fn http_status(self) -> u16 {
         match self {
             Status::Ok => 200,

@@ -1,4 +1,4 @@
-//! The runtime against bare baselines measured in the same run (BRIEF §8: every number is a
+//! The runtime against bare baselines measured in the same run (every number is a
 //! ratio to a baseline on the same machine at the same time).
 //!
 //! - `sandbox/{noop,echo_1k}`: one sandbox's life (store, instantiate, run `_start`, drop)
@@ -404,7 +404,7 @@ fn roundtrip(c: &mut Criterion) {
     let mut group = c.benchmark_group("roundtrip");
     for (param, mode) in [("sleep", WaitMode::Sleep), ("spin", WaitMode::Spin)] {
         if mode == WaitMode::Spin && !bench_mode() {
-            // `cargo test --all-targets`: no spinning threads in parallel tests (BRIEF §8).
+            // `cargo test --all-targets`: no spinning threads in parallel tests: a spinning server would starve the other tests on a small box.
             continue;
         }
         let done = Done::new(mode);

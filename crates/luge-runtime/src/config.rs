@@ -29,7 +29,7 @@ pub enum CodeOpt {
     SpeedAndSize,
 }
 
-/// Where dispatchers run (BRIEF §3: the thread layout is configuration, not architecture).
+/// Where dispatchers run (the thread layout is configuration, not architecture).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Layout {
     /// Each dispatcher has its own thread, separate from its workers'.
@@ -147,7 +147,7 @@ pub struct FunctionConfig {
     /// Owning tenant.
     pub tenant: u32,
     /// Use the expected execution a request brings (RPC field / HTTP header) instead of the
-    /// estimator's (BRIEF §8: trusted only where the tenant's config allows).
+    /// estimator's (trusted only where the tenant's config allows).
     pub trust_client_estimate: bool,
 }
 

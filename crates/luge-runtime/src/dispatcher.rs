@@ -1,7 +1,7 @@
 //! Dispatcher threads: each owns a worker group and drives a `luge-sched` policy with the events
 //! of its workers, exactly as the simulator's event loop does (`luge_sched::policy` contract).
 //!
-//! # Design and races (BRIEF §8, SledgeScale §3.3)
+//! # Design and races (SledgeScale §3.3)
 //! The dispatcher is the single authority for its group: it holds every request that is not
 //! running (fresh payloads and preempted sandboxes) and the policy's own model of each worker
 //! (for `sledgescale`, a deadline tree per worker with subtree sums, so Algorithm 1's wait time

@@ -51,7 +51,7 @@ pub(crate) fn build(config: &RuntimeConfig) -> Result<Engine, Error> {
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit: every module with data segments keeps a
-/// file descriptor open for its copy-on-write image (BRIEF §8), so thousands of functions need
+/// file descriptor open for its copy-on-write image, so thousands of functions need
 /// more than the usual soft limit of 1024.
 pub(crate) fn raise_nofile_limit() {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

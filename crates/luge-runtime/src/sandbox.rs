@@ -4,7 +4,7 @@
 //!
 //! The task suspends only at epoch ticks, when the epoch callback finds a preemption request for
 //! it (a per-worker flag set by the dispatcher) — SledgeScale §3.4 preempts with signals; Luge
-//! uses a user-level switch on Wasmtime fibers instead (BRIEF §3). The same callback enforces
+//! uses a user-level switch on Wasmtime fibers instead. The same callback enforces
 //! the execution budget by reading the clock: the epoch is engine-wide, so ticks are not time.
 
 use std::future::Future;

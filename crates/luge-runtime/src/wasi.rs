@@ -2,7 +2,7 @@
 //! and randomness — and nothing that could block a worker thread.
 //!
 //! A sandbox runs as a user-level task on a worker's executor, so a host call must never block
-//! the OS thread or need a tokio runtime (BRIEF §8). The layer therefore implements only what the
+//! the OS thread or need a tokio runtime. The layer therefore implements only what the
 //! Sledge ABI needs (stdin in, stdout out, stderr to the log, `proc_exit`), and links every other
 //! preview1 function as a stub that returns `ENOSYS` (or `EBADF` for descriptors that do not
 //! exist): a C program built against wasi-libc links and fails cleanly if it reaches for files,

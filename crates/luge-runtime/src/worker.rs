@@ -101,7 +101,7 @@ thread_local! {
 }
 
 /// Lets the inline dispatcher of this thread handle arrivals and events while a sandbox runs
-/// (called from the epoch callback, BRIEF §8); a no-op on other threads.
+/// (called from the epoch callback); a no-op on other threads.
 pub(crate) fn poll_inline() {
     INLINE.with(|cell| {
         if let Ok(mut guard) = cell.try_borrow_mut()

@@ -1,5 +1,5 @@
 //! Runtime behaviour end to end: real Wasmtime sandboxes on real worker threads. Every test uses
-//! sleep mode and unpinned threads (BRIEF §8: no spinning or pinned servers in parallel tests).
+//! sleep mode and unpinned threads (no spinning or pinned servers in parallel tests: they would starve each other on a small box).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -424,7 +424,7 @@ fn explicit_bounds_checks_and_unoptimised_code_still_isolate() {
 
 #[test]
 fn a_spinning_runtime_shuts_down() {
-    // One spinning thread only (inline layout), for a few ms: BRIEF §8 keeps spinning servers
+    // One spinning thread only (inline layout), for a few ms: the suite keeps spinning servers
     // out of parallel tests, but an idle spinning dispatcher once never saw `shutdown`.
     let config = RuntimeConfig {
         wait: luge_runtime::WaitMode::Spin,

@@ -1,5 +1,5 @@
 //! Queue operations at 10 … 100 000 entries, each beside a std baseline doing the same work at
-//! the same size in the same run (BRIEF §8): `DeadlineQueue` insert+remove and pop+insert vs
+//! the same size in the same run: `DeadlineQueue` insert+remove and pop+insert vs
 //! `BTreeMap` and `BinaryHeap`; `work_before` vs the only std way to get it, a `BTreeMap` range
 //! sum. `scripts/bench-ratios.py` prints the ratios from criterion's output.
 

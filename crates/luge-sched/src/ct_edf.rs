@@ -1,5 +1,5 @@
 //! Constant-time EDF (CT-EDF) over a quantised, circular timeline, after Edge-RT
-//! (`004_c9451e187513b3c6.txt` §IV-C "quantize time into a set of fixed-sized quanta,
+//! (Edge-RT §IV-C "quantize time into a set of fixed-sized quanta,
 //! Δ_window … track a relative timeline of quanta as an array … each quanta index holds a linked
 //! list", and §V-D "a 32-bit level-1 index, that index 32, 32 bit level-2 indices (for a total of
 //! 1024 tracked quanta)").
@@ -105,7 +105,7 @@ impl Bitmap {
     }
 }
 
-/// Constant-time EDF queue over a quantised circular timeline (Edge-RT `004_c9451e187513b3c6.txt`
+/// Constant-time EDF queue over a quantised circular timeline (Edge-RT
 /// §IV-C, §V-D).
 ///
 /// # Structure

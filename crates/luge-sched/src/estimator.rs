@@ -1,6 +1,6 @@
 //! Per-function execution-time estimates: a percentile of the most recent observations.
 //!
-//! SledgeScale (`000_790f4a71689256ac.txt` §4) estimates "execution time as the median observed
+//! SledgeScale (§4) estimates "execution time as the median observed
 //! execution time during the last 256 requests". [`Estimator`] generalises the window length and
 //! the percentile ([`EstimatorConfig`]) and adds an explicit default for functions never seen and a
 //! per-function *seed* (e.g. a manifest value) that is used until the first real observation.
@@ -119,7 +119,7 @@ impl Window {
 }
 
 /// Per-function percentile-of-recent-executions estimator (SledgeScale
-/// `000_790f4a71689256ac.txt` §4, "the median observed execution time during the last 256
+/// SledgeScale §4, "the median observed execution time during the last 256
 /// requests").
 ///
 /// # Data structure

@@ -1,6 +1,6 @@
 //! Worker run queues ordered by deadline: the trait they share and [`DeadlineQueue`], the exact
 //! EDF queue with O(log n) waiting-time queries that SledgeScale's dispatcher needs
-//! (`000_790f4a71689256ac.txt` §3.3, Eq. 1 and Alg. 1 line 6).
+//! (SledgeScale §3.3, Eq. 1 and Alg. 1 line 6).
 
 use crate::request::{Nanos, QueueKey, Request};
 use crate::sum_tree::{Due, SumTree};

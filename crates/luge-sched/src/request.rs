@@ -1,13 +1,12 @@
 //! The request model shared by every queue and policy: identities, deadlines, expected and
-//! executed work, and the derived quantities (remaining execution, slack) of BRIEF §2.
+//! executed work, and the derived quantities (remaining execution, slack) (`docs/scheduling.md`).
 
 /// Time in nanoseconds. The scheduling core never reads a clock: every instant is passed in.
 pub type Nanos = u64;
 
 /// Remaining execution is never reported below this floor (1 µs), even when a request has run
 /// longer than its estimate. An overrunning request still occupies its worker, so it must still
-/// count as work in `work_before` and in a worker's total load (BRIEF §8, "floor remaining work at a
-/// small non-zero value").
+/// count as work in `work_before` and in a worker's total load.
 pub const MIN_REMAINING: Nanos = 1_000;
 
 /// Identity of one request (one invocation). Unique within a scheduler; drivers allocate them in
@@ -111,7 +110,7 @@ impl Request {
 
     /// Slack at `now`: `absolute_deadline − now − remaining`. Negative once the request can no
     /// longer meet its deadline. While the request runs, `now` and `remaining` move together, so
-    /// slack stays constant (SledgeScale `000_790f4a71689256ac.txt` §3.2).
+    /// slack stays constant (SledgeScale §3.2).
     pub fn slack(&self, now: Nanos) -> i128 {
         self.absolute_deadline as i128 - now as i128 - self.remaining() as i128
     }

@@ -1,6 +1,6 @@
 //! An ordered map whose nodes carry the sum of a per-entry weight over their subtree.
 //!
-//! This is the data structure behind SledgeScale's worker queue (`000_790f4a71689256ac.txt` §3.3):
+//! This is the data structure behind SledgeScale's worker queue (SledgeScale §3.3):
 //! "a binary search tree where the absolute deadline serves as the key … we also maintain a value
 //! in each node that stores the sum of remaining execution times". It is a treap (randomised
 //! balanced BST, Seidel & Aragon 1996) stored in an arena of `u32`-indexed nodes, so every

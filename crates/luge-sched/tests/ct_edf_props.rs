@@ -1,5 +1,5 @@
-//! Property tests of [`CtEdfQueue`] (Edge-RT `004_c9451e187513b3c6.txt` §IV-C, §V-D) and
-//! [`Estimator`] (SledgeScale `000_790f4a71689256ac.txt` §4) against naive references.
+//! Property tests of [`CtEdfQueue`] (Edge-RT §IV-C, §V-D) and
+//! [`Estimator`] (SledgeScale §4) against naive references.
 //!
 //! The CT-EDF reference is a plain `Vec` implementing the *same quantised semantics* as documented
 //! in `ct_edf.rs`: an entry is filed under `min(⌊d/Δ⌋, C + 1023)` with a global filing sequence

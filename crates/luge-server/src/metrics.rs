@@ -1,4 +1,4 @@
-//! Prometheus metrics shared by the front ends (BRIEF §6): request counters by function,
+//! Prometheus metrics shared by the front ends: request counters by function,
 //! outcome and protocol; latency and execution histograms by function; malformed-input
 //! counters; gauges read from the runtime at scrape time.
 

@@ -1,5 +1,4 @@
-//! How a request's [`Outcome`](luge_runtime::Outcome) maps onto each protocol's status (BRIEF
-//! §6): one table, shared by both front ends so HTTP and UDP-RPC never disagree.
+//! How a request's [`Outcome`](luge_runtime::Outcome) maps onto each protocol's status: one table, shared by both front ends so HTTP and UDP-RPC never disagree.
 
 use luge_proto::Status;
 use luge_runtime::{BadRequest, Failure, Rejection};
@@ -27,7 +26,7 @@ pub fn rpc_status(result: &Result<Vec<u8>, Failure>) -> Status {
     }
 }
 
-/// The HTTP status code of a result (BRIEF §6): 200, 400, 404, 413, 503, 504 or 500.
+/// The HTTP status code of a result: 200, 400, 404, 413, 503, 504 or 500.
 pub fn http_status(result: &Result<Vec<u8>, Failure>) -> u16 {
     rpc_status(result).http_status()
 }

@@ -1,4 +1,4 @@
-//! The HTTP front end end to end: a real runtime (one worker, sleep mode, no pinning — BRIEF §8)
+//! The HTTP front end end to end: a real runtime (one worker, sleep mode, no pinning, so tests can run in parallel)
 //! behind a real hyper server on `127.0.0.1:0`, driven by a hyper client, or by a raw
 //! `TcpStream` where the test needs control of the bytes on the wire (malformed input,
 //! keep-alive, bodies that stop half way).

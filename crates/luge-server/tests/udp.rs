@@ -1,4 +1,4 @@
-//! The UDP-RPC front end end to end: real runtime (one worker, sleep mode, unpinned: BRIEF §8),
+//! The UDP-RPC front end end to end: real runtime (one worker, sleep mode, unpinned, so tests can run in parallel),
 //! real sockets on 127.0.0.1, the built-in and test WAT functions, the `luge-client` clients and
 //! raw sockets for what a well-behaved client never sends.
 

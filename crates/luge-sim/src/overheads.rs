@@ -1,6 +1,6 @@
 //! The simulator's explicit cost model of a real machine: what each scheduling step costs and
 //! when its effect becomes visible. `none` is the ideal machine of queueing theory; the defaults
-//! are the order of magnitude measured on a 2-core VM (BRIEF §3) and are meant to be replaced by
+//! are the order of magnitude measured on a 2-core VM and are meant to be replaced by
 //! calibrated values exported by the runtime's benchmarks (`Overheads::parse`).
 
 use std::fmt;
@@ -61,7 +61,7 @@ impl Overheads {
     };
 
     /// The papers' platforms: preemption by signal, whose resume "requires a signal execution
-    /// context … on the orders of the OS thread switch in Linux" (`002_3f63626bb3898431.txt`
+    /// context … on the orders of the OS thread switch in Linux" (Sledge
     /// §3.5; SledgeScale §4 integrates Shinjuku with the same signals). As [`DEFAULT`](Self::DEFAULT)
     /// but 5 µs delivery and 5 µs extra per resume of a preempted request.
     pub const SIGNALS: Overheads =

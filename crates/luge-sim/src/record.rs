@@ -1,8 +1,8 @@
 //! Per-request records of a simulation and the metrics computed from them: throughput and
 //! goodput, latency and slowdown percentiles, deadline-miss rate overall and per class, RTE
-//! (`001_8095b2cb8eab568a.txt` §III), preemptions and utilisation.
+//! (SFS §III), preemptions and utilisation.
 //!
-//! Honest accounting (BRIEF §8): a rejected request is a deadline miss and has infinite latency
+//! Honest accounting: a rejected request is a deadline miss and has infinite latency
 //! and slowdown in the percentiles (reported as JSON `null`); means are over completed requests.
 
 use luge_sched::{Nanos, RejectReason};

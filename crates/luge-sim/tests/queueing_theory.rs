@@ -1,7 +1,7 @@
 //! Validation of the simulator against closed forms of queueing theory (ideal machine,
 //! `Overheads::NONE`, FIFO): M/M/1 at ρ = 0.5 and 0.8, M/M/2 (Erlang C) and M/D/1
 //! (Pollaczek–Khinchine). Each uses ≥ 10⁶ requests and a batch-means 95 % confidence interval
-//! (BRIEF §8): the test fails if the interval is wider than the 3 % tolerance (not enough power)
+//! : the test fails if the interval is wider than the 3 % tolerance (not enough power)
 //! or if the simulated mean is more than 3 % from theory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

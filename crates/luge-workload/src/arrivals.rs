@@ -1,8 +1,8 @@
 //! Arrival processes: Poisson, a bursty 2-state MMPP (on/off as a special case), trace replay.
 //!
-//! SledgeScale's open-loop generator "follows a Poisson distribution" (`000_790f4a71689256ac.txt`
+//! SledgeScale's open-loop generator "follows a Poisson distribution" (SledgeScale
 //! §4); SFS drives FaaSBench with Poisson inter-arrivals and "adjusted the IAT … proportionally
-//! to simulate different loads" (`001_8095b2cb8eab568a.txt` §VIII); its Azure-sampled load also
+//! to simulate different loads" (SFS §VIII); its Azure-sampled load also
 //! shows transient overloads, which the bursty process models.
 //!
 //! # Rates

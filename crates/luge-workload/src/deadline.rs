@@ -1,7 +1,7 @@
 //! Relative deadlines of generated requests.
 //!
-//! SledgeScale (`000_790f4a71689256ac.txt` §4): "Unless otherwise specified, we set the deadline
-//! to be 10x the execution time." Edge-RT (`004_c9451e187513b3c6.txt` §VI) gives each class a
+//! SledgeScale (§4): "Unless otherwise specified, we set the deadline
+//! to be 10x the execution time." Edge-RT (§VI) gives each class a
 //! fixed relative deadline instead (light 10 ms, heavy 500 ms). The default rule,
 //! `class:10x`, covers both: a class's fixed deadline when it has one, else 10 × execution.
 

@@ -4,14 +4,14 @@
 //!
 //! | name | source | classes (tag: name, execution, share of requests) |
 //! |---|---|---|
-//! | `fixed` | SledgeScale `000_790f4a71689256ac.txt` §4 Table 3 | 0 `fixed` 10 µs 100 % |
+//! | `fixed` | SledgeScale §4 Table 3 | 0 `fixed` 10 µs 100 % |
 //! | `high-bimodal` | Table 3 (Image Resizing / Image Classification) | 0 `short` 26 µs 50 %, 1 `long` 2070 µs 50 % |
 //! | `extreme-bimodal` | Table 3 | 0 `short` 10 µs 99.5 %, 1 `long` 10 ms 0.5 % |
 //! | `sdvbs` | Table 3 (SD-VBS) | 0 `sift` 113 µs 90 %, 1 `segmentation` 1100 µs 9 %, 2 `classification` 2070 µs 1 % |
 //! | `exponential` | Table 3: Exp(μ = 1) × 100 µs | 0 `short` ≤ median, 1 `long` > median |
 //! | `lognormal` | Table 3: LogNormal(μ = −0.38, σ = 2.36) s ÷ 1000 | 0 `short` ≤ median, 1 `long` > median |
-//! | `edgert-bimodal` | Edge-RT `004_c9451e187513b3c6.txt` §VI | 0 `light` 40 µs (deadline 10 ms), 1 `heavy` 5 ms (deadline 500 ms) |
-//! | `azure` | SFS `001_8095b2cb8eab568a.txt` §VII Table I | five duration buckets, below |
+//! | `edgert-bimodal` | Edge-RT §VI | 0 `light` 40 µs (deadline 10 ms), 1 `heavy` 5 ms (deadline 500 ms) |
+//! | `azure` | SFS §VII Table I | five duration buckets, below |
 //! | `file:PATH` | a mix file (see `mix.rs`) | one class per line |
 //!
 //! **Exponential.** SledgeScale uses μ = 1 "scaled up by a factor of 100": mean θ = 100 µs,
@@ -60,7 +60,7 @@
 //!   for the truncated law (the class split is the truncated median, so classes stay 50:50). The
 //!   simulator uses the untruncated log-normal; the real runtime should use
 //!   [`LOGNORMAL_RUNTIME_TRUNCATION`] (1 s ≈ the untruncated p99.9) because requests of seconds
-//!   (p99.99 ≈ 4.4 s) would dominate a 20 s run on a small machine (BRIEF §8).
+//!   (p99.99 ≈ 4.4 s) would dominate a 20 s run on a small machine.
 //!
 //! # Sampling
 //!
@@ -78,7 +78,7 @@ use crate::mix::{Mix, MixClass};
 use crate::rng::Rng;
 
 /// Share of the total *work* done by light requests in Edge-RT's bimodal workload
-/// (`004_c9451e187513b3c6.txt` §VI: "light tasks comprise 80% of the total execution").
+/// (Edge-RT §VI: "light tasks comprise 80% of the total execution").
 pub const EDGERT_LIGHT_WORK_SHARE: f64 = 0.8;
 
 /// The truncation the real runtime should apply to `lognormal` (1 s, ≈ the untruncated p99.9;

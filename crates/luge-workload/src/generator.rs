@@ -42,7 +42,7 @@ impl Arrival {
     }
 
     /// A [`Request`] whose expected execution is the true one (SledgeScale's "perfect execution
-    /// time prediction", `000_790f4a71689256ac.txt` §4).
+    /// time prediction", SledgeScale §4).
     pub fn to_oracle_request(&self, id: RequestId) -> Request {
         self.to_request(id, self.execution)
     }

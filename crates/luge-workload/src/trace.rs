@@ -31,7 +31,7 @@
 //! - Errors name the file and the 1-based line number (every line counts).
 //!
 //! So a trace of bare arrival instants (e.g. inter-arrival patterns extracted from the Azure
-//! Functions trace, as SFS `001_8095b2cb8eab568a.txt` §VII did) combines with any distribution,
+//! Functions trace, as SFS §VII did) combines with any distribution,
 //! and a full trace (arrival, function, execution, deadline) replays exactly.
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! prints its table and writes its dated results directory (`report.json`, `summary.md`, the
 //! SVG plots); `luge bench run` drives a `luge serve` over both protocols.
 //!
-//! BRIEF §8: no spinning servers in parallel tests — `compare` runs with `--modes sleep` here
+//! No spinning servers in parallel tests (they would starve each other on a 2-core box) — `compare` runs with `--modes sleep` here
 //! (its spin mode is exercised by the release runs recorded in `docs/benchmarks.md`), and the
 //! scenarios run one at a time (they start servers and load generators on a 2-core box).
 
@@ -83,7 +83,7 @@ fn done(dir: &Path) {
 
 #[test]
 fn compare_prints_the_ratio_table() {
-    // Sleep mode only (BRIEF §8: no spinning servers in parallel tests).
+    // Sleep mode only (no spinning servers in parallel tests).
     let (dir, report, stdout) =
         quick("compare", &["compare", "--modes", "sleep", "--layouts", "inline"]);
     assert!(stdout.contains("Ratios (Luge ÷ baseline)"), "{stdout}");

@@ -4,13 +4,13 @@
 //! `spin` trusts the expected execution each request carries (the papers' oracle estimates), so
 //! every policy sees the same estimates. One calibration (measured on the first node) serves
 //! every policy, so every policy gets the same iteration counts. The log-normal is truncated for
-//! the runtime (X | X ≤ 1 s, BRIEF §8) unless the spec gives its own truncation; its "short"
+//! the runtime (X | X ≤ 1 s) unless the spec gives its own truncation; its "short"
 //! class is the half below the (truncated) median. Deadlines are the workload's (10 ×
 //! execution). The headline: the short class's p99 under `sledgescale` ÷ under `fifo` at load
 //! 0.8 (goal ≤ 1/10).
 //!
 //! Left out by default on one worker: `shinjuku` (its 15 µs quantum is for the simulator: the
-//! runtime preempts at epoch ticks, BRIEF §8), `darc` (reserves cores per duration group: none
+//! runtime preempts at epoch ticks), `darc` (reserves cores per duration group: none
 //! to reserve with one worker), `rr`/`jsq` (identical to `lld` with one worker) and
 //! `sledgescale-steal` (identical to `sledgescale` with one worker). `--policies` runs them.
 

@@ -1,5 +1,5 @@
 //! `darc`: Dynamic Application-aware Reserved Cores (Demoulin et al., "When Idling is Ideal",
-//! SOSP'21) as SledgeScale integrates it for its comparison (`000_790f4a71689256ac.txt` §4,
+//! SOSP'21) as SledgeScale integrates it for its comparison (SledgeScale §4,
 //! "Baselines"): requests are grouped by expected execution, cores are reserved per group in
 //! proportion to the group's demand, nothing is ever preempted, and "shorter groups can borrow
 //! cycles from longer ones, but not vice versa" (§2.3): a long request never runs on a core
@@ -506,7 +506,7 @@ mod tests {
 
     #[test]
     fn reservation_reproduces_sledgescale_footnote_3() {
-        // `000_790f4a71689256ac.txt` §4.5, footnote 3: SIFT needs 2.75 CPUs and gets 3,
+        // SledgeScale §4.5, footnote 3: SIFT needs 2.75 CPUs and gets 3,
         // Classification 0.56 → 1, Segmentation 2.68 → 2, of 6.
         let (sift, classification, segmentation) = (2, 0, 1);
         let mut p = Darc::new(&PolicyConfig::with_workers(6));

@@ -1,4 +1,4 @@
-//! The early-binding baselines of SledgeScale §4 (`000_790f4a71689256ac.txt`): dispatch by round
+//! The early-binding baselines of SledgeScale §4: dispatch by round
 //! robin (`rr`), join-the-shortest-queue (`jsq`) or join-the-least-loaded-queue by remaining work
 //! (`lld`, LL(D) of §3.3); "each worker schedules using EDF with a fixed 1 ms scheduling quantum
 //! triggered by a timer", i.e. a more urgent queued request displaces the running one only at the

@@ -26,7 +26,7 @@
 //! - [`Action::Enqueue`] says that a request is now bound to a worker's local queue (early
 //!   binding). A simulator may ignore it; a runtime moves the request to that worker. Policies of
 //!   the early-binding family ([`LocalOrder::Edf`]) only ever `Run` the head of a worker's EDF queue,
-//!   so a runtime worker can pick its next request itself (BRIEF §8).
+//!   so a runtime worker can pick its next request itself.
 //!
 //! Policy obligations: every arrival is eventually either `Run` to completion or `Reject`ed, and
 //! is never lost; at most one request is running per worker; a `Run` targets an idle worker.

@@ -1,4 +1,4 @@
-//! `sfs`: SFS (`001_8095b2cb8eab568a.txt` §V), the FILTER policy ("First In but Longer jobs To
+//! `sfs`: SFS (§V), the FILTER policy ("First In but Longer jobs To
 //! Extra Runqueue") for functions whose execution time is unknown. It never reads
 //! `Request::expected`.
 //!

@@ -1,9 +1,9 @@
 //! `sledge`: Sledge's scheduler, work distribution decoupled from per-core preemptive scheduling
-//! (`002_3f63626bb3898431.txt` §3.4, §4): new requests go to one global queue (Sledge's
+//! (Sledge §3.4, §4): new requests go to one global queue (Sledge's
 //! work-stealing deque), a worker whose local run queue is empty takes work from it, and each
 //! worker runs "a local, preemptive round-robin scheduling for the sandboxes on its run queue,
 //! with a time slice set to 5 milliseconds" (§4). As SledgeScale's baseline
-//! (`000_790f4a71689256ac.txt` §4.3), "each worker competes for a batch of requests (batch size 5)
+//! (SledgeScale §4.3), "each worker competes for a batch of requests (batch size 5)
 //! from the global queue and schedules them locally using Round Robin"; the batch is
 //! `PolicyConfig::sledge_batch`.
 

@@ -1,6 +1,6 @@
 //! SledgeScale's dispatcher and EDF workers: Algorithm 1 (GetWaitTime) and Algorithm 2 (request
-//! dispatch and preemption) of `000_790f4a71689256ac.txt` §3.3, with the zero-remaining-slack rule
-//! of §3.2 and the sharpening of BRIEF §8.
+//! dispatch and preemption) of SledgeScale §3.3, with the zero-remaining-slack rule
+//! of §3.2, sharpened as `docs/scheduling.md` ("SledgeScale decisions") explains.
 
 use super::core::{self, Cores};
 use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
@@ -23,7 +23,7 @@ pub enum WaitTime {
 /// SledgeScale: early binding by Algorithm 2, EDF on each worker, dispatcher-triggered
 /// preemption.
 ///
-/// Decisions, per BRIEF §8:
+/// Decisions (`docs/scheduling.md`, "SledgeScale decisions"):
 /// - "Empty" means no running request *and* an empty queue, checked explicitly (an overrunning
 ///   request still occupies its worker).
 /// - A worker is preemptible only if its running request is strictly less urgent than the new one

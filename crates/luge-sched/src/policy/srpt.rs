@@ -1,7 +1,7 @@
 //! `srpt`: preemptive shortest-remaining-processing-time over one central queue, an oracle
 //! reference (it trusts `Request::expected`). Not from the papers: it is the classical
 //! mean-response-time optimum (on one server) that the deadline-driven policies are compared to;
-//! DARC's favouring of short requests (`000_790f4a71689256ac.txt` §4.5) is a coarse version of it.
+//! DARC's favouring of short requests (SledgeScale §4.5) is a coarse version of it.
 
 use std::collections::BTreeMap;
 

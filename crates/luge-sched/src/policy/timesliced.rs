@@ -1,7 +1,7 @@
 //! One central FIFO queue, late binding, fixed-quantum preemption to the tail of the queue:
 //! `shinjuku` (15 µs) and `ps` (1 ms).
 //!
-//! - **Shinjuku** as SledgeScale integrates it for its comparison (`000_790f4a71689256ac.txt` §4,
+//! - **Shinjuku** as SledgeScale integrates it for its comparison (SledgeScale §4,
 //!   "Baselines" and §4.4): Single-Queue scheduling, a request that has run a full quantum while
 //!   others wait is interrupted, and "preempted requests are moved to the end of the global
 //!   queue"; "a 15 µs quantum yields optimal performance for Shinjuku". Late binding as in §3.3:
@@ -41,7 +41,7 @@ pub struct TimeSliced {
 }
 
 impl TimeSliced {
-    /// Shinjuku with `config.shinjuku_quantum` (`000_790f4a71689256ac.txt` §4.4).
+    /// Shinjuku with `config.shinjuku_quantum` (SledgeScale §4.4).
     pub fn shinjuku(config: &PolicyConfig) -> Self {
         Self::with_quantum("shinjuku", config.shinjuku_quantum, config)
     }
