@@ -1,9 +1,11 @@
 //! Luge's front ends over the runtime: HTTP/1.1 (hyper) and UDP-RPC (`luge-proto`), the route
-//! table, the status mapping both share, and Prometheus metrics.
+//! table, the status mapping both share, Prometheus metrics, and [`Node`], which owns a runtime
+//! and its front ends and shuts them down in order.
 
 mod baseline;
 mod http;
 mod metrics;
+mod node;
 mod status;
 mod udp;
 
@@ -13,5 +15,6 @@ pub use crate::baseline::{
 };
 pub use crate::http::{HttpConfig, HttpError, HttpServer};
 pub use crate::metrics::{Metrics, Protocol};
+pub use crate::node::{Node, NodeConfig, NodeError, NodeFunction, ShutdownReport};
 pub use crate::status::{http_status, outcome_label, rpc_status};
 pub use crate::udp::{UdpConfig, UdpError, UdpServer, UdpStats};

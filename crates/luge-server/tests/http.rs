@@ -18,7 +18,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use luge_runtime::{FunctionConfig, Limits, Runtime, RuntimeConfig};
-use luge_server::{HttpConfig, HttpServer, Metrics, Protocol};
+use luge_server::{HttpConfig, HttpServer, Metrics, NodeConfig, NodeFunction, Protocol};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -37,17 +37,17 @@ const TINY_CAP: usize = 4096;
 /// Every wait in these tests is bounded by this.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// A runtime, its metrics and an HTTP server in front of them.
+/// A [`luge_server::Node`] serving HTTP only, with handles the tests use.
 struct Node {
+    node: Option<luge_server::Node>,
     runtime: Arc<Runtime>,
     metrics: Arc<Metrics>,
-    server: Option<HttpServer>,
     addr: SocketAddr,
 }
 
 impl Node {
     fn server(&self) -> &HttpServer {
-        self.server.as_ref().unwrap()
+        self.node.as_ref().unwrap().http().unwrap()
     }
 
     fn url(&self, path: &str) -> String {
@@ -61,6 +61,12 @@ fn register(rt: &Runtime, name: &str, wat: &str, tune: impl FnOnce(&mut Function
     rt.register(config, wat.as_bytes()).unwrap();
 }
 
+fn function(name: &str, wat: &str, tune: impl FnOnce(&mut FunctionConfig)) -> NodeFunction {
+    let mut config = FunctionConfig::new(name);
+    tune(&mut config);
+    NodeFunction { config, module: wat.as_bytes().to_vec(), route: format!("/{name}") }
+}
+
 /// A node serving the built-ins plus the failing test functions.
 fn node_with(runtime_config: RuntimeConfig, threads: usize) -> Node {
     node_http(runtime_config, HttpConfig { threads, ..HttpConfig::default() })
@@ -68,27 +74,31 @@ fn node_with(runtime_config: RuntimeConfig, threads: usize) -> Node {
 
 /// [`node_with`], with the HTTP front end's settings (its address is always `127.0.0.1:0`).
 fn node_http(runtime_config: RuntimeConfig, http: HttpConfig) -> Node {
-    let runtime = Arc::new(Runtime::start(runtime_config).unwrap());
-    for (name, wat) in [("noop", NOOP), ("echo", ECHO), ("hello", HELLO), ("fib", FIB)] {
-        register(&runtime, name, wat, |_| {});
-    }
-    register(&runtime, "spin", SPIN, |c| c.relative_deadline = Duration::from_secs(30));
-    register(&runtime, "tiny", ECHO, |c| c.limits.max_request_bytes = TINY_CAP as u64);
-    register(&runtime, "slow", NOOP, |c| c.expected_execution = Some(Duration::from_millis(50)));
-    register(&runtime, "loop", LOOP, |c| {
-        c.limits.max_execution = Duration::from_millis(50);
-        c.relative_deadline = Duration::from_secs(5);
-    });
-    register(&runtime, "oob", OOB, |_| {});
-    register(&runtime, "exit3", EXIT3, |_| {});
-    register(&runtime, "membomb", MEMBOMB, |c| {
-        c.limits = Limits { max_memory_bytes: 8 << 20, ..Limits::default() }
-    });
-    let metrics = Arc::new(Metrics::new());
-    let config = HttpConfig { addr: SocketAddr::from(([127, 0, 0, 1], 0)), ..http };
-    let server = HttpServer::start(Arc::clone(&runtime), Arc::clone(&metrics), config).unwrap();
-    let addr = server.local_addr();
-    Node { runtime, metrics, server: Some(server), addr }
+    let mut functions: Vec<NodeFunction> =
+        [("noop", NOOP), ("echo", ECHO), ("hello", HELLO), ("fib", FIB)]
+            .into_iter()
+            .map(|(name, wat)| function(name, wat, |_| {}))
+            .collect();
+    functions.extend([
+        function("spin", SPIN, |c| c.relative_deadline = Duration::from_secs(30)),
+        function("tiny", ECHO, |c| c.limits.max_request_bytes = TINY_CAP as u64),
+        function("slow", NOOP, |c| c.expected_execution = Some(Duration::from_millis(50))),
+        function("loop", LOOP, |c| {
+            c.limits.max_execution = Duration::from_millis(50);
+            c.relative_deadline = Duration::from_secs(5);
+        }),
+        function("oob", OOB, |_| {}),
+        function("exit3", EXIT3, |_| {}),
+        function("membomb", MEMBOMB, |c| {
+            c.limits = Limits { max_memory_bytes: 8 << 20, ..Limits::default() }
+        }),
+    ]);
+    let http = HttpConfig { addr: SocketAddr::from(([127, 0, 0, 1], 0)), ..http };
+    let config = NodeConfig { runtime: runtime_config, http: Some(http), udp: None };
+    let node = luge_server::Node::start(config, &functions).unwrap();
+    let (runtime, metrics) = (Arc::clone(node.runtime()), Arc::clone(node.metrics()));
+    let addr = node.http_addr().unwrap();
+    Node { node: Some(node), runtime, metrics, addr }
 }
 
 fn node() -> Node {
@@ -618,23 +628,27 @@ async fn shutdown_answers_requests_in_flight() {
         })
         .collect();
     // Premise: every request has reached its handler and one really runs in a sandbox.
-    let server = node.server.take().unwrap();
     let runtime = Arc::clone(&node.runtime);
-    eventually("every request to be in flight, one running", || {
-        server.in_flight() == SPINS && runtime.live_sandboxes() > 0
-    })
-    .await;
-    assert_eq!(server.connections(), SPINS);
-    let addr = server.local_addr();
+    {
+        let server = node.server();
+        eventually("every request to be in flight, one running", || {
+            server.in_flight() == SPINS && runtime.live_sandboxes() > 0
+        })
+        .await;
+        assert_eq!(server.connections(), SPINS);
+    }
+    let addr = node.addr;
+    // The node's ordered shutdown: HTTP stops accepting and drains, then the runtime stops.
+    let whole = node.node.take().unwrap();
     let started = Instant::now();
-    tokio::task::spawn_blocking(move || server.shutdown(Duration::from_secs(8))).await.unwrap();
+    tokio::task::spawn_blocking(move || whole.shutdown()).await.unwrap();
     let took = started.elapsed();
     for task in in_flight {
         // The grace is long enough for all of them: each gets its real answer.
         let answer = task.await.unwrap();
         assert_eq!((answer.status, answer.body.len()), (StatusCode::OK, 17), "{}", answer.text());
     }
-    assert!(took < Duration::from_secs(8), "shutdown waited {took:?}");
+    assert!(took < Duration::from_secs(5), "shutdown waited {took:?} (grace 5 s)");
     // Not accepting any more.
     assert!(TcpStream::connect(addr).await.is_err(), "still accepting after shutdown");
     drop(node);
@@ -657,9 +671,9 @@ async fn shutdown_after_the_grace_answers_503() {
     let stuck = tokio::spawn(async move { send(&c, Method::POST, &url, &[], "").await });
     let runtime = Arc::clone(&node.runtime);
     eventually("the loop to start", || runtime.live_sandboxes() > 0).await;
-    let server = node.server.take().unwrap();
+    let whole = node.node.take().unwrap();
     let started = Instant::now();
-    tokio::task::spawn_blocking(move || server.shutdown(Duration::from_millis(100))).await.unwrap();
+    tokio::task::spawn_blocking(move || whole.shutdown()).await.unwrap();
     let took = started.elapsed();
     assert!(took < Duration::from_secs(1), "shutdown took {took:?}");
     let answer = stuck.await.unwrap();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use luge_client::{Backoff, CallOptions, RpcClient, Status};
 use luge_proto::{Flags, MAX_DATAGRAM, Message, Request, RequestHeader, ResponseHeader, decode};
 use luge_runtime::{FunctionConfig, Runtime, RuntimeConfig};
-use luge_server::{Metrics, Protocol, UdpConfig, UdpServer};
+use luge_server::{Metrics, Node, NodeConfig, NodeFunction, Protocol, UdpConfig, UdpServer};
 
 const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
 const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
@@ -32,31 +32,42 @@ const SPIN_LONG: &[u8] = b"30000000";
 /// A function to register: name, WAT text, settings tweak.
 type Spec<'a> = (&'a str, &'a str, &'a dyn Fn(&mut FunctionConfig));
 
-/// A runtime with one worker, the server on an ephemeral port, and the function ids by name.
+/// A [`Node`] serving UDP-RPC only (one worker, an ephemeral port), with handles the tests use.
 struct Env {
+    node: Option<Node>,
     runtime: Arc<Runtime>,
     metrics: Arc<Metrics>,
-    server: Option<UdpServer>,
     addr: SocketAddr,
 }
 
 impl Env {
     fn start(config: UdpConfig, functions: &[Spec<'_>]) -> Self {
-        let runtime =
-            Arc::new(Runtime::start(RuntimeConfig { workers: 1, ..Default::default() }).unwrap());
-        for (name, wat, tune) in functions {
-            let mut config = FunctionConfig::new(*name);
-            // Generous defaults: test machines are slow and shared.
-            config.relative_deadline = Duration::from_secs(10);
-            config.limits.max_execution = Duration::from_secs(10);
-            tune(&mut config);
-            runtime.register(config, wat.as_bytes()).unwrap();
-        }
-        let metrics = Arc::new(Metrics::new());
-        let config = UdpConfig { addr: "127.0.0.1:0".parse().unwrap(), ..config };
-        let server = UdpServer::start(Arc::clone(&runtime), Arc::clone(&metrics), config).unwrap();
-        let addr = server.local_addr();
-        Self { runtime, metrics, server: Some(server), addr }
+        Self::start_with(RuntimeConfig { workers: 1, ..Default::default() }, config, functions)
+    }
+
+    fn start_with(runtime: RuntimeConfig, config: UdpConfig, functions: &[Spec<'_>]) -> Self {
+        let functions: Vec<NodeFunction> = functions
+            .iter()
+            .map(|(name, wat, tune)| {
+                let mut config = FunctionConfig::new(*name);
+                // Generous defaults: test machines are slow and shared.
+                config.relative_deadline = Duration::from_secs(10);
+                config.limits.max_execution = Duration::from_secs(10);
+                tune(&mut config);
+                NodeFunction { config, module: wat.as_bytes().to_vec(), route: format!("/{name}") }
+            })
+            .collect();
+        let udp = UdpConfig { addr: "127.0.0.1:0".parse().unwrap(), ..config };
+        let node =
+            Node::start(NodeConfig { runtime, http: None, udp: Some(udp) }, &functions).unwrap();
+        let (runtime, metrics) = (Arc::clone(node.runtime()), Arc::clone(node.metrics()));
+        let addr = node.rpc_addr().unwrap();
+        Self { node: Some(node), runtime, metrics, addr }
+    }
+
+    /// The node's ordered shutdown; returns the UDP-RPC requests left unanswered by the grace.
+    fn shutdown(&mut self) -> usize {
+        self.node.take().unwrap().shutdown().udp_unanswered
     }
 
     /// Waits until every submitted request has been answered *and* accounted: the server
@@ -67,7 +78,7 @@ impl Env {
     }
 
     fn server(&self) -> &UdpServer {
-        self.server.as_ref().unwrap()
+        self.node.as_ref().unwrap().udp().unwrap()
     }
 
     fn id(&self, name: &str) -> u32 {
@@ -360,13 +371,15 @@ fn oversized_datagrams_are_answered_too_large_over_ipv6() {
     // IPv6 carries UDP payloads up to 65 527 bytes, more than MAX_DATAGRAM (§5).
     let Ok(probe) = UdpSocket::bind("[::1]:0") else { return };
     drop(probe);
-    let runtime =
-        Arc::new(Runtime::start(RuntimeConfig { workers: 1, ..Default::default() }).unwrap());
-    let metrics = Arc::new(Metrics::new());
-    let config = UdpConfig { addr: "[::1]:0".parse().unwrap(), ..UdpConfig::default() };
-    let server = UdpServer::start(runtime, Arc::clone(&metrics), config).unwrap();
+    let config = NodeConfig {
+        runtime: RuntimeConfig { workers: 1, ..Default::default() },
+        http: None,
+        udp: Some(UdpConfig { addr: "[::1]:0".parse().unwrap(), ..UdpConfig::default() }),
+    };
+    let node = Node::start(config, &[]).unwrap();
+    let metrics = Arc::clone(node.metrics());
     let raw = UdpSocket::bind("[::1]:0").unwrap();
-    raw.connect(server.local_addr()).unwrap();
+    raw.connect(node.rpc_addr().unwrap()).unwrap();
     raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut d = with_prefix(1, 1, 77, &[0; 4]);
     d.resize(MAX_DATAGRAM + 10, 0);
@@ -374,7 +387,7 @@ fn oversized_datagrams_are_answered_too_large_over_ipv6() {
     let (h, _) = recv_response(&raw);
     assert_eq!((h.request_id, h.status), (77, Status::TooLarge));
     assert_eq!(metrics.malformed_total(Protocol::Rpc), 1);
-    assert_eq!(server.shutdown(Duration::from_secs(1)), 0);
+    assert_eq!(node.shutdown().udp_unanswered, 0);
 }
 
 #[test]
@@ -424,9 +437,8 @@ fn shutdown_answers_everything_in_flight() {
     raw.send(&request(99, spin, Flags::NONE, b"1")).unwrap();
     let (h, _) = recv_response(&raw);
     assert_eq!((h.request_id, h.status), (99, Status::ShuttingDown));
-    // … while everything in flight is answered before shutdown returns.
-    let server = env.server.take().unwrap();
-    assert_eq!(server.shutdown(Duration::from_secs(10)), 0);
+    // … while everything in flight is answered before the node's shutdown returns.
+    assert_eq!(env.shutdown(), 0);
     let mut ok = HashSet::new();
     for _ in 0..4 {
         let (h, payload) = recv_response(&raw);
@@ -440,18 +452,22 @@ fn shutdown_answers_everything_in_flight() {
     raw.send(&request(100, spin, Flags::NONE, b"1")).unwrap();
     assert!(raw.recv(&mut [0; 64]).is_err());
 
-    // A grace shorter than the work: shutdown reports what is left, and its answer still
-    // arrives when the runtime produces it.
-    let env =
-        Env::start(UdpConfig::default(), &[("loop", LOOP, &|c| c.limits.max_execution = 200 * MS)]);
+    // A grace shorter than the work: shutdown reports what is left, and the request still
+    // gets its answer: the runtime, stopping after the grace, answers it "shutting down".
+    let runtime = RuntimeConfig { workers: 1, shutdown_grace: 20 * MS, ..Default::default() };
+    let mut env = Env::start_with(
+        runtime,
+        UdpConfig::default(),
+        &[("loop", LOOP, &|c| c.limits.max_execution = 2_000 * MS)],
+    );
     let raw = env.raw();
     raw.send(&request(7, env.id("loop"), Flags::NONE, b"")).unwrap();
     wait_until("the loop is in flight", || env.server().in_flight() == 1);
-    let mut env = env;
-    let server = env.server.take().unwrap();
-    assert_eq!(server.shutdown(20 * MS), 1);
+    let started = Instant::now();
+    assert_eq!(env.shutdown(), 1);
     let (h, _) = recv_response(&raw);
-    assert_eq!((h.request_id, h.status), (7, Status::Killed));
+    assert_eq!((h.request_id, h.status), (7, Status::ShuttingDown));
+    assert!(started.elapsed() < 1_000 * MS, "answered before its 2 s budget ran out");
 }
 
 #[test]
@@ -465,5 +481,5 @@ fn busy_poll_mode_serves_and_stops() {
         assert_eq!(r.payload, payload);
     }
     assert_eq!(client.ping(b"spin", opts()).unwrap(), b"spin");
-    assert_eq!(env.server.take().unwrap().shutdown(Duration::from_secs(1)), 0);
+    assert_eq!(env.shutdown(), 0);
 }

@@ -3,12 +3,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use luge_runtime::{PolicyKind, Runtime, WaitMode};
-use luge_server::{HttpConfig, HttpServer, Metrics, UdpConfig, UdpServer};
+use luge_server::{HttpConfig, Node, NodeConfig, NodeError, NodeFunction, UdpConfig};
 
 use crate::manifest::{BUILTINS, Manifest};
 
@@ -116,39 +115,53 @@ pub fn run(args: ServeArgs) -> Result<()> {
     }
     let config = server.runtime.clone();
     let grace = config.shutdown_grace;
-    let runtime = Arc::new(Runtime::start(config.clone()).context("cannot start the runtime")?);
-    for f in &manifest.functions {
-        runtime
-            .register(f.config.clone(), &f.module)
-            .with_context(|| format!("cannot register {} ({})", f.config.name, f.source))?;
-    }
-    let metrics = Arc::new(Metrics::new());
-    let http = HttpServer::start(
-        Arc::clone(&runtime),
-        Arc::clone(&metrics),
-        HttpConfig { addr: server.http, threads: server.http_threads, ..HttpConfig::default() },
+    let functions: Vec<NodeFunction> = manifest
+        .functions
+        .iter()
+        .map(|f| NodeFunction {
+            config: f.config.clone(),
+            module: f.module.clone(),
+            route: f.route.clone(),
+        })
+        .collect();
+    let node = Node::start(
+        NodeConfig {
+            runtime: config.clone(),
+            http: Some(HttpConfig {
+                addr: server.http,
+                threads: server.http_threads,
+                ..HttpConfig::default()
+            }),
+            udp: Some(UdpConfig {
+                addr: server.rpc,
+                busy_poll: server.rpc_busy_poll,
+                ..UdpConfig::default()
+            }),
+        },
+        &functions,
     )
-    .with_context(|| format!("cannot serve HTTP on {}", server.http))?;
-    for f in &manifest.functions {
-        http.set_route(&f.route, &f.config.name)
-            .with_context(|| format!("cannot route {} to {}", f.route, f.config.name))?;
-    }
-    let udp = UdpServer::start(
-        Arc::clone(&runtime),
-        Arc::clone(&metrics),
-        UdpConfig { addr: server.rpc, busy_poll: server.rpc_busy_poll, ..UdpConfig::default() },
-    )
-    .with_context(|| format!("cannot serve UDP-RPC on {}", server.rpc))?;
-    print_banner(&manifest, &runtime, http.local_addr(), udp.local_addr(), &config);
+    .map_err(|e| match &e {
+        // Name the manifest entry a module came from.
+        NodeError::Register { name, .. } => {
+            let source = manifest.functions.iter().find(|f| &f.config.name == name);
+            anyhow::Error::new(e)
+                .context(format!("in {}", source.map_or("the manifest", |f| f.source.as_str())))
+        }
+        _ => anyhow::Error::new(e),
+    })?;
+    let (Some(http), Some(rpc)) = (node.http_addr(), node.rpc_addr()) else {
+        anyhow::bail!("the node started without its front ends");
+    };
+    print_banner(&manifest, node.runtime(), http, rpc, &config);
     let signal = wait_for_signal(&signals);
     tracing::info!(signal, "shutting down: finishing requests in flight (grace {grace:?})");
-    udp.drain();
-    http.shutdown(grace);
-    let unanswered = udp.shutdown(grace);
-    if unanswered > 0 {
-        tracing::warn!(unanswered, "UDP-RPC requests still running after the grace period");
+    let report = node.shutdown();
+    if report.udp_unanswered > 0 {
+        tracing::warn!(
+            unanswered = report.udp_unanswered,
+            "UDP-RPC requests still running after the grace period"
+        );
     }
-    runtime.shutdown();
     tracing::info!("stopped");
     Ok(())
 }

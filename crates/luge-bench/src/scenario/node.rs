@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use luge_runtime::{FunctionConfig, Layout, PolicyKind, Runtime, RuntimeConfig, WaitMode};
+use luge_runtime::{Layout, PolicyKind, Runtime, RuntimeConfig, WaitMode};
 use luge_server::{
-    BareHttpConfig, BareHttpServer, HttpConfig, HttpServer, Metrics, ProcessConfig, ProcessServer,
-    UdpConfig, UdpEchoConfig, UdpEchoServer, UdpServer, native_program,
+    BareHttpConfig, BareHttpServer, HttpConfig, Node, NodeConfig, ProcessConfig, ProcessServer,
+    UdpConfig, UdpEchoConfig, UdpEchoServer, native_program,
 };
 
 use super::{Protocol, layout_name, wait_name};
@@ -18,15 +18,7 @@ use crate::error::BenchError;
 use crate::target::{FunctionRef, Target};
 
 /// A function a Luge node serves: settings, HTTP route and module (Wasm or WAT).
-#[derive(Debug, Clone)]
-pub struct NodeFunction {
-    /// Runtime settings.
-    pub config: FunctionConfig,
-    /// HTTP route (`/name`).
-    pub route: String,
-    /// Module bytes.
-    pub module: Vec<u8>,
-}
+pub use luge_server::NodeFunction;
 
 /// The CPUs this thread may run on (empty if unknown).
 pub(crate) fn affinity() -> Vec<usize> {
@@ -163,11 +155,10 @@ impl NodeSpec {
     }
 }
 
-/// A running Luge node: 1 worker, 1 dispatcher, the front ends asked for.
+/// A running Luge node: 1 worker, 1 dispatcher, the front ends asked for, started and stopped
+/// through [`luge_server::Node`] as `luge serve` does.
 pub(crate) struct LugeNode {
-    runtime: Arc<Runtime>,
-    udp: Option<UdpServer>,
-    http: Option<HttpServer>,
+    node: Node,
     functions: HashMap<String, FunctionRef>,
 }
 
@@ -183,7 +174,7 @@ impl LugeNode {
     }
 
     fn start_here(spec: &NodeSpec, functions: &[NodeFunction]) -> Result<Self, BenchError> {
-        let mut config = RuntimeConfig {
+        let mut runtime = RuntimeConfig {
             workers: 1,
             dispatchers: 1,
             policy: spec.policy,
@@ -195,61 +186,43 @@ impl LugeNode {
             ..RuntimeConfig::default()
         };
         if !spec.deadline_admission {
-            config.policy_config.admission.on_wait = false;
-            config.policy_config.admission.shed = false;
+            runtime.policy_config.admission.on_wait = false;
+            runtime.policy_config.admission.shed = false;
         }
-        let runtime =
-            Arc::new(Runtime::start(config).map_err(|e| fail("cannot start the runtime", e))?);
-        let mut node = Self { runtime, udp: None, http: None, functions: HashMap::new() };
+        let config = NodeConfig {
+            runtime,
+            http: spec.protocols.contains(&Protocol::Http).then(|| HttpConfig {
+                addr: LOOPBACK,
+                threads: 1,
+                ..HttpConfig::default()
+            }),
+            udp: spec.protocols.contains(&Protocol::Udp).then(|| UdpConfig {
+                addr: LOOPBACK,
+                busy_poll: spec.udp_busy_poll,
+                ..UdpConfig::default()
+            }),
+        };
+        let node = Node::start(config, functions).map_err(|e| fail("cannot start the node", e))?;
+        let mut functions_by_name = HashMap::new();
         for f in functions {
-            node.register(f)?;
+            let registered = node.runtime().function(&f.config.name).ok_or_else(|| {
+                BenchError::Scenario(format!("{} was not registered", f.config.name))
+            })?;
+            functions_by_name
+                .insert(f.config.name.clone(), FunctionRef::new(registered.id.0, f.route.clone()));
         }
-        let metrics = Arc::new(Metrics::new());
-        if spec.protocols.contains(&Protocol::Http) {
-            let http = HttpServer::start(
-                Arc::clone(&node.runtime),
-                Arc::clone(&metrics),
-                HttpConfig { addr: LOOPBACK, threads: 1, ..HttpConfig::default() },
-            )
-            .map_err(|e| fail("cannot start the HTTP front end", e))?;
-            for f in functions {
-                http.set_route(&f.route, &f.config.name)
-                    .map_err(|e| fail(format!("cannot route {}", f.route), e))?;
-            }
-            node.http = Some(http);
-        }
-        if spec.protocols.contains(&Protocol::Udp) {
-            let udp = UdpServer::start(
-                Arc::clone(&node.runtime),
-                metrics,
-                UdpConfig { addr: LOOPBACK, busy_poll: spec.udp_busy_poll, ..UdpConfig::default() },
-            )
-            .map_err(|e| fail("cannot start the UDP-RPC front end", e))?;
-            node.udp = Some(udp);
-        }
-        Ok(node)
-    }
-
-    /// Registers one more function (HTTP routes are only set for those given to `start`).
-    pub(crate) fn register(&mut self, f: &NodeFunction) -> Result<FunctionRef, BenchError> {
-        let registered = self
-            .runtime
-            .register(f.config.clone(), &f.module)
-            .map_err(|e| fail(format!("cannot register {}", f.config.name), e))?;
-        let r = FunctionRef::new(registered.id.0, f.route.clone());
-        self.functions.insert(f.config.name.clone(), r.clone());
-        Ok(r)
+        Ok(Self { node, functions: functions_by_name })
     }
 
     pub(crate) fn runtime(&self) -> &Arc<Runtime> {
-        &self.runtime
+        self.node.runtime()
     }
 
     /// Where to send on a protocol.
     pub(crate) fn target(&self, p: Protocol) -> Result<Target, BenchError> {
         match p {
-            Protocol::Udp => self.udp.as_ref().map(|u| Target::Rpc(u.local_addr())),
-            Protocol::Http => self.http.as_ref().map(|h| Target::http(h.local_addr())),
+            Protocol::Udp => self.node.rpc_addr().map(Target::Rpc),
+            Protocol::Http => self.node.http_addr().map(Target::http),
         }
         .ok_or_else(|| BenchError::Scenario(format!("the node serves no {}", p.name())))
     }
@@ -263,18 +236,9 @@ impl LugeNode {
         })
     }
 
-    /// Stops the front ends, then the runtime (every request is answered first).
+    /// Stops the node in order (every request is answered first).
     pub(crate) fn stop(self) {
-        if let Some(u) = &self.udp {
-            u.drain();
-        }
-        if let Some(h) = self.http {
-            h.shutdown(GRACE);
-        }
-        if let Some(u) = self.udp {
-            u.shutdown(GRACE);
-        }
-        self.runtime.shutdown();
+        self.node.shutdown();
     }
 }
 

@@ -1,0 +1,220 @@
+//! A Luge node: the runtime, its functions, the front ends that serve them and their ordered
+//! shutdown, owned by one value so that `luge serve`, the benchmarks and the tests start and
+//! stop a node the same way.
+//!
+//! Start-up registers every function (and its HTTP route) before the front ends bind, so the
+//! first request a socket accepts finds its function. Shutdown runs in this order:
+//! 1. stop accepting: UDP-RPC answers new requests `ShuttingDown`, HTTP stops accepting
+//!    connections and answers new requests on open ones 503;
+//! 2. drain: requests in flight get their answers, for up to the runtime's `shutdown_grace`;
+//! 3. what still waits after the grace is answered "shutting down" (HTTP 503; UDP-RPC answers
+//!    when the runtime does);
+//! 4. the runtime stops its dispatchers and workers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use luge_runtime::{FunctionConfig, Runtime, RuntimeConfig};
+
+use crate::http::{HttpConfig, HttpError, HttpServer};
+use crate::metrics::Metrics;
+use crate::udp::{UdpConfig, UdpError, UdpServer};
+
+/// What a node runs: the runtime's configuration and the front ends to open (`None`: not
+/// served over that protocol).
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Workers, dispatchers, policy, admission, limits, grace period.
+    pub runtime: RuntimeConfig,
+    /// The HTTP/1.1 front end.
+    pub http: Option<HttpConfig>,
+    /// The UDP-RPC front end.
+    pub udp: Option<UdpConfig>,
+}
+
+/// A function to serve: its configuration, its module (Wasm bytes) and its HTTP route.
+#[derive(Debug, Clone)]
+pub struct NodeFunction {
+    /// Name, limits, deadline, tenant.
+    pub config: FunctionConfig,
+    /// The Wasm module.
+    pub module: Vec<u8>,
+    /// The HTTP path that reaches it, e.g. `/resize` (`/<name>` always does too).
+    pub route: String,
+}
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The runtime refused its configuration or could not start its threads.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] luge_runtime::Error),
+    /// A function could not be registered.
+    #[error("cannot register {name}: {source}")]
+    Register {
+        /// The function.
+        name: String,
+        /// Cause.
+        #[source]
+        source: luge_runtime::Error,
+    },
+    /// A route is not a valid path.
+    #[error("cannot route {route} to {name}: {source}")]
+    Route {
+        /// The path.
+        route: String,
+        /// The function.
+        name: String,
+        /// Cause.
+        #[source]
+        source: HttpError,
+    },
+    /// The HTTP front end could not start.
+    #[error(transparent)]
+    Http(HttpError),
+    /// The UDP-RPC front end could not start.
+    #[error(transparent)]
+    Udp(UdpError),
+}
+
+/// A running node.
+#[derive(Debug)]
+pub struct Node {
+    runtime: Arc<Runtime>,
+    metrics: Arc<Metrics>,
+    http: Option<HttpServer>,
+    udp: Option<UdpServer>,
+}
+
+/// What [`Node::shutdown`] left unanswered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShutdownReport {
+    /// UDP-RPC requests still running when the grace period ended (answered if the runtime
+    /// still answers them; HTTP answers its own 503 at the end of the grace).
+    pub udp_unanswered: usize,
+}
+
+impl Node {
+    /// Starts the runtime, registers `functions`, then opens the front ends. On an error,
+    /// whatever had started is stopped again.
+    pub fn start(config: NodeConfig, functions: &[NodeFunction]) -> Result<Self, NodeError> {
+        let runtime = Arc::new(Runtime::start(config.runtime).map_err(NodeError::Runtime)?);
+        let started = Self::open(&runtime, config.http, config.udp, functions);
+        if started.is_err() {
+            runtime.shutdown();
+        }
+        let (metrics, http, udp) = started?;
+        Ok(Self { runtime, metrics, http, udp })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn open(
+        runtime: &Arc<Runtime>,
+        http: Option<HttpConfig>,
+        udp: Option<UdpConfig>,
+        functions: &[NodeFunction],
+    ) -> Result<(Arc<Metrics>, Option<HttpServer>, Option<UdpServer>), NodeError> {
+        for f in functions {
+            runtime
+                .register(f.config.clone(), &f.module)
+                .map_err(|source| NodeError::Register { name: f.config.name.clone(), source })?;
+        }
+        let metrics = Arc::new(Metrics::new());
+        let http = match http {
+            Some(c) => {
+                let server = HttpServer::start(Arc::clone(runtime), Arc::clone(&metrics), c)
+                    .map_err(NodeError::Http)?;
+                for f in functions {
+                    route(&server, f)?;
+                }
+                Some(server)
+            }
+            None => None,
+        };
+        let udp = match udp {
+            Some(c) => Some(
+                UdpServer::start(Arc::clone(runtime), Arc::clone(&metrics), c)
+                    .map_err(NodeError::Udp)?,
+            ),
+            None => None,
+        };
+        Ok((metrics, http, udp))
+    }
+
+    /// Registers one more function while the node serves, and routes `function.route` to it.
+    pub fn register(
+        &self,
+        function: &NodeFunction,
+    ) -> Result<Arc<luge_runtime::Function>, NodeError> {
+        let f = function;
+        let registered = self
+            .runtime
+            .register(f.config.clone(), &f.module)
+            .map_err(|source| NodeError::Register { name: f.config.name.clone(), source })?;
+        if let Some(http) = &self.http {
+            route(http, f)?;
+        }
+        Ok(registered)
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// The metrics both front ends record into.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The HTTP front end, if served.
+    pub fn http(&self) -> Option<&HttpServer> {
+        self.http.as_ref()
+    }
+
+    /// The UDP-RPC front end, if served.
+    pub fn udp(&self) -> Option<&UdpServer> {
+        self.udp.as_ref()
+    }
+
+    /// The HTTP address (with the actual port when bound to port 0).
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().map(HttpServer::local_addr)
+    }
+
+    /// The UDP-RPC address (with the actual port when bound to port 0).
+    pub fn rpc_addr(&self) -> Option<SocketAddr> {
+        self.udp.as_ref().map(UdpServer::local_addr)
+    }
+
+    /// Shuts the node down in order (module doc), within the runtime's `shutdown_grace`.
+    pub fn shutdown(self) -> ShutdownReport {
+        let grace = self.runtime.config().shutdown_grace;
+        let end = Instant::now() + grace;
+        if let Some(u) = &self.udp {
+            u.drain();
+        }
+        if let Some(h) = self.http {
+            h.shutdown(grace);
+        }
+        // One grace period for the whole node: UDP-RPC drained alongside HTTP, so it gets
+        // what is left of it.
+        let left = end.saturating_duration_since(Instant::now());
+        let udp_unanswered = self.udp.map_or(0, |u| u.shutdown(left));
+        self.runtime.shutdown();
+        ShutdownReport { udp_unanswered }
+    }
+}
+
+/// Routes `f.route` to `f` unless it is the route every function has anyway (`/<name>`).
+fn route(http: &HttpServer, f: &NodeFunction) -> Result<(), NodeError> {
+    if f.route.strip_prefix('/') == Some(f.config.name.as_str()) {
+        return Ok(());
+    }
+    http.set_route(&f.route, &f.config.name).map_err(|source| NodeError::Route {
+        route: f.route.clone(),
+        name: f.config.name.clone(),
+        source,
+    })
+}

@@ -1,0 +1,131 @@
+//! [`Node`]: one function served over both front ends, start-up that fails whole, and the
+//! ordered shutdown that answers what both front ends have in flight. A real runtime (one
+//! worker, sleep mode, unpinned, so tests can run in parallel) on `127.0.0.1:0`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use luge_client::{CallOptions, RpcClient, Status};
+use luge_runtime::{FunctionConfig, RuntimeConfig};
+use luge_server::{HttpConfig, Node, NodeConfig, NodeError, NodeFunction, UdpConfig};
+
+const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
+const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+fn config() -> NodeConfig {
+    NodeConfig {
+        runtime: RuntimeConfig { workers: 1, ..RuntimeConfig::default() },
+        http: Some(HttpConfig { addr: loopback(), ..HttpConfig::default() }),
+        udp: Some(UdpConfig { addr: loopback(), ..UdpConfig::default() }),
+    }
+}
+
+fn function(name: &str, wat: &str, route: &str) -> NodeFunction {
+    let mut config = FunctionConfig::new(name);
+    config.relative_deadline = Duration::from_secs(10);
+    NodeFunction { config, module: wat.as_bytes().to_vec(), route: route.to_owned() }
+}
+
+/// `POST path` with `body` on a fresh connection; the status code and the body.
+fn post(addr: SocketAddr, path: &str, body: &str) -> (u16, String) {
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: l\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+fn opts() -> CallOptions {
+    CallOptions { deadline: Some(Duration::from_secs(10)), ..CallOptions::default() }
+}
+
+#[test]
+fn one_function_answers_over_both_front_ends() {
+    let node = Node::start(config(), &[function("echo", ECHO, "/v1/echo")]).unwrap();
+    let (http, rpc) = (node.http_addr().unwrap(), node.rpc_addr().unwrap());
+    assert_eq!(post(http, "/v1/echo", "via http"), (200, "via http".to_owned()));
+    assert_eq!(post(http, "/echo", "default route"), (200, "default route".to_owned()));
+    let id = node.runtime().function("echo").unwrap().id.0;
+    let reply = RpcClient::connect(rpc).unwrap().call(id, b"via rpc", opts()).unwrap();
+    assert_eq!((reply.status, &reply.payload[..]), (Status::Ok, &b"via rpc"[..]));
+    // Both front ends record into the node's one set of metrics (UDP-RPC records just after
+    // it answers).
+    let start = Instant::now();
+    while node.metrics().requests("echo", "ok") < 3 {
+        assert!(start.elapsed() < Duration::from_secs(10), "not all three were counted");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(node.metrics().requests("echo", "ok"), 3);
+    // Registered later, routed too.
+    node.register(&function("late", ECHO, "/v2/late")).unwrap();
+    assert_eq!(post(http, "/v2/late", "x"), (200, "x".to_owned()));
+    assert_eq!(node.shutdown().udp_unanswered, 0);
+    assert!(TcpStream::connect(http).is_err(), "still accepting after shutdown");
+}
+
+#[test]
+fn start_up_fails_whole() {
+    // A bad module: nothing is left listening, the error names the function.
+    let mut http = loopback();
+    {
+        let probe = std::net::TcpListener::bind(loopback()).unwrap();
+        http.set_port(probe.local_addr().unwrap().port());
+    }
+    let mut c = config();
+    c.http = Some(HttpConfig { addr: http, ..HttpConfig::default() });
+    let bad = NodeFunction { module: b"not wasm".to_vec(), ..function("bad", ECHO, "/bad") };
+    match Node::start(c, &[function("echo", ECHO, "/echo"), bad]) {
+        Err(NodeError::Register { name, .. }) => assert_eq!(name, "bad"),
+        other => panic!("expected a registration error, got {other:?}"),
+    }
+    assert!(TcpStream::connect(http).is_err(), "a failed start left HTTP listening");
+    // A route that is not a path.
+    match Node::start(config(), &[function("echo", ECHO, "no-slash")]) {
+        Err(NodeError::Route { route, name, .. }) => {
+            assert_eq!((&*route, &*name), ("no-slash", "echo"))
+        }
+        other => panic!("expected a route error, got {other:?}"),
+    }
+    // A runtime that cannot start.
+    let mut c = config();
+    c.runtime.workers = 0;
+    assert!(matches!(Node::start(c, &[]), Err(NodeError::Runtime(_))));
+}
+
+#[test]
+fn shutdown_answers_both_front_ends_in_flight_then_stops() {
+    let node = Node::start(config(), &[function("spin", SPIN, "/spin")]).unwrap();
+    let (http, rpc) = (node.http_addr().unwrap(), node.rpc_addr().unwrap());
+    let id = node.runtime().function("spin").unwrap().id.0;
+    // ~30 ms each on the one worker, one over each protocol.
+    let over_http = std::thread::spawn(move || post(http, "/spin", "20000000"));
+    let over_rpc = std::thread::spawn(move || {
+        RpcClient::connect(rpc).unwrap().call(id, b"20000000", opts()).unwrap()
+    });
+    let start = Instant::now();
+    // Premise: both have reached the runtime (a connection still in the listen backlog when
+    // shutdown begins is never accepted).
+    while node.http().unwrap().in_flight() == 0 || node.udp().unwrap().in_flight() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the requests never started");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(node.shutdown().udp_unanswered, 0);
+    let (status, body) = over_http.join().unwrap();
+    assert_eq!((status, body.len()), (200, 17), "{body}");
+    let reply = over_rpc.join().unwrap();
+    assert_eq!((reply.status, reply.payload.len()), (Status::Ok, 17));
+}
