@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use luge_runtime::{Outcome, Runtime};
@@ -33,48 +34,94 @@ impl Protocol {
     }
 }
 
-#[derive(Debug, Default, Clone)]
+/// Every outcome label of [`outcome_label`], in exposition order.
+const OUTCOMES: [&str; 14] = [
+    "ok",
+    "trap",
+    "killed",
+    "memory_limit",
+    "output_too_large",
+    "exit_failure",
+    "deadline_infeasible",
+    "overloaded",
+    "deadline_unreachable",
+    "shed",
+    "shutting_down",
+    "unknown_function",
+    "too_large",
+    "internal",
+];
+
+const PROTOCOLS: [Protocol; 2] = [Protocol::Http, Protocol::Rpc];
+
+/// A histogram updated with relaxed atomics: a scrape may see one request's increments
+/// half-applied, never lose one.
+#[derive(Debug, Default)]
 struct Histogram {
-    counts: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
+    counts: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_ns: AtomicU64,
 }
 
 impl Histogram {
-    fn observe(&mut self, d: Duration) {
+    fn observe(&self, d: Duration) {
         let s = d.as_secs_f64();
         if let Some(i) = BUCKETS.iter().position(|&b| s <= b) {
-            self.counts[i] += 1;
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
         }
-        self.count += 1;
-        self.sum += s;
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
     }
 
     fn render(&self, out: &mut String, name: &str, labels: &str) {
         let mut cumulative = 0;
-        for (bound, n) in BUCKETS.iter().zip(self.counts) {
-            cumulative += n;
+        for (bound, n) in BUCKETS.iter().zip(&self.counts) {
+            cumulative += n.load(Ordering::Relaxed);
             let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
         }
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+        // At least the buckets' sum, so that a scrape racing an update stays monotonic.
+        let count = self.count.load(Ordering::Relaxed).max(cumulative);
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+        let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
+        let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
     }
 }
 
+/// One function's cells: found by name under a shared lock, then updated with atomics.
 #[derive(Debug, Default)]
-struct State {
-    requests: BTreeMap<(String, &'static str, Protocol), u64>,
-    latency: BTreeMap<String, Histogram>,
-    execution: BTreeMap<String, Histogram>,
-    queueing: BTreeMap<String, Histogram>,
-    malformed: BTreeMap<(Protocol, String), u64>,
+struct FunctionMetrics {
+    requests: [[AtomicU64; PROTOCOLS.len()]; OUTCOMES.len()],
+    latency: Histogram,
+    execution: Histogram,
+    queueing: Histogram,
+}
+
+impl FunctionMetrics {
+    fn record(&self, protocol: Protocol, outcome: &Outcome) {
+        let label = outcome_label(&outcome.result);
+        // Every label of `outcome_label` is listed; a new one falls back to "internal" rather
+        // than going uncounted (and the unit test below catches the omission).
+        let o = OUTCOMES.iter().position(|l| *l == label).unwrap_or(OUTCOMES.len() - 1);
+        self.requests[o][protocol as usize].fetch_add(1, Ordering::Relaxed);
+        self.latency.observe(outcome.timing.total);
+        if outcome.timing.executed > Duration::ZERO {
+            self.execution.observe(outcome.timing.executed);
+            self.queueing.observe(outcome.timing.queued);
+        }
+    }
 }
 
 /// The metrics registry of one server.
+///
+/// The per-request path ([`record`](Self::record)) takes a shared read lock to find the
+/// function's cells by name (no allocation) and updates them with relaxed atomics, so the front
+/// ends never wait for each other; only a function's first request takes the write lock.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    state: Mutex<State>,
+    functions: RwLock<BTreeMap<String, FunctionMetrics>>,
+    malformed: Mutex<BTreeMap<(Protocol, &'static str), u64>>,
 }
 
 impl Metrics {
@@ -85,71 +132,83 @@ impl Metrics {
 
     /// Records one answered request.
     pub fn record(&self, function: &str, protocol: Protocol, outcome: &Outcome) {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let label = outcome_label(&outcome.result);
-        *s.requests.entry((function.to_owned(), label, protocol)).or_default() += 1;
-        s.latency.entry(function.to_owned()).or_default().observe(outcome.timing.total);
-        if outcome.timing.executed > Duration::ZERO {
-            s.execution.entry(function.to_owned()).or_default().observe(outcome.timing.executed);
-            s.queueing.entry(function.to_owned()).or_default().observe(outcome.timing.queued);
+        {
+            let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(f) = functions.get(function) {
+                f.record(protocol, outcome);
+                return;
+            }
         }
+        let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
+        functions.entry(function.to_owned()).or_default().record(protocol, outcome);
     }
 
     /// Counts one input that could not be parsed (`reason` is a short label).
-    pub fn malformed(&self, protocol: Protocol, reason: &str) {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        *s.malformed.entry((protocol, reason.to_owned())).or_default() += 1;
+    pub fn malformed(&self, protocol: Protocol, reason: &'static str) {
+        let mut m = self.malformed.lock().unwrap_or_else(|p| p.into_inner());
+        *m.entry((protocol, reason)).or_default() += 1;
     }
 
     /// Requests counted so far for `function` with outcome label `outcome` (tests, status page).
     pub fn requests(&self, function: &str, outcome: &str) -> u64 {
-        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.requests
-            .iter()
-            .filter(|((f, o, _), _)| f == function && *o == outcome)
-            .map(|(_, n)| n)
-            .sum()
+        let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
+        let Some(o) = OUTCOMES.iter().position(|l| *l == outcome) else { return 0 };
+        functions
+            .get(function)
+            .map_or(0, |f| f.requests[o].iter().map(|n| n.load(Ordering::Relaxed)).sum())
     }
 
     /// Malformed inputs counted so far on `protocol`.
     pub fn malformed_total(&self, protocol: Protocol) -> u64 {
-        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.malformed.iter().filter(|((p, _), _)| *p == protocol).map(|(_, n)| n).sum()
+        let m = self.malformed.lock().unwrap_or_else(|p| p.into_inner());
+        m.iter().filter(|((p, _), _)| *p == protocol).map(|(_, n)| n).sum()
     }
 
     /// The Prometheus text exposition of every metric, with gauges read from `runtime`.
     pub fn render(&self, runtime: &Runtime) -> String {
-        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
         let mut out = String::new();
         out.push_str(
             "# HELP luge_requests_total Requests answered, by function, outcome and protocol.\n",
         );
         out.push_str("# TYPE luge_requests_total counter\n");
-        for ((f, o, p), n) in &s.requests {
-            let _ = writeln!(
-                out,
-                "luge_requests_total{{function=\"{}\",outcome=\"{o}\",protocol=\"{}\"}} {n}",
-                escape(f),
-                p.label()
-            );
-        }
-        for (name, help, map) in [
-            ("luge_request_duration_seconds", "Submission to answer.", &s.latency),
-            (
-                "luge_execution_seconds",
-                "Execution on a worker, instantiation included.",
-                &s.execution,
-            ),
-            ("luge_queueing_seconds", "Submission to first instruction.", &s.queueing),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-            for (f, h) in map {
-                h.render(&mut out, name, &format!("function=\"{}\"", escape(f)));
+        for (f, m) in functions.iter() {
+            for (o, per_protocol) in OUTCOMES.iter().zip(&m.requests) {
+                for (p, n) in PROTOCOLS.iter().zip(per_protocol) {
+                    let n = n.load(Ordering::Relaxed);
+                    if n > 0 {
+                        let _ = writeln!(
+                            out,
+                            "luge_requests_total{{function=\"{}\",outcome=\"{o}\",protocol=\"{}\"}} {n}",
+                            escape(f),
+                            p.label()
+                        );
+                    }
+                }
             }
         }
+        type Pick = fn(&FunctionMetrics) -> &Histogram;
+        let histograms: [(&str, &str, Pick); 3] = [
+            ("luge_request_duration_seconds", "Submission to answer.", |m| &m.latency),
+            ("luge_execution_seconds", "Execution on a worker, instantiation included.", |m| {
+                &m.execution
+            }),
+            ("luge_queueing_seconds", "Submission to first instruction.", |m| &m.queueing),
+        ];
+        for (name, help, pick) in histograms {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+            for (f, m) in functions.iter() {
+                let h = pick(m);
+                if h.count.load(Ordering::Relaxed) > 0 {
+                    h.render(&mut out, name, &format!("function=\"{}\"", escape(f)));
+                }
+            }
+        }
+        drop(functions);
+        let malformed = self.malformed.lock().unwrap_or_else(|p| p.into_inner()).clone();
         out.push_str("# HELP luge_malformed_total Inputs rejected before routing, by reason.\n");
         out.push_str("# TYPE luge_malformed_total counter\n");
-        for ((p, r), n) in &s.malformed {
+        for ((p, r), n) in &malformed {
             let _ = writeln!(
                 out,
                 "luge_malformed_total{{protocol=\"{}\",reason=\"{}\"}} {n}",
@@ -173,4 +232,98 @@ impl Metrics {
 
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use luge_runtime::{BadRequest, Failure, Rejection, Timing, TrapKind};
+
+    use super::*;
+
+    fn outcome(result: Result<Vec<u8>, Failure>, executed_us: u64) -> Outcome {
+        let us = Duration::from_micros;
+        Outcome {
+            request_id: 1,
+            result,
+            timing: Timing {
+                queued: us(5),
+                executed: us(executed_us),
+                total: us(5 + executed_us),
+                preemptions: 0,
+            },
+        }
+    }
+
+    fn every_result() -> Vec<Result<Vec<u8>, Failure>> {
+        let rejected = [
+            Rejection::DeadlineInfeasible,
+            Rejection::DeadlineUnreachable,
+            Rejection::Shed,
+            Rejection::Overloaded,
+            Rejection::PoolExhausted,
+            Rejection::ShuttingDown,
+        ];
+        let mut all = vec![
+            Ok(b"x".to_vec()),
+            Err(Failure::Trap(TrapKind::Unreachable)),
+            Err(Failure::Killed { budget: Duration::from_millis(1) }),
+            Err(Failure::MemoryLimit { cap: 1 }),
+            Err(Failure::OutputTooLarge { cap: 1 }),
+            Err(Failure::Exit(3)),
+            Err(Failure::BadRequest(BadRequest::UnknownFunction("f".into()))),
+            Err(Failure::BadRequest(BadRequest::TooLarge { size: 2, cap: 1 })),
+            Err(Failure::Internal("x".into())),
+        ];
+        all.extend(rejected.into_iter().map(|r| Err(Failure::Rejected(r))));
+        all
+    }
+
+    #[test]
+    fn every_outcome_label_has_a_counter() {
+        for result in every_result() {
+            let label = outcome_label(&result);
+            assert!(OUTCOMES.contains(&label), "{label} has no counter");
+        }
+    }
+
+    #[test]
+    fn counts_by_function_outcome_and_protocol() {
+        let m = Metrics::new();
+        for result in every_result() {
+            m.record("f", Protocol::Http, &outcome(result.clone(), 10));
+            m.record("f", Protocol::Rpc, &outcome(result, 0));
+        }
+        m.record("g", Protocol::Rpc, &outcome(Ok(Vec::new()), 10));
+        assert_eq!(m.requests("f", "ok"), 2);
+        assert_eq!(
+            m.requests("f", "overloaded"),
+            4,
+            "Overloaded and PoolExhausted, both protocols"
+        );
+        assert_eq!(m.requests("f", "shed"), 2);
+        assert_eq!(m.requests("g", "ok"), 1);
+        assert_eq!((m.requests("h", "ok"), m.requests("f", "no-such-label")), (0, 0));
+        let functions = m.functions.read().unwrap();
+        let f = &functions["f"];
+        let n = every_result().len() as u64;
+        assert_eq!(f.latency.count.load(Ordering::Relaxed), 2 * n);
+        // Execution and queueing only for requests that ran.
+        assert_eq!(f.execution.count.load(Ordering::Relaxed), n);
+        assert_eq!(f.execution.sum_ns.load(Ordering::Relaxed), n * 10_000);
+        let mut out = String::new();
+        f.execution.render(&mut out, "x", "function=\"f\"");
+        assert!(out.contains("x_bucket{function=\"f\",le=\"0.00001\"} 15\n"), "{out}");
+        assert!(out.contains("x_count{function=\"f\"} 15\n"), "{out}");
+        assert!(out.contains("x_sum{function=\"f\"} 0.00015\n"), "{out}");
+    }
+
+    #[test]
+    fn malformed_inputs_are_counted_per_protocol() {
+        let m = Metrics::new();
+        m.malformed(Protocol::Http, "bad_header");
+        m.malformed(Protocol::Http, "bad_header");
+        m.malformed(Protocol::Rpc, "short");
+        assert_eq!((m.malformed_total(Protocol::Http), m.malformed_total(Protocol::Rpc)), (2, 1));
+    }
 }
