@@ -1,0 +1,284 @@
+//! The admin API (`/admin/functions`): list, show, add (`PUT` with a module) and remove
+//! functions, and the JSON they are described in.
+
+use super::*;
+
+/// `GET /admin/functions`.
+pub(super) async fn list_functions(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
+    let worker = Arc::clone(shared);
+    let json = tokio::task::spawn_blocking(move || {
+        let functions = worker.runtime.functions();
+        let routes = worker.routes.read().unwrap_or_else(|p| p.into_inner());
+        let mut out = String::from("[");
+        for (i, f) in functions.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            function_json(&mut out, f, &Shared::route_of(&routes, &f.config.name));
+        }
+        out.push(']');
+        out
+    })
+    .await;
+    match json {
+        Ok(json) => {
+            shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(JSON), json.into())
+        }
+        Err(e) => shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    }
+}
+
+/// `GET | PUT | DELETE /admin/functions/<name>`.
+pub(super) async fn admin_function(
+    shared: &Arc<Shared>,
+    name: &str,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    match *request.method() {
+        Method::GET => match shared.runtime.function(name) {
+            Some(f) => {
+                let mut json = String::new();
+                let route = {
+                    let routes = shared.routes.read().unwrap_or_else(|p| p.into_inner());
+                    Shared::route_of(&routes, name)
+                };
+                function_json(&mut json, &f, &route);
+                shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(JSON), json.into())
+            }
+            None => unknown_function(shared, name),
+        },
+        Method::PUT => put_function(shared, name, request).await,
+        Method::DELETE => match shared.runtime.unregister(name) {
+            Ok(()) => {
+                shared.routes_mut().retain(|_, f| f != name);
+                tracing::info!(function = name, "function removed");
+                shared.respond(StatusCode::NO_CONTENT, &shared.local_meta("ok"), None, Bytes::new())
+            }
+            Err(_) => unknown_function(shared, name),
+        },
+        _ => shared.method_not_allowed("GET, PUT, DELETE"),
+    }
+}
+
+pub(super) fn unknown_function(shared: &Shared, name: &str) -> Response<Full<Bytes>> {
+    let failure = Failure::BadRequest(BadRequest::UnknownFunction(name.to_owned()));
+    shared.error(StatusCode::NOT_FOUND, "unknown_function", failure.to_string())
+}
+
+/// Settings a `PUT` may give in its query string.
+#[derive(Default)]
+pub(super) struct PutQuery {
+    pub(super) route: Option<String>,
+    pub(super) deadline: Option<Duration>,
+    pub(super) expected: Option<Duration>,
+}
+
+pub(super) fn parse_put_query(query: &str) -> Result<PutQuery, String> {
+    let mut q = PutQuery::default();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value =
+            percent_decode(value).ok_or_else(|| format!("`{key}`: bad percent-encoding"))?;
+        let micros = |v: &str| match v.parse::<u64>() {
+            Ok(us) if us > 0 && us <= MAX_HEADER_US && v.bytes().all(|b| b.is_ascii_digit()) => {
+                Ok(Duration::from_micros(us))
+            }
+            _ => Err(format!("`{key}`: expected microseconds, 1 to {MAX_HEADER_US}")),
+        };
+        match key {
+            "route" => {
+                check_route(&value).map_err(|e| e.to_string())?;
+                q.route = Some(value);
+            }
+            "deadline_us" => q.deadline = Some(micros(&value)?),
+            "expected_us" => q.expected = Some(micros(&value)?),
+            _ => {
+                return Err(format!(
+                    "unknown parameter `{key}` (known: route, deadline_us, expected_us)"
+                ));
+            }
+        }
+    }
+    Ok(q)
+}
+
+pub(super) fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3)?;
+                let hex = std::str::from_utf8(hex).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// `PUT /admin/functions/<name>`: registers a module with default settings.
+pub(super) async fn put_function(
+    shared: &Arc<Shared>,
+    name: &str,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let bad = |reason: String| {
+        tracing::info!(function = name, status = 400, "registration refused: {reason}");
+        shared.error(StatusCode::BAD_REQUEST, "bad_request", reason)
+    };
+    if let Err(reason) = check_name(name) {
+        return bad(reason);
+    }
+    let query = match parse_put_query(request.uri().query().unwrap_or("")) {
+        Ok(query) => query,
+        Err(reason) => return bad(reason),
+    };
+    let (parts, body) = request.into_parts();
+    let cap = shared.config.max_module_bytes;
+    let expect = parts.headers.contains_key(header::EXPECT);
+    let declared = body.size_hint().lower();
+    let module = if declared > cap {
+        let meta = shared.local_meta("too_large");
+        let reason = format!("module of {declared} bytes exceeds the limit of {cap} bytes");
+        return shared.too_large(&meta, expect, Limited::new(body, 0), reason);
+    } else {
+        match read_body(body, cap, shared.config.body_read_timeout).await {
+            Ok(module) => module,
+            Err(BodyError::TooLarge(rest)) => {
+                let meta = shared.local_meta("too_large");
+                let reason = format!("module exceeds the limit of {cap} bytes");
+                return shared.too_large(&meta, expect, rest, reason);
+            }
+            Err(BodyError::Unreadable(e)) => return shared.unreadable(e),
+        }
+    };
+    let mut config = FunctionConfig::new(name);
+    if let Some(deadline) = query.deadline {
+        config.relative_deadline = deadline;
+    }
+    config.expected_execution = query.expected;
+    let runtime = Arc::clone(&shared.runtime);
+    let registered = tokio::task::spawn_blocking(move || runtime.register(config, &module)).await;
+    let function = match registered {
+        Ok(Ok(function)) => function,
+        Ok(Err(e)) => return bad(e.to_string()),
+        Err(e) => {
+            return shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string());
+        }
+    };
+    let route = match query.route {
+        Some(route) => {
+            let mut routes = shared.routes_mut();
+            match routes.get(&route).cloned() {
+                Some(other) if other != name && shared.runtime.function(&other).is_some() => {
+                    drop(routes);
+                    let _ = shared.runtime.unregister(name);
+                    return bad(format!("route `{route}` already belongs to function `{other}`"));
+                }
+                _ => {
+                    routes.insert(route.clone(), name.to_owned());
+                }
+            }
+            route
+        }
+        None => {
+            let routes = shared.routes.read().unwrap_or_else(|p| p.into_inner());
+            Shared::route_of(&routes, name)
+        }
+    };
+    tracing::info!(function = name, id = function.id.0, route, "function registered");
+    let mut json = String::new();
+    function_json(&mut json, &function, &route);
+    let mut response =
+        shared.respond(StatusCode::CREATED, &shared.local_meta("ok"), Some(JSON), json.into());
+    if let Ok(location) = HeaderValue::from_str(&format!("/admin/functions/{name}")) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
+}
+
+/// Appends the admin JSON object of one function.
+pub(super) fn function_json(out: &mut String, f: &Function, route: &str) {
+    let c = &f.config;
+    let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    out.push_str("{\"id\":");
+    let _ = write!(out, "{}", f.id.0);
+    out.push_str(",\"name\":");
+    json_string(out, &c.name);
+    out.push_str(",\"route\":");
+    json_string(out, route);
+    let _ = write!(out, ",\"relative_deadline_us\":{}", micros(c.relative_deadline));
+    match c.expected_execution {
+        Some(d) => {
+            let _ = write!(out, ",\"expected_execution_us\":{}", micros(d));
+        }
+        None => out.push_str(",\"expected_execution_us\":null"),
+    }
+    let _ = write!(
+        out,
+        ",\"max_execution_us\":{},\"max_memory_bytes\":{},\"max_request_bytes\":{},\
+         \"max_output_bytes\":{},\"tenant\":{},\"module_sha256\":",
+        micros(c.limits.max_execution),
+        c.limits.max_memory_bytes,
+        c.limits.max_request_bytes,
+        c.limits.max_output_bytes,
+        c.tenant,
+    );
+    json_string(out, &f.module_hash);
+    out.push('}');
+}
+
+/// Appends `s` as a JSON string literal.
+pub(super) fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 || c == '\u{2028}' || c == '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_are_escaped() {
+        let mut out = String::new();
+        json_string(&mut out, "a\"b\\c\nd\u{1}é");
+        assert_eq!(out, r#""a\"b\\c\nd\u0001é""#);
+    }
+
+    #[test]
+    fn put_queries_parse() {
+        let q = parse_put_query("route=%2Fx&deadline_us=2000&expected_us=10").unwrap();
+        assert_eq!(q.route.as_deref(), Some("/x"));
+        assert_eq!(q.deadline, Some(Duration::from_millis(2)));
+        assert_eq!(q.expected, Some(Duration::from_micros(10)));
+        assert!(parse_put_query("").is_ok());
+        for bad in ["nope=1", "deadline_us=x", "deadline_us=0", "route=/metrics", "route=%zz"] {
+            assert!(parse_put_query(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}
