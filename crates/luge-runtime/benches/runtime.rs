@@ -466,7 +466,7 @@ fn preempt(samples: usize) {
     });
     register(&rt, "noop", NOOP, |c| c.expected_execution = Some(Duration::from_micros(50)));
     let done = Done::new(WaitMode::Sleep);
-    let urgent = SubmitOptions { deadline: Some(Duration::from_millis(10)), expected: None };
+    let urgent = SubmitOptions { deadline: Some(Duration::from_millis(10)), ..Default::default() };
     // Same gap between samples in both runs: lets the long request resume before the next one.
     let gap = Duration::from_millis(2);
     let measure = |rt: &Runtime| {

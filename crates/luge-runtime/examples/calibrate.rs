@@ -365,7 +365,7 @@ struct Series {
 }
 
 fn series(done: &Arc<Done>, rt: &Runtime, n: usize, gap: Option<Duration>) -> Series {
-    let urgent = SubmitOptions { deadline: Some(Duration::from_millis(10)), expected: None };
+    let urgent = SubmitOptions { deadline: Some(Duration::from_millis(10)), ..Default::default() };
     let mut s = Series { queued: Vec::new(), executed: Vec::new(), total: Vec::new() };
     for _ in 0..n {
         if let Some(gap) = gap {

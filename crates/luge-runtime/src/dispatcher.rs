@@ -45,6 +45,8 @@ use crate::worker::{Task, WorkerEvent, WorkerShared};
 pub(crate) struct Submission {
     pub task: Box<Task>,
     pub relative_deadline: Nanos,
+    /// When the node received the request; its deadline counts from here.
+    pub arrived: Nanos,
     pub expected: Option<Nanos>,
     pub tenant: u32,
 }
@@ -240,7 +242,7 @@ impl Dispatcher {
     }
 
     fn arrival(&mut self, now: Nanos, sub: Submission) {
-        let Submission { mut task, relative_deadline, expected, tenant } = sub;
+        let Submission { mut task, relative_deadline, arrived, expected, tenant } = sub;
         if self.signals.abort.load(Ordering::Acquire) {
             task.answer(now, Err(Failure::Rejected(Rejection::ShuttingDown)));
             return;
@@ -263,8 +265,9 @@ impl Dispatcher {
         let expected = expected
             .unwrap_or_else(|| self.estimator.estimate(function))
             .saturating_add(self.turnaround.overhead());
+        let arrival = arrived.min(now);
         let mut request =
-            Request::new(id, function, now, relative_deadline, expected).with_tenant(tenant);
+            Request::new(id, function, arrival, relative_deadline, expected).with_tenant(tenant);
         if !known {
             request = request.with_guessed_estimate();
         }

@@ -24,11 +24,12 @@ impl Outcome {
 /// Time accounting of one request, for slowdown and RTE.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Timing {
-    /// From submission until the first instruction of its sandbox ran (or until rejection).
+    /// From receipt by the node (or submission, `SubmitOptions::received`) until the first
+    /// instruction of its sandbox ran (or until rejection).
     pub queued: Duration,
     /// Execution time on a worker, instantiation included, over all run segments.
     pub executed: Duration,
-    /// From submission to the answer.
+    /// From receipt by the node (or submission) to the answer.
     pub total: Duration,
     /// Times the request was preempted.
     pub preemptions: u32,

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use luge_sched::{Estimator, EstimatorConfig, Nanos, PolicyConfig, RequestId};
 
@@ -25,6 +25,10 @@ pub struct SubmitOptions {
     pub deadline: Option<Duration>,
     /// The client's expected execution; used only if the function trusts client estimates.
     pub expected: Option<Duration>,
+    /// When the node received the request (the datagram, the HTTP request head): its relative
+    /// deadline, queueing and total time count from here, so time spent in a front end counts
+    /// against the deadline. `None` (or a time after the submission) means the submission.
+    pub received: Option<Instant>,
 }
 
 /// A running Luge runtime. Dropping it shuts it down (as [`Runtime::shutdown`]).
@@ -309,8 +313,12 @@ impl Runtime {
             return refuse(Failure::Rejected(Rejection::ShuttingDown), Box::new(callback));
         }
         let now = inner.signals.clock.now();
+        let received = options.received.map_or(now, |t| inner.signals.clock.at(t)).min(now);
         let relative = options.deadline.unwrap_or(function.config.relative_deadline);
-        let unix_now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let unix_now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .saturating_sub(Duration::from_nanos(now - received));
         let expected =
             options.expected.filter(|_| function.config.trust_client_estimate).map(nanos);
         let task = Box::new(Task {
@@ -318,7 +326,7 @@ impl Runtime {
             sched: RequestId(0),
             function: Arc::clone(function),
             reply: Reply::new(id, Box::new(callback)),
-            submitted: now,
+            received,
             deadline_unix_us: u64::try_from(unix_now.saturating_add(relative).as_micros())
                 .unwrap_or(u64::MAX),
             first_run: None,
@@ -330,6 +338,7 @@ impl Runtime {
         let submission = Submission {
             task,
             relative_deadline: nanos(relative),
+            arrived: received,
             expected,
             tenant: function.config.tenant,
         };

@@ -34,6 +34,12 @@ impl Clock {
     pub(crate) fn now(&self) -> Nanos {
         self.base.elapsed().as_nanos() as Nanos
     }
+
+    /// `instant` on this clock (0 if it is before the clock started).
+    pub(crate) fn at(&self, instant: Instant) -> Nanos {
+        Nanos::try_from(instant.saturating_duration_since(self.base).as_nanos())
+            .unwrap_or(Nanos::MAX)
+    }
 }
 
 /// What a worker publishes to the sandboxes it runs.

@@ -33,7 +33,8 @@ pub(crate) struct Task {
     pub sched: RequestId,
     pub function: Arc<Function>,
     pub reply: Reply,
-    pub submitted: Nanos,
+    /// When the node received it (runtime clock): deadline, queueing and total count from here.
+    pub received: Nanos,
     pub deadline_unix_us: u64,
     pub first_run: Option<Nanos>,
     pub executed: Nanos,
@@ -55,11 +56,11 @@ pub(crate) enum TaskState {
 impl Task {
     /// Answers the request (consuming the task) with `result`.
     pub(crate) fn answer(self, now: Nanos, result: Result<Vec<u8>, crate::outcome::Failure>) {
-        let queued = self.first_run.unwrap_or(now).saturating_sub(self.submitted);
+        let queued = self.first_run.unwrap_or(now).saturating_sub(self.received);
         let timing = Timing {
             queued: std::time::Duration::from_nanos(queued),
             executed: std::time::Duration::from_nanos(self.executed),
-            total: std::time::Duration::from_nanos(now.saturating_sub(self.submitted)),
+            total: std::time::Duration::from_nanos(now.saturating_sub(self.received)),
             preemptions: self.preemptions,
         };
         self.reply.send(Outcome { request_id: self.id, result, timing });

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use luge_runtime::{
     BadRequest, CodeOpt, Error, Failure, FunctionConfig, Layout, Limits, Outcome, PolicyKind,
@@ -404,6 +404,43 @@ fn infeasible_deadlines_are_refused_at_once() {
         SubmitOptions { deadline: Some(Duration::from_nanos(1)), ..Default::default() };
     let outcome = rt.submit("fresh", Vec::new(), impossible).wait();
     assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
+}
+
+#[test]
+fn time_before_submission_counts_against_the_deadline() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    register(&rt, "noop", NOOP, |c| c.expected_execution = Some(Duration::from_micros(50)));
+    // The runtime's clock starts with it, and a receipt before that reads as its start: let it
+    // be older than the receipts below.
+    std::thread::sleep(Duration::from_millis(100));
+    let ago = |ms| Instant::now().checked_sub(Duration::from_millis(ms)).unwrap();
+    // Received 30 ms ago (say, a slow front end): queueing and total count from then.
+    let options = SubmitOptions {
+        deadline: Some(Duration::from_secs(1)),
+        received: Some(ago(30)),
+        ..Default::default()
+    };
+    let outcome = rt.submit("noop", Vec::new(), options).wait();
+    assert!(outcome.is_ok(), "{:?}", outcome.result);
+    assert!(outcome.timing.queued >= Duration::from_millis(30), "{:?}", outcome.timing);
+    assert!(outcome.timing.total >= Duration::from_millis(30), "{:?}", outcome.timing);
+    // Received 50 ms ago with a 20 ms deadline: already lost, refused as infeasible (its own
+    // execution, from now, overruns the deadline) instead of run.
+    let late = SubmitOptions {
+        deadline: Some(Duration::from_millis(20)),
+        received: Some(ago(50)),
+        ..Default::default()
+    };
+    let outcome = rt.submit("noop", Vec::new(), late).wait();
+    assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
+    // A receipt "in the future" is read as the submission.
+    let future = SubmitOptions {
+        deadline: Some(Duration::from_secs(1)),
+        received: Some(Instant::now() + Duration::from_secs(60)),
+        ..Default::default()
+    };
+    let outcome = rt.submit("noop", Vec::new(), future).wait();
+    assert!(outcome.is_ok() && outcome.timing.total < Duration::from_secs(1), "{outcome:?}");
 }
 
 #[test]

@@ -33,7 +33,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
@@ -544,7 +544,10 @@ impl Shared {
         }
         headers.insert(REQUEST_ID, HeaderValue::from(meta.request_id));
         headers.insert(EXECUTION_NS, HeaderValue::from(nanos(meta.timing.executed)));
-        headers.insert(QUEUEING_NS, HeaderValue::from(nanos(meta.timing.queued)));
+        // Time in the node not executing, from receipt of the head to the answer: the same
+        // quantity as UDP-RPC's `queueing` field.
+        let queueing = meta.timing.total.saturating_sub(meta.timing.executed);
+        headers.insert(QUEUEING_NS, HeaderValue::from(nanos(queueing)));
         headers.insert(OUTCOME, HeaderValue::from_static(meta.label));
         if status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(self.config.retry_after_secs));
@@ -610,6 +613,8 @@ impl Drop for Gauge {
 
 /// Routes one request.
 async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    // The request head has been read: its deadline and queueing count from here.
+    let received = Instant::now();
     let _in_flight = Gauge::new(&shared, |s| &s.in_flight);
     let path = request.uri().path().to_owned();
     let get = request.method() == Method::GET;
@@ -648,7 +653,7 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Ful
             admin_function(&shared, &name, request).await
         }
         p if is_reserved(p) => shared.not_found(p),
-        _ => invoke(&shared, &path, request).await,
+        _ => invoke(&shared, &path, request, received).await,
     }
 }
 

@@ -189,11 +189,11 @@ impl Metrics {
         }
         type Pick = fn(&FunctionMetrics) -> &Histogram;
         let histograms: [(&str, &str, Pick); 3] = [
-            ("luge_request_duration_seconds", "Submission to answer.", |m| &m.latency),
+            ("luge_request_duration_seconds", "Receipt by the node to answer.", |m| &m.latency),
             ("luge_execution_seconds", "Execution on a worker, instantiation included.", |m| {
                 &m.execution
             }),
-            ("luge_queueing_seconds", "Submission to first instruction.", |m| &m.queueing),
+            ("luge_queueing_seconds", "Receipt by the node to first instruction.", |m| &m.queueing),
         ];
         for (name, help, pick) in histograms {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");

@@ -654,6 +654,7 @@ impl Receiver {
         let options = SubmitOptions {
             deadline: micros(header.deadline_us),
             expected: micros(header.expected_us),
+            received: Some(received),
         };
         bump(&counters.submitted);
         let callback_shared = Arc::clone(shared);

@@ -458,6 +458,23 @@ async fn get(node: &Node, path: &str) -> Answer {
 }
 
 #[tokio::test]
+async fn queueing_counts_from_the_request_head_like_udp_rpc() {
+    let node = node();
+    let mut conn = raw(&node).await;
+    // The head, then the body 60 ms later: the node's time reading the body is queueing time,
+    // counted from the head's receipt (and against the deadline), as UDP-RPC counts from the
+    // datagram's receipt.
+    let head = "POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 2\r\n\r\n";
+    conn.get_mut().write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    conn.get_mut().write_all(b"hi").await.unwrap();
+    let answer = read_raw(&mut conn).await;
+    assert_ok(&answer, b"hi");
+    let queueing: u64 = answer.header("luge-queueing-ns").unwrap().parse().unwrap();
+    assert!(queueing >= 60_000_000, "queueing {queueing} ns misses the body read");
+}
+
+#[tokio::test]
 async fn malformed_http_is_answered_and_counted() {
     let node = node();
     let mut conn = raw(&node).await;

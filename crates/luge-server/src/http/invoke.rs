@@ -57,6 +57,7 @@ pub(super) async fn invoke(
     shared: &Arc<Shared>,
     path: &str,
     request: Request<Incoming>,
+    received: Instant,
 ) -> Response<Full<Bytes>> {
     let name = shared.function_for(path).unwrap_or_default();
     let Some(function) = shared.runtime.function(&name) else {
@@ -76,7 +77,9 @@ pub(super) async fn invoke(
         micros_header(&parts.headers, &DEADLINE_US),
         micros_header(&parts.headers, &EXPECTED_US),
     ) {
-        (Ok(deadline), Ok(expected)) => SubmitOptions { deadline, expected },
+        (Ok(deadline), Ok(expected)) => {
+            SubmitOptions { deadline, expected, received: Some(received) }
+        }
         (Err(reason), _) | (_, Err(reason)) => {
             shared.metrics.malformed(Protocol::Http, "bad_header");
             tracing::debug!(function = name, status = 400, "{reason}");
