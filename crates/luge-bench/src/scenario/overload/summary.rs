@@ -103,8 +103,8 @@ pub(super) fn summary(
          closed-loop throughput ({CLOSED_OUTSTANDING} in flight, 100 ms deadlines) of that mix \
          on that protocol; each multiple is of it. Open-loop Poisson points of {:.2} s. Goodput = \
          200s whose client-measured latency is within their deadline, per second; `… in node` = \
-         the same judged on the time the node reports (queueing + execution: on UDP-RPC from \
-         the datagram's receipt, on HTTP from the submission to the runtime). Refused = 503 \
+         the same judged on the time the node reports (queueing + execution: from the \
+         datagram's receipt or the HTTP request head's to the answer). Refused = 503 \
          (HTTP `Luge-Outcome` `deadline_unreachable`, `shed`, `overloaded`) / `Overloaded` \
          (UDP-RPC). No answer = timeouts ({} s). RSS = peak `VmRSS` of this process (node and \
          load generator, which keeps no samples) during the point.\n",
