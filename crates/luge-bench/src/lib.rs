@@ -36,6 +36,7 @@
 //! sim-vs-real, overload), which start Luge and the baselines in-process and write dated
 //! results.
 
+mod baseline;
 mod calibrate;
 mod drive;
 mod error;
@@ -50,6 +51,10 @@ mod summary;
 mod target;
 mod udp;
 
+pub use crate::baseline::{
+    BareHttpConfig, BareHttpServer, BaselineError, BaselineStats, ProcessConfig, ProcessServer,
+    UdpEchoConfig, UdpEchoServer, native_program,
+};
 pub use crate::calibrate::{Calibration, CalibrationCheck, CalibrationOptions, CalibrationPoint};
 pub use crate::error::BenchError;
 pub use crate::http::{

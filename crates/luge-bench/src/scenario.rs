@@ -3,7 +3,7 @@
 //!
 //! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
 //! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
-//! configured as `luge serve` configures them, 1 worker) and the baselines of `luge-server`
+//! configured as `luge serve` configures them, 1 worker) and the baselines of this crate
 //! (UDP echo, bare hyper, process-per-request) — drives them in turn with [`run`](crate::run),
 //! stops them, and writes `<out>/<scenario>-<UTC date-time>/` with `report.json` (every
 //! measured point, the settings and the machine), `summary.md` (the tables, also returned to be

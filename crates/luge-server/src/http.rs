@@ -58,7 +58,7 @@ mod admin;
 mod body;
 mod invoke;
 
-pub(crate) use self::accept::accept_next;
+pub use self::accept::accept_next;
 use self::accept::{accept_one, refuse_over_cap};
 use self::admin::{admin_function, list_functions, unknown_function};
 use self::body::{BodyError, Unreadable, drain, read_body};

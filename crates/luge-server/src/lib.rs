@@ -2,17 +2,13 @@
 //! table, the status mapping both share, Prometheus metrics, and [`Node`], which owns a runtime
 //! and its front ends and shuts them down in order.
 
-mod baseline;
 mod http;
 mod metrics;
+pub mod net;
 mod node;
 mod status;
 mod udp;
 
-pub use crate::baseline::{
-    BareHttpConfig, BareHttpServer, BaselineError, BaselineStats, ProcessConfig, ProcessServer,
-    UdpEchoConfig, UdpEchoServer, native_program,
-};
 pub use crate::http::{HttpConfig, HttpError, HttpServer};
 pub use crate::metrics::{Metrics, Protocol};
 pub use crate::node::{Node, NodeConfig, NodeError, NodeFunction, ShutdownReport};

@@ -436,7 +436,7 @@ impl Drop for UdpServer {
 }
 
 /// Sends an empty datagram to the server so that a blocking `recvmmsg` returns.
-pub(crate) fn wake(server: SocketAddr) {
+pub fn wake(server: SocketAddr) {
     let target = match server.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => {
             SocketAddr::new(Ipv4Addr::LOCALHOST.into(), server.port())
@@ -457,7 +457,7 @@ pub(crate) fn wake(server: SocketAddr) {
 }
 
 /// Whether replies may be sent to `peer` (§7 rule 3).
-pub(crate) fn usable(peer: SocketAddr) -> bool {
+pub fn usable(peer: SocketAddr) -> bool {
     peer.port() != 0 && !peer.ip().is_unspecified()
 }
 
@@ -498,7 +498,7 @@ impl Receiver {
                     for i in 0..n {
                         self.datagram(i, received);
                     }
-                    if self.out.len() > 0 {
+                    if !self.out.is_empty() {
                         let failed = self.out.flush(fd, libc::MSG_DONTWAIT);
                         self.shared
                             .counters

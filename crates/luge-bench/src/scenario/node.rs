@@ -1,5 +1,5 @@
 //! The servers a scenario starts in-process: a Luge node (runtime + the front ends it needs,
-//! configured as `luge serve` configures them) and the baselines of `luge-server`.
+//! configured as `luge serve` configures them) and the baselines of `crate::baseline`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use luge_runtime::{Layout, PolicyKind, Runtime, RuntimeConfig, WaitMode};
-use luge_server::{
-    BareHttpConfig, BareHttpServer, HttpConfig, Node, NodeConfig, ProcessConfig, ProcessServer,
-    UdpConfig, UdpEchoConfig, UdpEchoServer, native_program,
-};
+use luge_server::{HttpConfig, Node, NodeConfig, UdpConfig};
 
 use super::{Protocol, layout_name, wait_name};
+use crate::baseline::{
+    BareHttpConfig, BareHttpServer, ProcessConfig, ProcessServer, UdpEchoConfig, UdpEchoServer,
+    native_program,
+};
 use crate::error::BenchError;
 use crate::target::{FunctionRef, Target};
 

@@ -6,7 +6,7 @@ use super::*;
 /// Waits for a connection slot, then for the next connection (with `TCP_NODELAY` set); `None`
 /// once `stopping` completes or the slots are closed. Used by the bare-hyper baseline, whose
 /// clients over the cap wait in the listen backlog.
-pub(crate) async fn accept_next<F: Future<Output = ()>>(
+pub async fn accept_next<F: Future<Output = ()>>(
     listener: &TcpListener,
     slots: &Arc<Semaphore>,
     stopping: &mut std::pin::Pin<&mut F>,

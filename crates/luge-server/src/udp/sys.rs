@@ -84,7 +84,7 @@ pub(crate) fn from_storage(
 }
 
 /// `setsockopt(SOL_SOCKET, opt, value)` for an integer option.
-pub(crate) fn set_int_option(fd: RawFd, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
+pub fn set_int_option(fd: RawFd, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: `value` is a live `c_int` and we pass its exact size; the kernel only reads it.
     let rc = unsafe {
         libc::setsockopt(
@@ -99,12 +99,7 @@ pub(crate) fn set_int_option(fd: RawFd, opt: libc::c_int, value: libc::c_int) ->
 }
 
 /// `sendto(fd, buf, flags, addr)`: returns the bytes sent.
-pub(crate) fn send_to(
-    fd: RawFd,
-    buf: &[u8],
-    addr: SocketAddr,
-    flags: libc::c_int,
-) -> io::Result<usize> {
+pub fn send_to(fd: RawFd, buf: &[u8], addr: SocketAddr, flags: libc::c_int) -> io::Result<usize> {
     let mut storage = empty_storage();
     let len = to_storage(addr, &mut storage);
     // SAFETY: `buf` and `storage` are live for the call, with the lengths passed; the kernel
@@ -125,7 +120,7 @@ pub(crate) fn send_to(
 /// A reusable `recvmmsg` batch: `capacity` buffers of `buf_len` bytes with their source
 /// addresses. Holds raw pointers into its own heap allocations (which never move), so it is
 /// neither `Send` nor `Sync`: it lives on the receive thread.
-pub(crate) struct RecvBatch {
+pub struct RecvBatch {
     buf_len: usize,
     bufs: Vec<u8>,
     addrs: Vec<libc::sockaddr_storage>,
@@ -135,7 +130,8 @@ pub(crate) struct RecvBatch {
 }
 
 impl RecvBatch {
-    pub(crate) fn new(capacity: usize, buf_len: usize) -> Self {
+    /// A batch of `capacity` buffers of `buf_len` bytes each.
+    pub fn new(capacity: usize, buf_len: usize) -> Self {
         let capacity = capacity.max(1);
         let mut bufs = vec![0u8; capacity * buf_len];
         let mut addrs = vec![empty_storage(); capacity];
@@ -161,7 +157,7 @@ impl RecvBatch {
     }
 
     /// One `recvmmsg(fd, batch, flags)`: returns how many datagrams arrived (at least 1).
-    pub(crate) fn recv(&mut self, fd: RawFd, flags: libc::c_int) -> io::Result<usize> {
+    pub fn recv(&mut self, fd: RawFd, flags: libc::c_int) -> io::Result<usize> {
         self.received = 0;
         for h in &mut self.headers {
             h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
@@ -192,7 +188,7 @@ impl RecvBatch {
 
     /// Datagram `i` of the last batch: its bytes, its source (if IPv4/IPv6) and whether the
     /// kernel truncated it (it was larger than the buffer).
-    pub(crate) fn get(&self, i: usize) -> Option<(&[u8], Option<SocketAddr>, bool)> {
+    pub fn get(&self, i: usize) -> Option<(&[u8], Option<SocketAddr>, bool)> {
         if i >= self.received {
             return None;
         }
@@ -208,7 +204,7 @@ impl RecvBatch {
 
 /// Replies queued by the receive thread during one batch, sent with one `sendmmsg`. Buffers
 /// are reused from batch to batch.
-pub(crate) struct SendBatch {
+pub struct SendBatch {
     bufs: Vec<Vec<u8>>,
     addrs: Vec<libc::sockaddr_storage>,
     addr_lens: Vec<libc::socklen_t>,
@@ -217,8 +213,15 @@ pub(crate) struct SendBatch {
     len: usize,
 }
 
+impl Default for SendBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl SendBatch {
-    pub(crate) fn new() -> Self {
+    /// An empty batch.
+    pub fn new() -> Self {
         Self {
             bufs: Vec::new(),
             addrs: Vec::new(),
@@ -230,12 +233,17 @@ impl SendBatch {
     }
 
     /// Queued replies.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether no reply is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// A cleared buffer for the next reply to `peer`; fill it and it is sent on `flush`.
-    pub(crate) fn push(&mut self, peer: SocketAddr) -> &mut Vec<u8> {
+    pub fn push(&mut self, peer: SocketAddr) -> &mut Vec<u8> {
         if self.len == self.bufs.len() {
             self.bufs.push(Vec::new());
             self.addrs.push(empty_storage());
@@ -250,13 +258,13 @@ impl SendBatch {
     }
 
     /// Drops the last pushed reply (e.g. its encoding failed).
-    pub(crate) fn pop(&mut self) {
+    pub fn pop(&mut self) {
         self.len = self.len.saturating_sub(1);
     }
 
     /// Sends every queued reply with `sendmmsg(flags)`, retrying the rest after a partial send
     /// and dropping a reply the kernel refuses. Returns how many could not be sent.
-    pub(crate) fn flush(&mut self, fd: RawFd, flags: libc::c_int) -> usize {
+    pub fn flush(&mut self, fd: RawFd, flags: libc::c_int) -> usize {
         let n = self.len;
         self.len = 0;
         if n == 0 {

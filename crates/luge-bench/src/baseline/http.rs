@@ -24,7 +24,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{Semaphore, watch};
 
 use super::{BaselineError, BaselineStats, Counters, SHUTDOWN_GRACE, bump};
-use crate::http::HttpConfig;
+use luge_server::HttpConfig;
 
 /// Pause after a failed `accept` before trying again (as in `http.rs`).
 /// After the grace period, how long the runtime gets to finish what is left.
@@ -260,7 +260,7 @@ pub(super) async fn serve<H, F>(
     let stopping = stopped(stop.clone());
     tokio::pin!(stopping);
     while let Some((stream, peer, permit)) =
-        crate::http::accept_next(&listener, &slots, &mut stopping).await
+        luge_server::net::accept_next(&listener, &slots, &mut stopping).await
     {
         let handler = handler.clone();
         let service = service_fn(move |request| {

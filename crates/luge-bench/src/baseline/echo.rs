@@ -13,8 +13,8 @@ use luge_proto::{
 
 use super::rpc::{self, OnRequest, Receiver};
 use super::{BaselineError, BaselineStats, Counters, duration_ns};
-use crate::udp::UdpConfig;
-use crate::udp::sys::SendBatch;
+use luge_server::UdpConfig;
+use luge_server::net::SendBatch;
 
 /// Largest payload of a Response.
 const MAX_RESPONSE_PAYLOAD: usize = MAX_DATAGRAM - RESPONSE_HEADER_LEN;

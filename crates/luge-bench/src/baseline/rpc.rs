@@ -1,6 +1,6 @@
 //! The UDP-RPC receive loop both UDP baselines share: Luge's socket set-up and receive loop
 //! (`udp.rs`) with the duplicate cache, admission and runtime taken out. One thread,
-//! `recvmmsg` of up to `batch` datagrams with the same `udp::sys` batch code, blocking
+//! `recvmmsg` of up to `batch` datagrams with the same batch code as the front end (`luge_server::net`), blocking
 //! (`MSG_WAITFORONE`, with a read timeout) or busy-polling a non-blocking socket; Pings are
 //! answered with Pongs, Requests go to an [`OnRequest`] handler, anything else is counted and
 //! ignored; replies queued during a batch leave with one `sendmmsg` at its end.
@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use luge_proto::{Echo, Flags, MAX_DATAGRAM, Message, Request, decode};
 
 use super::{BaselineError, Counters, bump};
-use crate::udp::sys::{self, RecvBatch, SendBatch};
-use crate::udp::{usable, wake};
+use luge_server::net::{self as sys, RecvBatch, SendBatch};
+use luge_server::net::{usable, wake};
 
 /// As in `udp.rs`: how long the blocking receive waits before re-checking the stop flag,
 /// should the wake-up datagram be lost.
@@ -164,7 +164,7 @@ fn run(
                         Message::Response(_) | Message::Pong(_) => {}
                     }
                 }
-                if out.len() > 0 {
+                if !out.is_empty() {
                     let failed = out.flush(fd, libc::MSG_DONTWAIT);
                     counters.send_errors.fetch_add(failed as u64, Ordering::Relaxed);
                 }

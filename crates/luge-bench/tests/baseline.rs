@@ -8,12 +8,13 @@ use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use luge_bench::{
+    BareHttpConfig, BareHttpServer, BaselineError, ProcessConfig, ProcessServer, UdpEchoConfig,
+    UdpEchoServer, native_program,
+};
 use luge_client::{Backoff, CallOptions, HttpClient, RpcClient, Status};
 use luge_proto::{Flags, Message, Request, RequestHeader, decode};
-use luge_server::{
-    BareHttpConfig, BareHttpServer, BaselineError, ProcessConfig, ProcessServer, UdpConfig,
-    UdpEchoConfig, UdpEchoServer, native_program,
-};
+use luge_server::UdpConfig;
 
 fn localhost() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()

@@ -46,9 +46,9 @@ use tokio::sync::Semaphore;
 use super::http::{Host, HttpSettings, listen, runtime, serve, stopped, text};
 use super::rpc::{self, OnRequest, Receiver};
 use super::{BaselineError, BaselineStats, Counters, SHUTDOWN_GRACE, bump, duration_ns};
-use crate::http::HttpConfig;
-use crate::udp::UdpConfig;
-use crate::udp::sys::{self, SendBatch};
+use luge_server::HttpConfig;
+use luge_server::UdpConfig;
+use luge_server::net::{self as sys, SendBatch};
 
 /// Inputs up to this size are written to the child's stdin before its output is read: at most
 /// one page, which an empty pipe always takes without blocking.

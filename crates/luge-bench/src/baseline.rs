@@ -3,7 +3,7 @@
 //!
 //! - [`UdpEchoServer`]: Luge's UDP-RPC front end minus the runtime. The same socket set-up, the
 //!   same `recvmmsg` batching and poll mode (blocking `MSG_WAITFORONE`, or spinning on a
-//!   non-blocking socket) and the same `sendmmsg` path (the `udp::sys` code itself, not a copy);
+//!   non-blocking socket) and the same `sendmmsg` path (`luge_server::net`, the front end's code itself, not a copy);
 //!   each Request is answered `Ok` with its own payload. It speaks `luge-proto`, so the same load
 //!   generator drives both.
 //! - [`BareHttpServer`]: hyper 1 on the same tokio set-up as Luge's HTTP front end (same thread
