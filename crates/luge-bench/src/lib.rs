@@ -34,7 +34,8 @@
 //! `summary` (measurements and metrics), `report` (output), `run` (the entry point), and
 //! [`scenario`]: the named benchmarks of `luge bench` (compare, noop, policies, density,
 //! sim-vs-real, overload), which start Luge and the baselines in-process and write dated
-//! results.
+//! results; `baseline` holds those baselines ([`UdpEchoServer`], [`BareHttpServer`],
+//! [`ProcessServer`]), built on Luge's own socket code (`luge_server::net`).
 
 mod baseline;
 mod calibrate;
