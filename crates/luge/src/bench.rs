@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
-    CompareOptions, DensityOptions, NodeFunction, OverloadOptions, Pin, PoliciesOptions, Protocol,
-    Scenario, ScenarioOptions, SimRealOptions, run_scenario,
+    CompareOptions, DensityOptions, OverloadOptions, Pin, PoliciesOptions, Protocol, Scenario,
+    ScenarioOptions, SimRealOptions, run_scenario,
 };
 use luge_bench::{
     Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
@@ -369,15 +369,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
 
 fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
     let manifest = Manifest::builtin();
-    let functions: Vec<NodeFunction> = manifest
-        .functions
-        .iter()
-        .map(|f| NodeFunction {
-            config: f.config.clone(),
-            route: f.route.clone(),
-            module: f.module.clone(),
-        })
-        .collect();
+    let functions = manifest.node_functions();
     let mut opts = ScenarioOptions::new(functions);
     opts.quick = c.quick;
     opts.out_root = c.out.clone();

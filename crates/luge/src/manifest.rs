@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use luge_runtime::{FunctionConfig, Limits, PolicyKind, RuntimeConfig, WaitMode};
+use luge_server::NodeFunction;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -129,6 +130,18 @@ fn builtin_config(name: &str) -> FunctionConfig {
 }
 
 impl Manifest {
+    /// The functions as a node serves them (settings, module, route).
+    pub fn node_functions(&self) -> Vec<NodeFunction> {
+        self.functions
+            .iter()
+            .map(|f| NodeFunction {
+                config: f.config.clone(),
+                module: f.module.clone(),
+                route: f.route.clone(),
+            })
+            .collect()
+    }
+
     /// The built-in functions with default settings.
     pub fn builtin() -> Self {
         let functions = BUILTINS

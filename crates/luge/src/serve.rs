@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use luge_runtime::{PolicyKind, Runtime, WaitMode};
-use luge_server::{HttpConfig, Node, NodeConfig, NodeError, NodeFunction, UdpConfig};
+use luge_server::{HttpConfig, Node, NodeConfig, NodeError, UdpConfig};
 
 use crate::manifest::{BUILTINS, Manifest};
 
@@ -94,6 +94,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Some(path) => Manifest::load(path)?,
         None => Manifest::builtin(),
     };
+    let functions = manifest.node_functions();
     let server = &mut manifest.server;
     if let Some(a) = args.http {
         server.http = a;
@@ -115,15 +116,6 @@ pub fn run(args: ServeArgs) -> Result<()> {
     }
     let config = server.runtime.clone();
     let grace = config.shutdown_grace;
-    let functions: Vec<NodeFunction> = manifest
-        .functions
-        .iter()
-        .map(|f| NodeFunction {
-            config: f.config.clone(),
-            module: f.module.clone(),
-            route: f.route.clone(),
-        })
-        .collect();
     let node = Node::start(
         NodeConfig {
             runtime: config.clone(),
