@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use luge_runtime::{Outcome, Runtime};
 
-use crate::status::outcome_label;
+use crate::status::{OUTCOMES, outcome_index};
 
 /// Upper bounds of the histogram buckets, in seconds (10 µs … 10 s).
 const BUCKETS: [f64; 13] =
@@ -33,24 +33,6 @@ impl Protocol {
         }
     }
 }
-
-/// Every outcome label of [`outcome_label`], in exposition order.
-const OUTCOMES: [&str; 14] = [
-    "ok",
-    "trap",
-    "killed",
-    "memory_limit",
-    "output_too_large",
-    "exit_failure",
-    "deadline_infeasible",
-    "overloaded",
-    "deadline_unreachable",
-    "shed",
-    "shutting_down",
-    "unknown_function",
-    "too_large",
-    "internal",
-];
 
 const PROTOCOLS: [Protocol; 2] = [Protocol::Http, Protocol::Rpc];
 
@@ -100,10 +82,7 @@ struct FunctionMetrics {
 
 impl FunctionMetrics {
     fn record(&self, protocol: Protocol, outcome: &Outcome) {
-        let label = outcome_label(&outcome.result);
-        // Every label of `outcome_label` is listed; a new one falls back to "internal" rather
-        // than going uncounted (and the unit test below catches the omission).
-        let o = OUTCOMES.iter().position(|l| *l == label).unwrap_or(OUTCOMES.len() - 1);
+        let o = outcome_index(&outcome.result);
         self.requests[o][protocol as usize].fetch_add(1, Ordering::Relaxed);
         self.latency.observe(outcome.timing.total);
         if outcome.timing.executed > Duration::ZERO {
@@ -240,6 +219,7 @@ mod tests {
     use luge_runtime::{BadRequest, Failure, Rejection, Timing, TrapKind};
 
     use super::*;
+    use crate::status::outcome_label;
 
     fn outcome(result: Result<Vec<u8>, Failure>, executed_us: u64) -> Outcome {
         let us = Duration::from_micros;

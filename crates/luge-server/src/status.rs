@@ -31,22 +31,45 @@ pub fn http_status(result: &Result<Vec<u8>, Failure>) -> u16 {
     rpc_status(result).http_status()
 }
 
+/// Every outcome label, indexed by [`outcome_index`] (metrics keep one counter per entry).
+pub(crate) const OUTCOMES: [&str; 14] = [
+    "ok",
+    "trap",
+    "killed",
+    "memory_limit",
+    "output_too_large",
+    "exit_failure",
+    "deadline_infeasible",
+    "overloaded",
+    "deadline_unreachable",
+    "shed",
+    "shutting_down",
+    "unknown_function",
+    "too_large",
+    "internal",
+];
+
+/// The position of a result's label in [`OUTCOMES`].
+pub(crate) fn outcome_index(result: &Result<Vec<u8>, Failure>) -> usize {
+    match result {
+        Ok(_) => 0,
+        Err(Failure::Trap(_)) => 1,
+        Err(Failure::Killed { .. }) => 2,
+        Err(Failure::MemoryLimit { .. }) => 3,
+        Err(Failure::OutputTooLarge { .. }) => 4,
+        Err(Failure::Exit(_)) => 5,
+        Err(Failure::Rejected(Rejection::DeadlineInfeasible)) => 6,
+        Err(Failure::Rejected(Rejection::Overloaded | Rejection::PoolExhausted)) => 7,
+        Err(Failure::Rejected(Rejection::DeadlineUnreachable)) => 8,
+        Err(Failure::Rejected(Rejection::Shed)) => 9,
+        Err(Failure::Rejected(Rejection::ShuttingDown)) => 10,
+        Err(Failure::BadRequest(BadRequest::UnknownFunction(_))) => 11,
+        Err(Failure::BadRequest(BadRequest::TooLarge { .. })) => 12,
+        Err(Failure::Internal(_)) => 13,
+    }
+}
+
 /// A short stable label of a result for metrics and logs (`ok`, `trap`, `killed`, …).
 pub fn outcome_label(result: &Result<Vec<u8>, Failure>) -> &'static str {
-    match result {
-        Ok(_) => "ok",
-        Err(Failure::Trap(_)) => "trap",
-        Err(Failure::Killed { .. }) => "killed",
-        Err(Failure::MemoryLimit { .. }) => "memory_limit",
-        Err(Failure::OutputTooLarge { .. }) => "output_too_large",
-        Err(Failure::Exit(_)) => "exit_failure",
-        Err(Failure::Rejected(Rejection::DeadlineInfeasible)) => "deadline_infeasible",
-        Err(Failure::Rejected(Rejection::Overloaded | Rejection::PoolExhausted)) => "overloaded",
-        Err(Failure::Rejected(Rejection::DeadlineUnreachable)) => "deadline_unreachable",
-        Err(Failure::Rejected(Rejection::Shed)) => "shed",
-        Err(Failure::Rejected(Rejection::ShuttingDown)) => "shutting_down",
-        Err(Failure::BadRequest(BadRequest::UnknownFunction(_))) => "unknown_function",
-        Err(Failure::BadRequest(BadRequest::TooLarge { .. })) => "too_large",
-        Err(Failure::Internal(_)) => "internal",
-    }
+    OUTCOMES[outcome_index(result)]
 }
