@@ -187,9 +187,27 @@ pub(crate) fn fits_the_wait(
     }
 }
 
-/// Refuses `req` on arrival because its deadline is unreachable at the current load.
-pub(crate) fn refuse_unreachable(stats: &mut PolicyStats, req: Request, out: &mut Vec<Action>) {
-    reject(stats, req, RejectReason::Unreachable, out);
+/// Admission on the wait for `req` ([`fits_the_wait`], when `Admission::on_wait`): false, with
+/// `req` refused as unreachable at the current load, when it does not fit.
+pub(crate) fn passes_the_wait(
+    stats: &mut PolicyStats,
+    admission: &Admission,
+    queue: &DeadlineQueue,
+    at: (Nanos, Nanos),
+    req: &Request,
+    out: &mut Vec<Action>,
+) -> bool {
+    if admission.on_wait && !fits_the_wait(admission, queue, at, req) {
+        reject(stats, *req, RejectReason::Unreachable, out);
+        return false;
+    }
+    true
+}
+
+/// With `Admission::shed`, whether `req`, started at `now`, can no longer finish by its deadline
+/// on its own work alone.
+pub(crate) fn lost(admission: &Admission, now: Nanos, req: &Request) -> bool {
+    admission.shed && now.saturating_add(req.own_work()) > req.absolute_deadline
 }
 
 /// The next request of `queue` to run at `now`: with `Admission::shed`, every request at the head
@@ -202,7 +220,7 @@ pub(crate) fn pop_runnable(
     out: &mut Vec<Action>,
 ) -> Option<Request> {
     while let Some(next) = queue.pop() {
-        if admission.shed && now.saturating_add(next.own_work()) > next.absolute_deadline {
+        if lost(admission, now, &next) {
             shed(stats, next, out);
             continue;
         }

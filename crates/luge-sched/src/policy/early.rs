@@ -107,10 +107,14 @@ impl Policy for EarlyBinding {
                 }
                 let w = self.pick(now);
                 let at = core::starts(self.cores.get(w), false, now, &req);
-                if self.admission.on_wait
-                    && !core::fits_the_wait(&self.admission, &self.queues[w], at, &req)
-                {
-                    core::refuse_unreachable(&mut self.stats, req, out);
+                if !core::passes_the_wait(
+                    &mut self.stats,
+                    &self.admission,
+                    &self.queues[w],
+                    at,
+                    &req,
+                    out,
+                ) {
                     return;
                 }
                 out.push(Action::Enqueue { worker: w, id: req.id });

@@ -143,7 +143,7 @@ impl SledgeScale {
             self.stats.workers_inspected += self.queues.len() as u64 - 1;
             let Some((key, v)) = victim else { return };
             let Some(req) = self.queues[v].remove(key) else { return };
-            if self.admission.shed && now.saturating_add(req.own_work()) > req.absolute_deadline {
+            if core::lost(&self.admission, now, &req) {
                 core::shed(&mut self.stats, req, out);
                 continue;
             }
@@ -176,10 +176,14 @@ impl Policy for SledgeScale {
                 }
                 let (w, preempt) = self.choose(&req, now);
                 let at = core::starts(self.cores.get(w), preempt, now, &req);
-                if self.admission.on_wait
-                    && !core::fits_the_wait(&self.admission, &self.queues[w], at, &req)
-                {
-                    core::refuse_unreachable(&mut self.stats, req, out);
+                if !core::passes_the_wait(
+                    &mut self.stats,
+                    &self.admission,
+                    &self.queues[w],
+                    at,
+                    &req,
+                    out,
+                ) {
                     return;
                 }
                 out.push(Action::Enqueue { worker: w, id: req.id });
