@@ -35,6 +35,15 @@ pub struct Timing {
     pub preemptions: u32,
 }
 
+impl Timing {
+    /// Time in the node not spent executing, from receipt to the answer: `total − executed`.
+    /// This is the one definition of "queueing" behind HTTP's `Luge-Queueing-Ns` and
+    /// UDP-RPC's `queueing_ns`, so the two protocols report the same quantity.
+    pub fn queueing(&self) -> Duration {
+        self.total.saturating_sub(self.executed)
+    }
+}
+
 /// Why a request produced no output.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Failure {

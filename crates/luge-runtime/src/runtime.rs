@@ -296,8 +296,13 @@ impl Runtime {
     ) {
         let inner = &self.inner;
         let id = inner.next_request.fetch_add(1, Ordering::Relaxed);
+        let now = inner.signals.clock.now();
+        let received = options.received.map_or(now, |t| inner.signals.clock.at(t)).min(now);
         let refuse = |failure: Failure, callback: Box<dyn FnOnce(Outcome) + Send>| {
-            callback(Outcome { request_id: id, result: Err(failure), timing: Timing::default() })
+            // Refused before it was queued: all its time in the node was waiting.
+            let waited = Duration::from_nanos(now - received);
+            let timing = Timing { queued: waited, total: waited, ..Timing::default() };
+            callback(Outcome { request_id: id, result: Err(failure), timing })
         };
         let cap = function.config.limits.max_request_bytes;
         if payload.len() as u64 > cap {
@@ -312,8 +317,6 @@ impl Runtime {
             inner.submitting.fetch_sub(1, Ordering::SeqCst);
             return refuse(Failure::Rejected(Rejection::ShuttingDown), Box::new(callback));
         }
-        let now = inner.signals.clock.now();
-        let received = options.received.map_or(now, |t| inner.signals.clock.at(t)).min(now);
         let relative = options.deadline.unwrap_or(function.config.relative_deadline);
         let unix_now = SystemTime::now()
             .duration_since(UNIX_EPOCH)

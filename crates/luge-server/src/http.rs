@@ -30,7 +30,7 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -44,14 +44,14 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use luge_runtime::{
-    BadRequest, Failure, Function, FunctionConfig, Outcome, Rejection, Runtime, SubmitOptions,
-    Timing,
+    BadRequest, Failure, Function, FunctionConfig, Outcome, Rejection, Runtime, Timing,
 };
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 
 use crate::metrics::{Metrics, Protocol};
 use crate::status::{http_status, outcome_label};
+use crate::submit::{Call, FunctionKey, Gate};
 
 mod accept;
 mod admin;
@@ -60,7 +60,7 @@ mod invoke;
 
 pub use self::accept::accept_next;
 use self::accept::{accept_one, refuse_over_cap};
-use self::admin::{admin_function, list_functions, unknown_function};
+use self::admin::{admin_function, list_functions};
 use self::body::{BodyError, Unreadable, drain, read_body};
 use self::invoke::invoke;
 
@@ -84,8 +84,6 @@ const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Largest value accepted in `Luge-Deadline-Us` / `Luge-Expected-Us`: one hour.
 const MAX_HEADER_US: u64 = 3_600_000_000;
-/// Bit set in request ids the server makes up for requests answered before submission.
-const LOCAL_ID_BIT: u64 = 1 << 63;
 /// After an oversized body is refused, how long and how many frames the server keeps reading
 /// (and discarding) it so that the client sees the 413 rather than a reset.
 const DRAIN_TIME: Duration = Duration::from_millis(500);
@@ -183,11 +181,11 @@ struct Shared {
     runtime: Arc<Runtime>,
     metrics: Arc<Metrics>,
     config: HttpConfig,
+    /// The submission step shared with UDP-RPC; its draining flag is the fast-path copy of
+    /// `phase != Running`.
+    gate: Arc<Gate>,
     /// Path → function name; a path not in here is looked up as `/<function name>`.
     routes: RwLock<HashMap<String, String>>,
-    next_local_id: AtomicU64,
-    /// Fast-path copy of `phase != Running`.
-    draining: AtomicBool,
     phase: watch::Sender<Phase>,
     /// One permit per open connection.
     slots: Arc<Semaphore>,
@@ -257,13 +255,13 @@ impl HttpServer {
         let (phase, _) = watch::channel(Phase::Running);
         let max_connections =
             config.max_connections.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize);
+        let gate = Arc::new(Gate::new(Arc::clone(&runtime), Arc::clone(&metrics), Protocol::Http));
         let shared = Arc::new(Shared {
             runtime,
             metrics,
             config,
+            gate,
             routes: RwLock::default(),
-            next_local_id: AtomicU64::new(1),
-            draining: AtomicBool::new(false),
             phase,
             slots: Arc::new(Semaphore::new(max_connections)),
             max_connections,
@@ -336,7 +334,7 @@ impl HttpServer {
     }
 
     fn stop(&mut self, grace: Duration) {
-        self.shared.draining.store(true, Ordering::SeqCst);
+        self.shared.gate.drain();
         self.shared.phase.send_if_modified(|phase| {
             let running = *phase == Phase::Running;
             if running {
@@ -458,7 +456,7 @@ async fn connection(
     let service_shared = Arc::clone(&shared);
     let service = service_fn(move |request| {
         let shared = Arc::clone(&service_shared);
-        async move { Ok::<_, Infallible>(handle(shared, request).await) }
+        async move { Ok::<_, Infallible>(handle(shared, request, peer).await) }
     });
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
@@ -500,7 +498,7 @@ impl Shared {
 
     /// A request id for a request answered without reaching the runtime.
     fn local_id(&self) -> u64 {
-        LOCAL_ID_BIT | self.next_local_id.fetch_add(1, Ordering::Relaxed)
+        self.gate.local_id()
     }
 
     fn local_meta(&self, label: &'static str) -> Meta {
@@ -544,10 +542,7 @@ impl Shared {
         }
         headers.insert(REQUEST_ID, HeaderValue::from(meta.request_id));
         headers.insert(EXECUTION_NS, HeaderValue::from(nanos(meta.timing.executed)));
-        // Time in the node not executing, from receipt of the head to the answer: the same
-        // quantity as UDP-RPC's `queueing` field.
-        let queueing = meta.timing.total.saturating_sub(meta.timing.executed);
-        headers.insert(QUEUEING_NS, HeaderValue::from(nanos(queueing)));
+        headers.insert(QUEUEING_NS, HeaderValue::from(nanos(meta.timing.queueing())));
         headers.insert(OUTCOME, HeaderValue::from_static(meta.label));
         if status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(self.config.retry_after_secs));
@@ -612,7 +607,11 @@ impl Drop for Gauge {
 }
 
 /// Routes one request.
-async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn handle(
+    shared: Arc<Shared>,
+    request: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<Full<Bytes>> {
     // The request head has been read: its deadline and queueing count from here.
     let received = Instant::now();
     let _in_flight = Gauge::new(&shared, |s| &s.in_flight);
@@ -653,7 +652,7 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Ful
             admin_function(&shared, &name, request).await
         }
         p if is_reserved(p) => shared.not_found(p),
-        _ => invoke(&shared, &path, request, received).await,
+        _ => invoke(&shared, &path, request, received, peer).await,
     }
 }
 
@@ -714,43 +713,20 @@ impl Shared {
         close(self.error(status, label, reason))
     }
 
-    /// Answers an outcome of the runtime and records it.
-    fn answer(&self, function: &str, outcome: Outcome) -> Response<Full<Bytes>> {
-        self.metrics.record(function, Protocol::Http, &outcome);
+    /// The response to an outcome (recorded and logged by the gate, not here).
+    fn render(&self, outcome: Outcome) -> Response<Full<Bytes>> {
         let code = http_status(&outcome.result);
         let label = outcome_label(&outcome.result);
         let meta = Meta { request_id: outcome.request_id, timing: outcome.timing, label };
         match outcome.result {
             Ok(stdout) => {
-                tracing::debug!(request_id = meta.request_id, function, status = code, "answered");
                 self.respond(StatusCode::OK, &meta, Some(OCTET_STREAM), Bytes::from(stdout))
             }
             Err(failure) => {
-                let reason = failure.to_string();
-                // Only the node's own faults are logged above debug: refusals, traps and
-                // limits are caused by clients and guests, counted in /metrics, and at
-                // overload would write a line per request (tens of thousands a second).
-                if matches!(failure, Failure::Internal(_)) {
-                    tracing::warn!(
-                        request_id = meta.request_id,
-                        function,
-                        status = code,
-                        "{reason}"
-                    );
-                } else {
-                    tracing::debug!(
-                        request_id = meta.request_id,
-                        function,
-                        status = code,
-                        "{reason}"
-                    );
-                }
-                let response = self.respond(status(code), &meta, Some(TEXT), Bytes::from(reason));
-                if matches!(failure, Failure::Rejected(Rejection::ShuttingDown)) {
-                    close(response)
-                } else {
-                    response
-                }
+                let shutting_down = matches!(failure, Failure::Rejected(Rejection::ShuttingDown));
+                let reason = Bytes::from(failure.to_string());
+                let response = self.respond(status(code), &meta, Some(TEXT), reason);
+                if shutting_down { close(response) } else { response }
             }
         }
     }

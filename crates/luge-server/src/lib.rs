@@ -7,6 +7,7 @@ mod metrics;
 pub mod net;
 mod node;
 mod status;
+mod submit;
 mod udp;
 
 pub use crate::http::{HttpConfig, HttpError, HttpServer};

@@ -57,7 +57,7 @@ pub(crate) mod sys;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -66,10 +66,11 @@ use luge_proto::{
     DecodeError, DedupCache, Echo, Flags, MAX_DATAGRAM, Message, RESPONSE_HEADER_LEN, Response,
     ResponseHeader, Seen, Status, StatusClass, decode, reply_to_invalid,
 };
-use luge_runtime::{Function, Outcome, Runtime, SubmitOptions};
+use luge_runtime::{Outcome, Runtime};
 
 use crate::metrics::{Metrics, Protocol};
 use crate::status::rpc_status;
+use crate::submit::{Call, FunctionKey, Gate};
 
 use self::sys::{RecvBatch, SendBatch};
 
@@ -217,13 +218,10 @@ impl Counters {
 /// State shared by the receive thread, the completion callbacks and the handle.
 struct Shared {
     socket: UdpSocket,
-    runtime: Arc<Runtime>,
     metrics: Arc<Metrics>,
+    /// The submission step shared with HTTP: draining, requests in flight, accounting.
+    gate: Arc<Gate>,
     dedup: Mutex<DedupCache>,
-    /// Requests submitted and not yet answered.
-    in_flight: AtomicUsize,
-    /// New requests are refused with `ShuttingDown`.
-    draining: AtomicBool,
     /// The receive thread exits.
     stop: AtomicBool,
     counters: Counters,
@@ -238,16 +236,10 @@ impl Shared {
         self.dedup.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The completion callback of a submitted request: encode, send, cache, count. Runs on a
-    /// runtime thread (or on the receive thread for an immediate refusal); never blocks.
-    fn answer(
-        &self,
-        peer: SocketAddr,
-        request_id: u64,
-        received: Instant,
-        function: &Function,
-        outcome: Outcome,
-    ) {
+    /// Renders the answer to a submitted request: encode, send, cache. Runs on a runtime
+    /// thread (or on the receive thread for an immediate refusal); never blocks. The gate has
+    /// counted and recorded it.
+    fn answer(&self, peer: SocketAddr, request_id: u64, outcome: Outcome) {
         let mut status = rpc_status(&outcome.result);
         let message;
         let payload: &[u8] = match &outcome.result {
@@ -265,13 +257,12 @@ impl Shared {
                 truncate_utf8(&message, MAX_RESPONSE_PAYLOAD)
             }
         };
-        let execution = outcome.timing.executed;
         let header = ResponseHeader {
             request_id,
             flags: Flags::NONE,
             status,
-            execution_ns: duration_ns(execution),
-            queueing_ns: duration_ns(received.elapsed().saturating_sub(execution)),
+            execution_ns: duration_ns(outcome.timing.executed),
+            queueing_ns: duration_ns(outcome.timing.queueing()),
         };
         let mut bytes = Vec::with_capacity(RESPONSE_HEADER_LEN + payload.len());
         let encoded = Message::Response(Response { header, payload }).encode(&mut bytes).is_ok();
@@ -297,8 +288,6 @@ impl Shared {
         if cache {
             self.dedup().complete(peer, request_id, bytes);
         }
-        self.metrics.record(&function.config.name, Protocol::Rpc, &outcome);
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -357,13 +346,12 @@ impl UdpServer {
         } else {
             socket.set_read_timeout(Some(READ_TIMEOUT)).map_err(UdpError::Socket)?;
         }
+        let gate = Arc::new(Gate::new(runtime, Arc::clone(&metrics), Protocol::Rpc));
         let shared = Arc::new(Shared {
             socket,
-            runtime,
             metrics,
+            gate,
             dedup: Mutex::new(DedupCache::new(config.dedup_entries, config.dedup_bytes)),
-            in_flight: AtomicUsize::new(0),
-            draining: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             counters: Counters::default(),
         });
@@ -382,7 +370,7 @@ impl UdpServer {
 
     /// Requests submitted to the runtime and not answered yet.
     pub fn in_flight(&self) -> usize {
-        self.shared.in_flight.load(Ordering::SeqCst)
+        self.shared.gate.in_flight()
     }
 
     /// A snapshot of the front end's counters.
@@ -395,12 +383,12 @@ impl UdpServer {
     /// [`shutdown`](Self::shutdown) does this first; call it earlier to drain several front ends
     /// at once. Irreversible.
     pub fn drain(&self) {
-        self.shared.draining.store(true, Ordering::SeqCst);
+        self.shared.gate.drain();
     }
 
     /// Whether [`drain`](Self::drain) (or `shutdown`) has been called.
     pub fn is_draining(&self) -> bool {
-        self.shared.draining.load(Ordering::SeqCst)
+        self.shared.gate.is_draining()
     }
 
     /// Drains and stops: new requests are answered `ShuttingDown` while it waits, up to `grace`,
@@ -633,35 +621,33 @@ impl Receiver {
                 }
             }
         }
-        let Some(function) = shared.runtime.function_by_id(header.function) else {
-            shared.dedup().abandon(peer, id);
-            bump(&counters.unknown_function);
-            let message = format!("no function with id {}", header.function);
-            self.refuse(peer, id, Status::UnknownFunction, &message);
-            return;
+        let function = match shared.gate.resolve(FunctionKey::Id(header.function)) {
+            Ok(function) => function,
+            Err(_) => {
+                shared.dedup().abandon(peer, id);
+                bump(&counters.unknown_function);
+                let message = format!("no function with id {}", header.function);
+                self.refuse(peer, id, Status::UnknownFunction, &message);
+                return;
+            }
         };
-        // Counted before the draining check (both SeqCst), so that `shutdown`, which sets
-        // `draining` and then waits for zero, cannot miss a request admitted concurrently.
-        shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        if shared.draining.load(Ordering::SeqCst) {
-            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
-            shared.dedup().abandon(peer, id);
+        if shared.gate.is_draining() {
             bump(&counters.shutting_down);
-            self.refuse(peer, id, Status::ShuttingDown, "the server is draining");
-            return;
+        } else {
+            bump(&counters.submitted);
         }
         let micros = |us: u32| (us > 0).then(|| Duration::from_micros(u64::from(us)));
-        let options = SubmitOptions {
+        let call = Call {
+            function,
+            payload,
             deadline: micros(header.deadline_us),
             expected: micros(header.expected_us),
-            received: Some(received),
+            client: Some(peer),
+            client_id: Some(id),
+            received,
         };
-        bump(&counters.submitted);
         let callback_shared = Arc::clone(shared);
-        let callback_function = Arc::clone(&function);
-        shared.runtime.submit_to(&function, payload, options, move |outcome| {
-            callback_shared.answer(peer, id, received, &callback_function, outcome);
-        });
+        shared.gate.submit(call, move |outcome| callback_shared.answer(peer, id, outcome));
     }
 }
 

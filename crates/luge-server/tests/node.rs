@@ -129,3 +129,41 @@ fn shutdown_answers_both_front_ends_in_flight_then_stops() {
     let reply = over_rpc.join().unwrap();
     assert_eq!((reply.status, reply.payload.len()), (Status::Ok, 17));
 }
+
+/// Both front ends submit through one gate: a request refused before it runs is counted once,
+/// under its function, whichever protocol carried it; an unknown function is counted as
+/// malformed input of the protocol that named it; and a refusal reports its time in the node.
+#[test]
+fn both_front_ends_account_through_one_gate() {
+    let mut small = function("echo", ECHO, "/echo");
+    small.config.limits.max_request_bytes = 8;
+    let node = Node::start(config(), &[small]).unwrap();
+    let (http, rpc) = (node.http_addr().unwrap(), node.rpc_addr().unwrap());
+    let id = node.runtime().function("echo").unwrap().id.0;
+    let mut client = RpcClient::connect(rpc).unwrap();
+
+    assert_eq!(post(http, "/echo", "123456789").0, 413);
+    let reply = client.call(id, b"123456789", opts()).unwrap();
+    assert_eq!(reply.status, Status::TooLarge);
+    assert_eq!(reply.execution, Duration::ZERO);
+    assert!(reply.queueing > Duration::ZERO, "a refusal reports no time in the node");
+    assert_eq!(post(http, "/echo", "12345678"), (200, "12345678".to_owned()));
+    let reply = client.call(id, b"12345678", opts()).unwrap();
+    assert_eq!((reply.status, &reply.payload[..]), (Status::Ok, &b"12345678"[..]));
+
+    let metrics = node.metrics();
+    let start = Instant::now();
+    while metrics.requests("echo", "ok") < 2 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the answers were not counted");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(metrics.requests("echo", "too_large"), 2, "each refusal counted once");
+    assert_eq!(metrics.requests("echo", "ok"), 2);
+
+    assert_eq!(post(http, "/nope", "x").0, 404);
+    let reply = client.call(id + 1000, b"x", opts()).unwrap();
+    assert_eq!(reply.status, Status::UnknownFunction);
+    assert_eq!(metrics.malformed_total(luge_server::Protocol::Http), 1);
+    assert_eq!(metrics.malformed_total(luge_server::Protocol::Rpc), 1);
+    assert_eq!(node.shutdown().udp_unanswered, 0);
+}

@@ -1,0 +1,208 @@
+//! The one submission step both front ends share.
+//!
+//! A front end parses its transport (an HTTP request, a UDP-RPC datagram) into a [`Call`] and
+//! hands it to [`Gate::submit`]. The gate refuses it if the front end is draining, counts it in
+//! flight, and submits it to the runtime, where routing to a worker group, admission on the
+//! deadline and scheduling happen. When the runtime answers, the gate records the outcome in the
+//! metrics and hands the [`Outcome`] back to the front end, which only renders it (HTTP status and
+//! headers, or an RPC status and fields; both from the one table in `status`). A request refused
+//! before it reaches the runtime (unknown function, body too large, …) gets its outcome from
+//! [`Gate::refuse`] and is recorded the same way, so the metrics count every request once,
+//! whichever protocol carried it and wherever it was refused.
+//!
+//! Time is defined once for both protocols, by the runtime's [`Timing`]: everything counts from
+//! [`Call::received`] (the datagram's arrival, the end of the HTTP request head), and
+//! "queueing" is [`Timing::queueing`], receipt to answer minus execution.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use luge_runtime::{
+    BadRequest, Failure, Function, Outcome, Rejection, Runtime, SubmitOptions, Timing,
+};
+
+use crate::metrics::{Metrics, Protocol};
+use crate::status::outcome_label;
+
+/// Bit set in the ids of requests a front end answers without the runtime, so they never
+/// collide with the runtime's ids.
+pub(crate) const LOCAL_ID_BIT: u64 = 1 << 63;
+
+/// One request, as either front end hands it to [`Gate::submit`].
+#[derive(Debug)]
+pub struct Call {
+    /// The function to run (resolved with [`Gate::resolve`]).
+    pub function: Arc<Function>,
+    /// The function's stdin.
+    pub payload: Vec<u8>,
+    /// The client's relative deadline; the function's default when `None`.
+    pub deadline: Option<Duration>,
+    /// The client's expected execution time (used only if the function trusts it).
+    pub expected: Option<Duration>,
+    /// Where the request came from.
+    pub client: Option<SocketAddr>,
+    /// The client's own id for the request (UDP-RPC), echoed in the answer.
+    pub client_id: Option<u64>,
+    /// When the node received it: its deadline and every time it reports count from here.
+    pub received: Instant,
+}
+
+/// How a function is named by a transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FunctionKey<'a> {
+    /// By name (HTTP, after the route table).
+    Name(&'a str),
+    /// By numeric id (UDP-RPC).
+    Id(u32),
+}
+
+/// One front end's door to the runtime: the draining flag, the count of requests in flight and
+/// the accounting of every outcome.
+#[derive(Debug)]
+pub struct Gate {
+    runtime: Arc<Runtime>,
+    metrics: Arc<Metrics>,
+    protocol: Protocol,
+    draining: AtomicBool,
+    /// Submitted to the runtime and not answered yet.
+    in_flight: AtomicUsize,
+    next_local_id: AtomicU64,
+}
+
+impl Gate {
+    /// A gate for `protocol`'s front end.
+    pub fn new(runtime: Arc<Runtime>, metrics: Arc<Metrics>, protocol: Protocol) -> Self {
+        Self {
+            runtime,
+            metrics,
+            protocol,
+            draining: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            next_local_id: AtomicU64::new(1),
+        }
+    }
+
+    /// The function a request names. An unknown one is counted as malformed input and yields
+    /// the refusal to render.
+    pub fn resolve(&self, key: FunctionKey<'_>) -> Result<Arc<Function>, Outcome> {
+        let found = match key {
+            FunctionKey::Name(name) => self.runtime.function(name),
+            FunctionKey::Id(id) => self.runtime.function_by_id(id),
+        };
+        found.ok_or_else(|| {
+            self.metrics.malformed(self.protocol, "unknown_function");
+            let name = match key {
+                FunctionKey::Name(name) => name.to_owned(),
+                FunctionKey::Id(id) => format!("#{id}"),
+            };
+            self.local(Err(Failure::BadRequest(BadRequest::UnknownFunction(name))), None)
+        })
+    }
+
+    /// Submits `call`; `reply` receives its one outcome, for the front end to render, on a runtime thread (or on the
+    /// caller's, when the request is refused at once). The outcome is recorded before `reply`
+    /// runs, so it is counted even if the client is gone.
+    pub fn submit(self: &Arc<Self>, call: Call, reply: impl FnOnce(Outcome) + Send + 'static) {
+        // Counted before the draining check (both SeqCst), so that a shutdown, which sets
+        // `draining` and then waits for zero in flight, cannot miss a request admitted
+        // concurrently.
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let Call { function, payload, deadline, expected, client, client_id, received } = call;
+        if self.draining.load(Ordering::SeqCst) {
+            let failure = Failure::Rejected(Rejection::ShuttingDown);
+            let outcome = self.local(Err(failure), Some(received));
+            self.account(&function, &outcome, client, client_id);
+            reply(outcome);
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        let options = SubmitOptions { deadline, expected, received: Some(received) };
+        let gate = Arc::clone(self);
+        let answered = Arc::clone(&function);
+        self.runtime.submit_to(&function, payload, options, move |outcome| {
+            gate.account(&answered, &outcome, client, client_id);
+            reply(outcome);
+            // After the reply is rendered (and, for UDP-RPC, cached), so that zero in flight
+            // means every answer is out.
+            gate.in_flight.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+
+    /// The outcome of a request to `function` refused by the front end before submission,
+    /// recorded, under a local id. Its time in the node counts from `received`.
+    pub fn refuse(&self, function: &Function, failure: Failure, received: Instant) -> Outcome {
+        let outcome = self.local(Err(failure), Some(received));
+        self.account(function, &outcome, None, None);
+        outcome
+    }
+
+    /// Records one answered request in the metrics and logs it: at debug level (refusals,
+    /// traps and limits are caused by clients and guests, are counted in /metrics, and at
+    /// overload would write tens of thousands of lines a second), or as a warning when the
+    /// node itself failed.
+    fn account(
+        &self,
+        function: &Function,
+        outcome: &Outcome,
+        client: Option<SocketAddr>,
+        client_id: Option<u64>,
+    ) {
+        let name = function.config.name.as_str();
+        self.metrics.record(name, self.protocol, outcome);
+        let (label, timing) = (outcome_label(&outcome.result), outcome.timing);
+        match &outcome.result {
+            Err(failure @ Failure::Internal(_)) => tracing::warn!(
+                request_id = outcome.request_id,
+                function = name,
+                tenant = function.config.tenant,
+                ?client,
+                ?client_id,
+                outcome = label,
+                "{failure}"
+            ),
+            _ => tracing::debug!(
+                request_id = outcome.request_id,
+                function = name,
+                tenant = function.config.tenant,
+                ?client,
+                ?client_id,
+                outcome = label,
+                queueing_ns = timing.queueing().as_nanos() as u64,
+                execution_ns = timing.executed.as_nanos() as u64,
+                "answered"
+            ),
+        }
+    }
+
+    /// An outcome produced by the front end itself (not recorded), under a local id.
+    pub fn local(&self, result: Result<Vec<u8>, Failure>, received: Option<Instant>) -> Outcome {
+        let waited = received.map(|r| r.elapsed()).unwrap_or_default();
+        Outcome {
+            request_id: self.local_id(),
+            result,
+            timing: Timing { queued: waited, total: waited, ..Timing::default() },
+        }
+    }
+
+    /// A request id for a request answered without the runtime (bit 63 set).
+    pub fn local_id(&self) -> u64 {
+        LOCAL_ID_BIT | self.next_local_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Refuses every later call with "shutting down".
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// True once [`drain`](Self::drain) was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Requests submitted to the runtime and not answered yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+}
