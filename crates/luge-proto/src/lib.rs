@@ -1,4 +1,5 @@
-//! Luge's UDP-RPC wire format, specified in `docs/protocol.md`.
+//! Luge's wire formats: UDP-RPC's, specified in `docs/protocol.md`, and the HTTP front end's
+//! header names and admin JSON (`docs/http.md`).
 //!
 //! Everything here is pure: functions over byte slices and small data structures, with no I/O,
 //! threads or clocks, so the server, the client and the fuzzer share exactly the same code.
@@ -11,14 +12,21 @@
 //!   request is answered, not executed twice.
 //! - [`Backoff`] — the client's retransmission schedule, bounded by the remaining deadline.
 //! - [`fuzz_decode`] — the fuzz target.
+//! - [`FunctionInfo`] and the `*_HEADER` names — HTTP's vocabulary; [`micros`] / [`nanos`] — the
+//!   one Duration → integer conversion of every `*_us` / `*_ns` field.
 
 mod backoff;
 mod dedup;
+mod http;
 mod status;
 mod wire;
 
 pub use crate::backoff::Backoff;
 pub use crate::dedup::{DedupCache, Seen};
+pub use crate::http::{
+    DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, OUTCOME_HEADER,
+    QUEUEING_HEADER, REQUEST_ID_HEADER, micros, nanos,
+};
 pub use crate::status::{Status, StatusClass};
 pub use crate::wire::{
     DecodeError, Echo, EncodeError, FROZEN_PREFIX_LEN, Flags, InvalidReply, Kind, MAGIC,

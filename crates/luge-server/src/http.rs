@@ -20,9 +20,11 @@
 //!   503 `shutting_down`); when the grace period ends, requests still waiting for the runtime
 //!   are answered 503 `shutting_down` and the connections are closed.
 //!
-//! This file holds the server (configuration, start, accept loop, connections, routing, responses,
-//! shutdown); `accept` the accepting and the over-cap refusal, `body` the capped body reads,
-//! `invoke` the submission and the wait for an outcome, `admin` the admin API.
+//! This file holds the server (configuration, start, accept loop, connections, shutdown) and
+//! the dispatch of a parsed request; `route` parses a request into its action and owns the route
+//! table, `accept` the accepting and the over-cap refusal, `body` the capped body reads, `invoke`
+//! a function call through the gate shared with UDP-RPC, `admin` the admin API, `respond` the
+//! responses.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -43,6 +45,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use luge_proto::nanos;
 use luge_runtime::{
     BadRequest, Failure, Function, FunctionConfig, Outcome, Rejection, Runtime, Timing,
 };
@@ -57,25 +60,23 @@ mod accept;
 mod admin;
 mod body;
 mod invoke;
+mod respond;
+mod route;
 
 pub use self::accept::accept_next;
 use self::accept::{accept_one, refuse_over_cap};
 use self::admin::{admin_function, list_functions};
 use self::body::{BodyError, Unreadable, drain, read_body};
 use self::invoke::invoke;
+use self::respond::Meta;
+use self::route::{Action, check_name, check_route, micros_header};
 
-/// `Luge-Deadline-Us`: the request's relative deadline in µs (request header).
-const DEADLINE_US: HeaderName = HeaderName::from_static("luge-deadline-us");
-/// `Luge-Expected-Us`: the client's expected execution in µs (request header).
-const EXPECTED_US: HeaderName = HeaderName::from_static("luge-expected-us");
-/// `Luge-Request-Id` (response header).
-const REQUEST_ID: HeaderName = HeaderName::from_static("luge-request-id");
-/// `Luge-Execution-Ns` (response header).
-const EXECUTION_NS: HeaderName = HeaderName::from_static("luge-execution-ns");
-/// `Luge-Queueing-Ns` (response header).
-const QUEUEING_NS: HeaderName = HeaderName::from_static("luge-queueing-ns");
-/// `Luge-Outcome` (response header).
-const OUTCOME: HeaderName = HeaderName::from_static("luge-outcome");
+const DEADLINE_US: HeaderName = HeaderName::from_static(luge_proto::DEADLINE_HEADER);
+const EXPECTED_US: HeaderName = HeaderName::from_static(luge_proto::EXPECTED_HEADER);
+const REQUEST_ID: HeaderName = HeaderName::from_static(luge_proto::REQUEST_ID_HEADER);
+const EXECUTION_NS: HeaderName = HeaderName::from_static(luge_proto::EXECUTION_HEADER);
+const QUEUEING_NS: HeaderName = HeaderName::from_static(luge_proto::QUEUEING_HEADER);
+const OUTCOME: HeaderName = HeaderName::from_static(luge_proto::OUTCOME_HEADER);
 
 const OCTET_STREAM: &str = "application/octet-stream";
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -364,43 +365,6 @@ fn listen(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
     socket.listen(backlog)
 }
 
-/// Checks that `route` is a path the server can route (absolute, printable, not reserved).
-fn check_route(route: &str) -> Result<(), HttpError> {
-    let reason = if !route.starts_with('/') || route.len() < 2 {
-        Some("a route is an absolute path with at least one character after `/`")
-    } else if route.len() > MAX_ROUTE_LEN {
-        Some("longer than 1024 bytes")
-    } else if !route.bytes().all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#') {
-        Some("only printable ASCII without `?` and `#` is allowed")
-    } else if is_reserved(route) {
-        Some("reserved for the server (`/metrics`, `/healthz`, `/admin/…`)")
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(HttpError::Route { route: route.to_owned(), reason }),
-        None => Ok(()),
-    }
-}
-
-fn is_reserved(path: &str) -> bool {
-    matches!(path, "/metrics" | "/healthz" | "/admin") || path.starts_with("/admin/")
-}
-
-/// A function name the admin API accepts (it becomes the path segment of its default route).
-fn check_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > MAX_NAME_LEN {
-        return Err(format!("a function name has 1 to {MAX_NAME_LEN} characters"));
-    }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~')) {
-        return Err("a function name may only contain A-Z a-z 0-9 - _ . ~".into());
-    }
-    if is_reserved(&format!("/{name}")) {
-        return Err(format!("`{name}` is reserved for the server"));
-    }
-    Ok(())
-}
-
 /// Resolves once the phase satisfies `pred` (or the server is gone).
 async fn phase_reached(mut rx: watch::Receiver<Phase>, pred: impl FnMut(&Phase) -> bool) {
     // The `Ref` is dropped inside this expression, so no lock is held across an await.
@@ -484,112 +448,6 @@ async fn connection(
     drop(permit);
 }
 
-/// What the response headers say about a request.
-struct Meta {
-    request_id: u64,
-    timing: Timing,
-    label: &'static str,
-}
-
-impl Shared {
-    fn routes_mut(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, String>> {
-        self.routes.write().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A request id for a request answered without reaching the runtime.
-    fn local_id(&self) -> u64 {
-        self.gate.local_id()
-    }
-
-    fn local_meta(&self, label: &'static str) -> Meta {
-        Meta { request_id: self.local_id(), timing: Timing::default(), label }
-    }
-
-    /// The function name a request path routes to.
-    fn function_for(&self, path: &str) -> Option<String> {
-        let routes = self.routes.read().unwrap_or_else(|p| p.into_inner());
-        match routes.get(path) {
-            Some(function) => Some(function.clone()),
-            None => path.strip_prefix('/').filter(|n| !n.is_empty()).map(str::to_owned),
-        }
-    }
-
-    /// The route the admin API reports for `function`: its first explicit route, else the
-    /// default one.
-    fn route_of(routes: &HashMap<String, String>, function: &str) -> String {
-        routes
-            .iter()
-            .filter(|(_, f)| f.as_str() == function)
-            .map(|(r, _)| r)
-            .min()
-            .cloned()
-            .unwrap_or_else(|| format!("/{function}"))
-    }
-
-    /// A response with the Luge headers (and `Retry-After` on 503).
-    fn respond(
-        &self,
-        status: StatusCode,
-        meta: &Meta,
-        content_type: Option<&'static str>,
-        body: Bytes,
-    ) -> Response<Full<Bytes>> {
-        let mut response = Response::new(Full::new(body));
-        *response.status_mut() = status;
-        let headers = response.headers_mut();
-        if let Some(content_type) = content_type {
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-        }
-        headers.insert(REQUEST_ID, HeaderValue::from(meta.request_id));
-        headers.insert(EXECUTION_NS, HeaderValue::from(nanos(meta.timing.executed)));
-        headers.insert(QUEUEING_NS, HeaderValue::from(nanos(meta.timing.queueing())));
-        headers.insert(OUTCOME, HeaderValue::from_static(meta.label));
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(self.config.retry_after_secs));
-        }
-        response
-    }
-
-    /// A `text/plain` error response whose body is `reason`.
-    fn error(
-        &self,
-        status: StatusCode,
-        label: &'static str,
-        reason: String,
-    ) -> Response<Full<Bytes>> {
-        self.respond(status, &self.local_meta(label), Some(TEXT), Bytes::from(reason))
-    }
-
-    fn method_not_allowed(&self, allow: &'static str) -> Response<Full<Bytes>> {
-        self.metrics.malformed(Protocol::Http, "method_not_allowed");
-        let mut response = self.error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            format!("method not allowed (allowed: {allow})"),
-        );
-        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
-        response
-    }
-
-    fn not_found(&self, path: &str) -> Response<Full<Bytes>> {
-        self.metrics.malformed(Protocol::Http, "not_found");
-        self.error(StatusCode::NOT_FOUND, "not_found", format!("no such endpoint `{path}`"))
-    }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-fn close(mut response: Response<Full<Bytes>>) -> Response<Full<Bytes>> {
-    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
-}
-
-fn status(code: u16) -> StatusCode {
-    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-}
-
 /// Counts one open connection or request in flight while alive.
 struct Gauge(Arc<Shared>, fn(&Shared) -> &AtomicUsize);
 
@@ -606,7 +464,7 @@ impl Drop for Gauge {
     }
 }
 
-/// Routes one request.
+/// Serves one request: parses what it asks for, then does it.
 async fn handle(
     shared: Arc<Shared>,
     request: Request<Incoming>,
@@ -616,152 +474,39 @@ async fn handle(
     let received = Instant::now();
     let _in_flight = Gauge::new(&shared, |s| &s.in_flight);
     let path = request.uri().path().to_owned();
-    let get = request.method() == Method::GET;
-    match path.as_str() {
-        "/healthz" if get => {
+    match Action::parse(request.method(), &path) {
+        Action::Health => {
             shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(TEXT), "ok".into())
         }
-        "/metrics" if get => {
-            let worker = Arc::clone(&shared);
-            let text = tokio::task::spawn_blocking(move || {
-                let mut text = worker.metrics.render(&worker.runtime);
-                let _ = writeln!(
-                    text,
-                    "# HELP luge_http_connections_refused_total Connections answered 503 at once because max_connections were open.\n# TYPE luge_http_connections_refused_total counter\nluge_http_connections_refused_total {}",
-                    worker.refused_connections.load(Ordering::Relaxed)
-                );
-                text
-            })
-            .await;
-            match text {
-                Ok(text) => shared.respond(
-                    StatusCode::OK,
-                    &shared.local_meta("ok"),
-                    Some(PROMETHEUS),
-                    Bytes::from(text),
-                ),
-                Err(e) => {
-                    shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-                }
-            }
-        }
-        "/healthz" | "/metrics" | "/admin/functions" if !get => shared.method_not_allowed("GET"),
-        "/admin/functions" => list_functions(&shared).await,
-        p if p.starts_with("/admin/functions/") => {
-            let name = p.trim_start_matches("/admin/functions/").to_owned();
-            admin_function(&shared, &name, request).await
-        }
-        p if is_reserved(p) => shared.not_found(p),
-        _ => invoke(&shared, &path, request, received, peer).await,
+        Action::Metrics => metrics(&shared).await,
+        Action::ListFunctions => list_functions(&shared).await,
+        Action::Function(name) => admin_function(&shared, &name, request).await,
+        Action::Invoke => invoke(&shared, &path, request, received, peer).await,
+        Action::MethodNotAllowed(allow) => shared.method_not_allowed(allow),
+        Action::NotFound => shared.not_found(&path),
     }
 }
 
-/// Parses a `*-Us` header: absent, or exactly one decimal u64 of at most [`MAX_HEADER_US`].
-fn micros_header(headers: &HeaderMap, name: &HeaderName) -> Result<Option<Duration>, String> {
-    let mut values = headers.get_all(name).iter();
-    let Some(value) = values.next() else { return Ok(None) };
-    let bad = || {
-        format!(
-            "bad request: invalid `{name}` header (expected one decimal number of microseconds, \
-             at most {MAX_HEADER_US})"
-        )
-    };
-    if values.next().is_some() {
-        return Err(bad());
-    }
-    let text = value.to_str().map_err(|_| bad())?.trim();
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    match text.parse::<u64>() {
-        Ok(us) if us <= MAX_HEADER_US => Ok(Some(Duration::from_micros(us))),
-        _ => Err(bad()),
-    }
-}
-
-impl Shared {
-    /// Answers a body that is too large, draining the rest unless the client waits for
-    /// `100 Continue` (then it has not sent the body and will not).
-    fn too_large(
-        &self,
-        meta: &Meta,
-        expect: bool,
-        body: Limited<Incoming>,
-        reason: String,
-    ) -> Response<Full<Bytes>> {
-        if !expect {
-            drain(body);
-        }
-        close(self.respond(StatusCode::PAYLOAD_TOO_LARGE, meta, Some(TEXT), Bytes::from(reason)))
-    }
-
-    /// The answer to a body that could not be read.
-    fn unreadable(&self, error: Unreadable) -> Response<Full<Bytes>> {
-        let (status, label, reason) = match error {
-            Unreadable::Timeout => (
-                StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
-                "request body not received in time".to_owned(),
-            ),
-            Unreadable::Read(e) => (
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!("bad request: cannot read the body: {e}"),
-            ),
-        };
-        self.metrics.malformed(Protocol::Http, label);
-        close(self.error(status, label, reason))
-    }
-
-    /// The response to an outcome (recorded and logged by the gate, not here).
-    fn render(&self, outcome: Outcome) -> Response<Full<Bytes>> {
-        let code = http_status(&outcome.result);
-        let label = outcome_label(&outcome.result);
-        let meta = Meta { request_id: outcome.request_id, timing: outcome.timing, label };
-        match outcome.result {
-            Ok(stdout) => {
-                self.respond(StatusCode::OK, &meta, Some(OCTET_STREAM), Bytes::from(stdout))
-            }
-            Err(failure) => {
-                let shutting_down = matches!(failure, Failure::Rejected(Rejection::ShuttingDown));
-                let reason = Bytes::from(failure.to_string());
-                let response = self.respond(status(code), &meta, Some(TEXT), reason);
-                if shutting_down { close(response) } else { response }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deadline_headers_are_strict() {
-        let mut h = HeaderMap::new();
-        assert_eq!(micros_header(&h, &DEADLINE_US), Ok(None));
-        h.insert(DEADLINE_US, HeaderValue::from_static(" 1500 "));
-        assert_eq!(micros_header(&h, &DEADLINE_US), Ok(Some(Duration::from_micros(1500))));
-        for bad in ["", "-1", "+5", "1.5", "1e3", "abc", "99999999999999999999", "3600000001"] {
-            h.insert(DEADLINE_US, HeaderValue::from_static(bad));
-            assert!(micros_header(&h, &DEADLINE_US).is_err(), "{bad:?} accepted");
-        }
-        h.insert(DEADLINE_US, HeaderValue::from_static("5"));
-        h.append(DEADLINE_US, HeaderValue::from_static("6"));
-        assert!(micros_header(&h, &DEADLINE_US).is_err(), "two values accepted");
-    }
-
-    #[test]
-    fn routes_and_names_are_checked() {
-        assert!(check_route("/x").is_ok());
-        assert!(check_route("/a/b-c").is_ok());
-        for bad in ["", "/", "x", "/metrics", "/healthz", "/admin", "/admin/x", "/a b", "/a?b"] {
-            assert!(check_route(bad).is_err(), "{bad:?} accepted");
-        }
-        assert!(check_name("echo-2.v_1").is_ok());
-        for bad in ["", "a/b", "a b", "metrics", "healthz", "admin", "é"] {
-            assert!(check_name(bad).is_err(), "{bad:?} accepted");
-        }
+/// `GET /metrics`: the Prometheus text, rendered on the blocking pool.
+async fn metrics(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
+    let worker = Arc::clone(shared);
+    let text = tokio::task::spawn_blocking(move || {
+        let mut text = worker.metrics.render(&worker.runtime);
+        let _ = writeln!(
+            text,
+            "# HELP luge_http_connections_refused_total Connections answered 503 at once because max_connections were open.\n# TYPE luge_http_connections_refused_total counter\nluge_http_connections_refused_total {}",
+            worker.refused_connections.load(Ordering::Relaxed)
+        );
+        text
+    })
+    .await;
+    match text {
+        Ok(text) => shared.respond(
+            StatusCode::OK,
+            &shared.local_meta("ok"),
+            Some(PROMETHEUS),
+            Bytes::from(text),
+        ),
+        Err(e) => shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
     }
 }

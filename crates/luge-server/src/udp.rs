@@ -62,6 +62,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use luge_proto::nanos;
 use luge_proto::{
     DecodeError, DedupCache, Echo, Flags, MAX_DATAGRAM, Message, RESPONSE_HEADER_LEN, Response,
     ResponseHeader, Seen, Status, StatusClass, decode, reply_to_invalid,
@@ -261,8 +262,8 @@ impl Shared {
             request_id,
             flags: Flags::NONE,
             status,
-            execution_ns: duration_ns(outcome.timing.executed),
-            queueing_ns: duration_ns(outcome.timing.queueing()),
+            execution_ns: nanos(outcome.timing.executed),
+            queueing_ns: nanos(outcome.timing.queueing()),
         };
         let mut bytes = Vec::with_capacity(RESPONSE_HEADER_LEN + payload.len());
         let encoded = Message::Response(Response { header, payload }).encode(&mut bytes).is_ok();
@@ -289,10 +290,6 @@ impl Shared {
             self.dedup().complete(peer, request_id, bytes);
         }
     }
-}
-
-fn duration_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.

@@ -2,28 +2,22 @@
 //! functions, and the JSON they are described in.
 
 use super::*;
+use luge_proto::{FunctionInfo, micros};
 
 /// `GET /admin/functions`.
 pub(super) async fn list_functions(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
     let worker = Arc::clone(shared);
-    let json = tokio::task::spawn_blocking(move || {
+    let list = tokio::task::spawn_blocking(move || {
         let functions = worker.runtime.functions();
         let routes = worker.routes.read().unwrap_or_else(|p| p.into_inner());
-        let mut out = String::from("[");
-        for (i, f) in functions.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            function_json(&mut out, f, &Shared::route_of(&routes, &f.config.name));
-        }
-        out.push(']');
-        out
+        functions
+            .iter()
+            .map(|f| function_info(f, Shared::route_of(&routes, &f.config.name)))
+            .collect::<Vec<_>>()
     })
     .await;
-    match json {
-        Ok(json) => {
-            shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(JSON), json.into())
-        }
+    match list {
+        Ok(list) => shared.json(StatusCode::OK, &list),
         Err(e) => shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
     }
 }
@@ -37,13 +31,11 @@ pub(super) async fn admin_function(
     match *request.method() {
         Method::GET => match shared.runtime.function(name) {
             Some(f) => {
-                let mut json = String::new();
                 let route = {
                     let routes = shared.routes.read().unwrap_or_else(|p| p.into_inner());
                     Shared::route_of(&routes, name)
                 };
-                function_json(&mut json, &f, &route);
-                shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(JSON), json.into())
+                shared.json(StatusCode::OK, &function_info(&f, route))
             }
             None => unknown_function(shared, name),
         },
@@ -198,77 +190,45 @@ pub(super) async fn put_function(
         }
     };
     tracing::info!(function = name, id = function.id.0, route, "function registered");
-    let mut json = String::new();
-    function_json(&mut json, &function, &route);
-    let mut response =
-        shared.respond(StatusCode::CREATED, &shared.local_meta("ok"), Some(JSON), json.into());
+    let mut response = shared.json(StatusCode::CREATED, &function_info(&function, route));
     if let Ok(location) = HeaderValue::from_str(&format!("/admin/functions/{name}")) {
         response.headers_mut().insert(header::LOCATION, location);
     }
     response
 }
 
-/// Appends the admin JSON object of one function.
-pub(super) fn function_json(out: &mut String, f: &Function, route: &str) {
+/// The admin API's description of `f`, reached at `route`.
+pub(super) fn function_info(f: &Function, route: String) -> FunctionInfo {
     let c = &f.config;
-    let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-    out.push_str("{\"id\":");
-    let _ = write!(out, "{}", f.id.0);
-    out.push_str(",\"name\":");
-    json_string(out, &c.name);
-    out.push_str(",\"route\":");
-    json_string(out, route);
-    let _ = write!(out, ",\"relative_deadline_us\":{}", micros(c.relative_deadline));
-    match c.expected_execution {
-        Some(d) => {
-            let _ = write!(out, ",\"expected_execution_us\":{}", micros(d));
-        }
-        None => out.push_str(",\"expected_execution_us\":null"),
+    FunctionInfo {
+        id: f.id.0,
+        name: c.name.clone(),
+        route,
+        relative_deadline_us: micros(c.relative_deadline),
+        expected_execution_us: c.expected_execution.map(micros),
+        max_execution_us: micros(c.limits.max_execution),
+        max_memory_bytes: c.limits.max_memory_bytes,
+        max_request_bytes: c.limits.max_request_bytes,
+        max_output_bytes: c.limits.max_output_bytes,
+        tenant: c.tenant,
+        module_sha256: f.module_hash.clone(),
     }
-    let _ = write!(
-        out,
-        ",\"max_execution_us\":{},\"max_memory_bytes\":{},\"max_request_bytes\":{},\
-         \"max_output_bytes\":{},\"tenant\":{},\"module_sha256\":",
-        micros(c.limits.max_execution),
-        c.limits.max_memory_bytes,
-        c.limits.max_request_bytes,
-        c.limits.max_output_bytes,
-        c.tenant,
-    );
-    json_string(out, &f.module_hash);
-    out.push('}');
 }
 
-/// Appends `s` as a JSON string literal.
-pub(super) fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 || c == '\u{2028}' || c == '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
+impl Shared {
+    /// A JSON response of `value`.
+    fn json(&self, status: StatusCode, value: &impl serde::Serialize) -> Response<Full<Bytes>> {
+        match serde_json::to_vec(value) {
+            Ok(json) => self.respond(status, &self.local_meta("ok"), Some(JSON), json.into()),
+            Err(e) => self.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
         }
     }
-    out.push('"');
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // tests: a panic is the failure report
 mod tests {
     use super::*;
-
-    #[test]
-    fn json_strings_are_escaped() {
-        let mut out = String::new();
-        json_string(&mut out, "a\"b\\c\nd\u{1}é");
-        assert_eq!(out, r#""a\"b\\c\nd\u0001é""#);
-    }
 
     #[test]
     fn put_queries_parse() {
