@@ -9,9 +9,9 @@
 //! the pacer hands it to the runtime; its response time is taken when the whole body has been
 //! read, so connection set-up and the runtime's scheduling count as latency.
 //!
-//! Headers (`docs/http.md`): requests carry [`HEADER_DEADLINE_US`] (relative deadline, µs) and,
-//! when enabled, [`HEADER_EXPECTED_US`]; responses are read for [`HEADER_EXECUTION_NS`],
-//! [`HEADER_QUEUEING_NS`] and [`HEADER_OUTCOME`]. Status 200 is success; any other status is an
+//! Headers (`docs/http.md`): requests carry [`DEADLINE_HEADER`] (relative deadline, µs) and,
+//! when enabled, [`EXPECTED_HEADER`]; responses are read for [`EXECUTION_HEADER`],
+//! [`QUEUEING_HEADER`] and [`OUTCOME_HEADER`]. Status 200 is success; any other status is an
 //! error named by the `Luge-Outcome` label when it names a known status (`overloaded`,
 //! `killed`, …) or one of the two refusals without a status of their own
 //! (`deadline_unreachable`, `shed`), else `http_NNN`.
@@ -33,19 +33,12 @@ use crate::drive::Transport;
 use crate::error::BenchError;
 use crate::ledger::Ledger;
 use crate::plan::Planned;
+use luge_proto::{
+    DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, OUTCOME_HEADER, QUEUEING_HEADER,
+};
+
 use crate::sample::ErrorKind;
 use crate::target::FunctionRef;
-
-/// Request header: the relative deadline in µs.
-pub const HEADER_DEADLINE_US: &str = "luge-deadline-us";
-/// Request header: the expected execution in µs (trusted only where the function allows).
-pub const HEADER_EXPECTED_US: &str = "luge-expected-us";
-/// Response header: execution time in ns.
-pub const HEADER_EXECUTION_NS: &str = "luge-execution-ns";
-/// Response header: queueing time in ns.
-pub const HEADER_QUEUEING_NS: &str = "luge-queueing-ns";
-/// Response header: the outcome label (`ok`, `overloaded`, `killed`, …).
-pub const HEADER_OUTCOME: &str = "luge-outcome";
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
@@ -121,9 +114,9 @@ fn request(
     deadline_us: u32,
     expected_us: Option<u32>,
 ) -> Request<Full<Bytes>> {
-    let mut b = Request::post(uri).header(HEADER_DEADLINE_US, deadline_us);
+    let mut b = Request::post(uri).header(DEADLINE_HEADER, deadline_us);
     if let Some(e) = expected_us {
-        b = b.header(HEADER_EXPECTED_US, e);
+        b = b.header(EXPECTED_HEADER, e);
     }
     // A POST with a valid URI and integer headers always builds.
     b.body(Full::new(Bytes::copy_from_slice(payload)))
@@ -151,11 +144,11 @@ async fn exchange(client: &HttpClient, req: Request<Full<Bytes>>, timeout: Durat
         let text = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
         let number = |name: &str| text(name).and_then(|s| s.trim().parse::<u64>().ok());
         let failure = (parts.status != StatusCode::OK)
-            .then(|| ErrorKind::from_http(parts.status.as_u16(), text(HEADER_OUTCOME)));
+            .then(|| ErrorKind::from_http(parts.status.as_u16(), text(OUTCOME_HEADER)));
         Reply {
             error: failure,
-            execution_ns: number(HEADER_EXECUTION_NS),
-            queueing_ns: number(HEADER_QUEUEING_NS),
+            execution_ns: number(EXECUTION_HEADER),
+            queueing_ns: number(QUEUEING_HEADER),
         }
     };
     tokio::time::timeout(timeout, fut).await.unwrap_or_else(|_| error(ErrorKind::Timeout))

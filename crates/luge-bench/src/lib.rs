@@ -58,9 +58,6 @@ pub use crate::baseline::{
 };
 pub use crate::calibrate::{Calibration, CalibrationCheck, CalibrationOptions, CalibrationPoint};
 pub use crate::error::BenchError;
-pub use crate::http::{
-    HEADER_DEADLINE_US, HEADER_EXECUTION_NS, HEADER_EXPECTED_US, HEADER_OUTCOME, HEADER_QUEUEING_NS,
-};
 pub use crate::plan::{Mapping, Plan, Planned, PlannedPayload, Requests};
 pub use crate::report::Report;
 pub use crate::run::{

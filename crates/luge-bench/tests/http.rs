@@ -44,7 +44,7 @@ async fn handle(
     let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     stats.max_in_flight.fetch_max(now, Ordering::SeqCst);
     stats.requests.fetch_add(1, Ordering::SeqCst);
-    if req.headers().get(luge_bench::HEADER_DEADLINE_US).is_none() {
+    if req.headers().get(luge_proto::DEADLINE_HEADER).is_none() {
         stats.without_deadline.fetch_add(1, Ordering::SeqCst);
     }
     let path = req.uri().path().to_owned();
@@ -63,12 +63,12 @@ async fn handle(
         }
     };
     tokio::time::sleep(delay).await;
-    let mut b = Response::builder().status(status).header(luge_bench::HEADER_QUEUEING_NS, "500");
+    let mut b = Response::builder().status(status).header(luge_proto::QUEUEING_HEADER, "500");
     if let Some(o) = outcome {
-        b = b.header(luge_bench::HEADER_OUTCOME, o);
+        b = b.header(luge_proto::OUTCOME_HEADER, o);
     }
     if execution > 0 {
-        b = b.header(luge_bench::HEADER_EXECUTION_NS, execution);
+        b = b.header(luge_proto::EXECUTION_HEADER, execution);
     }
     // Leaves the count before the response is written: the client may send its next request
     // as soon as it has this one.

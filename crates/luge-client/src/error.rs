@@ -39,6 +39,14 @@ pub enum ClientError {
     /// The server answered a Ping with a Response of this status (it refused the datagram).
     #[error("the server answered with status {0}")]
     Status(Status),
+    /// The admin API refused the request (its HTTP status and message).
+    #[error("HTTP {status}: {message}")]
+    Refused {
+        /// The HTTP status code.
+        status: u16,
+        /// The server's message.
+        message: String,
+    },
     /// The async client's receive task is gone (its runtime shut down).
     #[error("the client's receive task has stopped")]
     Closed,

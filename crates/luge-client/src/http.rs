@@ -17,21 +17,13 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use luge_proto::{
+    DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, OUTCOME_HEADER, QUEUEING_HEADER,
+    REQUEST_ID_HEADER,
+};
+
 use crate::error::ClientError;
 use crate::rpc::CallOptions;
-
-/// Request header: relative deadline in µs.
-pub const DEADLINE_HEADER: &str = "Luge-Deadline-Us";
-/// Request header: expected execution in µs.
-pub const EXPECTED_HEADER: &str = "Luge-Expected-Us";
-/// Response header: the runtime's request id (decimal).
-pub const REQUEST_ID_HEADER: &str = "Luge-Request-Id";
-/// Response header: guest execution in ns.
-pub const EXECUTION_HEADER: &str = "Luge-Execution-Ns";
-/// Response header: time at the server not executing, in ns.
-pub const QUEUEING_HEADER: &str = "Luge-Queueing-Ns";
-/// Response header: the outcome label (`ok`, `trap`, `killed`, …).
-pub const OUTCOME_HEADER: &str = "Luge-Outcome";
 
 /// The answer of the HTTP front end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +70,7 @@ impl HttpResponse {
 }
 
 /// `base_url` + `/` + `route`, as an `http://` URI.
-fn url(base_url: &str, route: &str) -> Result<Uri, ClientError> {
+pub(crate) fn url(base_url: &str, route: &str) -> Result<Uri, ClientError> {
     let url = format!("{}/{}", base_url.trim_end_matches('/'), route.trim_start_matches('/'));
     let invalid = |reason: String| ClientError::InvalidUrl { url: url.clone(), reason };
     let uri: Uri = url.parse().map_err(|e: hyper::http::uri::InvalidUri| invalid(e.to_string()))?;
@@ -126,16 +118,32 @@ impl AsyncHttpClient {
         payload: &[u8],
         opts: CallOptions,
     ) -> Result<HttpResponse, ClientError> {
-        let uri = url(base_url, route)?;
-        let mut request = hyper::Request::post(uri);
+        let mut headers = Vec::new();
         if let Some(d) = opts.deadline {
-            request = request.header(DEADLINE_HEADER, micros(d));
+            headers.push((DEADLINE_HEADER, micros(d)));
         }
         if let Some(e) = opts.expected {
-            request = request.header(EXPECTED_HEADER, micros(e));
+            headers.push((EXPECTED_HEADER, micros(e)));
+        }
+        let uri = url(base_url, route)?;
+        self.exchange(hyper::Method::POST, uri, &headers, payload, opts.timeout).await
+    }
+
+    /// One request with any method, `headers` and `body`; the response whatever its status.
+    pub(crate) async fn exchange(
+        &self,
+        method: hyper::Method,
+        uri: Uri,
+        headers: &[(&str, String)],
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<HttpResponse, ClientError> {
+        let mut request = hyper::Request::builder().method(method).uri(uri);
+        for (name, value) in headers {
+            request = request.header(*name, value);
         }
         let request = request
-            .body(Full::new(Bytes::copy_from_slice(payload)))
+            .body(Full::new(Bytes::copy_from_slice(body)))
             .map_err(|e| ClientError::Http(Box::new(e)))?;
         let start = Instant::now();
         let exchange = async {
@@ -149,7 +157,7 @@ impl AsyncHttpClient {
                 body.to_bytes().to_vec(),
             ))
         };
-        match tokio::time::timeout(opts.timeout, exchange).await {
+        match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
             Err(_) => Err(ClientError::Timeout { attempts: 1, elapsed: start.elapsed() }),
         }
@@ -165,6 +173,11 @@ pub struct HttpClient {
 }
 
 impl HttpClient {
+    /// The private runtime and the async client it drives (for the admin client).
+    pub(crate) fn parts(&self) -> (&tokio::runtime::Runtime, &AsyncHttpClient) {
+        (&self.runtime, &self.client)
+    }
+
     /// A client with its own single-thread runtime.
     pub fn new() -> Result<Self, ClientError> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -8,19 +8,24 @@
 //! - HTTP/1.1: [`AsyncHttpClient`] (hyper-util's pooled keep-alive client) and [`HttpClient`]
 //!   (the same, driven by a private current-thread tokio runtime), reading Luge's timing headers.
 //!
+//! - The admin API: [`AdminClient`] (blocking) lists, shows, adds and removes functions as
+//!   [`FunctionInfo`], the type the server writes.
+//!
 //! Every call takes [`CallOptions`]: deadline and expected execution for the server, and how
 //! long the client waits.
 
+mod admin;
 mod error;
 mod http;
 mod rpc;
 mod rpc_async;
 
+pub use crate::admin::{AddOptions, AdminClient};
 pub use crate::error::ClientError;
-pub use crate::http::{
-    AsyncHttpClient, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, HttpClient, HttpResponse,
-    OUTCOME_HEADER, QUEUEING_HEADER, REQUEST_ID_HEADER,
-};
+pub use crate::http::{AsyncHttpClient, HttpClient, HttpResponse};
 pub use crate::rpc::{CallOptions, RpcClient, RpcResponse};
 pub use crate::rpc_async::AsyncRpcClient;
-pub use luge_proto::{Backoff, Status, StatusClass};
+pub use luge_proto::{
+    Backoff, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, OUTCOME_HEADER,
+    QUEUEING_HEADER, REQUEST_ID_HEADER, Status, StatusClass,
+};

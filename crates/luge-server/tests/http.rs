@@ -717,3 +717,34 @@ async fn a_client_that_leaves_early_is_still_counted() {
     let metrics = Arc::clone(&node.metrics);
     eventually("the outcome to be recorded", || metrics.requests("spin", "ok") == 1).await;
 }
+
+/// The client crate's `AdminClient` reads the server's `FunctionInfo` (one serde type on both
+/// sides): list, add with a route, get, id, remove, and refusals as typed errors.
+#[test]
+fn the_admin_client_speaks_the_servers_json() {
+    use luge_client::{AddOptions, AdminClient, ClientError};
+    let node = node();
+    let admin = AdminClient::new(&node.url("")).unwrap();
+    let all = admin.list().unwrap();
+    assert_eq!(all.len(), 11);
+    let tiny = all.iter().find(|f| f.name == "tiny").unwrap();
+    assert_eq!((tiny.route.as_str(), tiny.max_request_bytes), ("/tiny", TINY_CAP as u64));
+    let options = AddOptions {
+        route: Some("/say/a+b&c=d".into()),
+        deadline: Some(Duration::from_millis(20)),
+        expected: None,
+    };
+    let added = admin.add("greet", HELLO.as_bytes(), &options).unwrap();
+    assert_eq!((added.route.as_str(), added.relative_deadline_us), ("/say/a+b&c=d", 20_000));
+    assert_eq!(admin.get("greet").unwrap(), Some(added.clone()));
+    assert_eq!(admin.id_of("greet").unwrap(), added.id);
+    let again = admin.add("greet", HELLO.as_bytes(), &AddOptions::default());
+    assert!(
+        matches!(&again, Err(ClientError::Refused { status: 400, message }) if message.contains("already registered")),
+        "{again:?}"
+    );
+    admin.remove("greet").unwrap();
+    assert_eq!(admin.get("greet").unwrap(), None);
+    assert!(matches!(admin.remove("greet"), Err(ClientError::Refused { status: 404, .. })));
+    assert!(matches!(admin.id_of("greet"), Err(ClientError::Refused { status: 404, .. })));
+}

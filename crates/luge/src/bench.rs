@@ -3,12 +3,11 @@
 //! and write `results/<scenario>-<UTC date-time>/` (`compare`, `noop`, `policies`, `density`,
 //! `sim-vs-real`, `overload`). See `docs/benchmarks.md`.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
     CompareOptions, DensityOptions, OverloadOptions, Pin, PoliciesOptions, Protocol, Scenario,
@@ -451,7 +450,7 @@ fn run_against(a: RunArgs) -> Result<()> {
         (Some(id), _) => id,
         (None, Target::Rpc(_)) => match a.function.parse::<u32>() {
             Ok(id) => id,
-            Err(_) => lookup_id(&a.admin, &a.function).with_context(|| {
+            Err(_) => crate::invoke::function_id(&a.admin, &a.function).with_context(|| {
                 format!("cannot find the UDP-RPC id of `{}` (give --rpc-id)", a.function)
             })?,
         },
@@ -495,33 +494,6 @@ fn run_against(a: RunArgs) -> Result<()> {
         Format::Json => println!("{}", report.to_json()),
     }
     Ok(())
-}
-
-/// The id of function `name` from `GET /admin/functions` of the node at `admin`
-/// (`http://IP:PORT`; HTTP/1.0, so the answer is neither chunked nor kept alive).
-fn lookup_id(admin: &str, name: &str) -> Result<u32> {
-    let host = admin
-        .strip_prefix("http://")
-        .ok_or_else(|| anyhow!("--admin must be http://IP:PORT, not `{admin}`"))?
-        .trim_end_matches('/');
-    let addr: SocketAddr = match host.parse() {
-        Ok(a) => a,
-        Err(_) => format!("{host}:80").parse().with_context(|| format!("bad --admin `{admin}`"))?,
-    };
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .with_context(|| format!("cannot connect to {admin}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "GET /admin/functions HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    let list: Vec<serde_json::Value> =
-        serde_json::from_str(body).context("bad JSON from /admin/functions")?;
-    list.iter()
-        .find(|f| f.get("name").and_then(|n| n.as_str()) == Some(name))
-        .and_then(|f| f.get("id")?.as_u64())
-        .and_then(|id| u32::try_from(id).ok())
-        .ok_or_else(|| anyhow!("no function `{name}` on {admin}"))
 }
 
 #[cfg(test)]

@@ -2,13 +2,13 @@
 //! function over HTTP or UDP-RPC, and list, add or remove functions through the admin API.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
-use luge_client::{CallOptions, HttpClient, RpcClient};
+use luge_client::{AddOptions, AdminClient, CallOptions, HttpClient, RpcClient};
 
 /// `luge invoke` options.
 #[derive(Debug, Args)]
@@ -150,24 +150,20 @@ pub enum FunctionsCommand {
 pub fn functions(cmd: FunctionsCommand) -> Result<()> {
     match cmd {
         FunctionsCommand::List { url } => {
-            let list = list(&url)?;
+            let list = AdminClient::new(&url)?.list().with_context(|| format!("listing {url}"))?;
             println!(
                 "{:>4}  {:<20} {:<24} {:>12} {:>12} {:>12}",
                 "id", "name", "route", "deadline_us", "expected_us", "max_exec_us"
             );
             for f in list {
-                let num = |k: &str| {
-                    f.get(k).and_then(|v| v.as_u64()).map_or("-".into(), |v| v.to_string())
-                };
-                let text = |k: &str| f.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_owned();
                 println!(
                     "{:>4}  {:<20} {:<24} {:>12} {:>12} {:>12}",
-                    num("id"),
-                    text("name"),
-                    text("route"),
-                    num("relative_deadline_us"),
-                    num("expected_execution_us"),
-                    num("max_execution_us")
+                    f.id,
+                    f.name,
+                    f.route,
+                    f.relative_deadline_us,
+                    f.expected_execution_us.map_or("-".into(), |v| v.to_string()),
+                    f.max_execution_us
                 );
             }
             Ok(())
@@ -175,95 +171,26 @@ pub fn functions(cmd: FunctionsCommand) -> Result<()> {
         FunctionsCommand::Add { name, module, route, deadline_us, expected_us, url } => {
             let body = std::fs::read(&module)
                 .with_context(|| format!("cannot read {}", module.display()))?;
-            let mut query = Vec::new();
-            if let Some(r) = route {
-                query.push(format!("route={r}"));
-            }
-            if let Some(d) = deadline_us {
-                query.push(format!("deadline_us={d}"));
-            }
-            if let Some(e) = expected_us {
-                query.push(format!("expected_us={e}"));
-            }
-            let q = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
-            let (status, text) = admin(&url, "PUT", &format!("/admin/functions/{name}{q}"), &body)?;
-            if !(200..300).contains(&status) {
-                bail!("HTTP {status}: {}", text.trim_end());
-            }
+            let options = AddOptions {
+                route,
+                deadline: deadline_us.map(Duration::from_micros),
+                expected: expected_us.map(Duration::from_micros),
+            };
+            AdminClient::new(&url)?.add(&name, &body, &options)?;
             println!("added {name}");
             Ok(())
         }
         FunctionsCommand::Remove { name, url } => {
-            let (status, text) = admin(&url, "DELETE", &format!("/admin/functions/{name}"), &[])?;
-            if !(200..300).contains(&status) {
-                bail!("HTTP {status}: {}", text.trim_end());
-            }
+            AdminClient::new(&url)?.remove(&name)?;
             println!("removed {name}");
             Ok(())
         }
     }
 }
 
-fn list(url: &str) -> Result<Vec<serde_json::Value>> {
-    let (status, body) = admin(url, "GET", "/admin/functions", &[])?;
-    if status != 200 {
-        bail!("HTTP {status}: {}", body.trim_end());
-    }
-    match serde_json::from_str(&body).context("bad JSON from /admin/functions")? {
-        serde_json::Value::Array(list) => Ok(list),
-        _ => bail!("/admin/functions did not return a list"),
-    }
-}
-
 /// The numeric id of function `name`, from the server's admin API (for `--rpc`).
-fn function_id(url: &str, name: &str) -> Result<u32> {
-    list(url)?
-        .iter()
-        .find(|f| f.get("name").and_then(|n| n.as_str()) == Some(name))
-        .and_then(|f| f.get("id")?.as_u64())
-        .and_then(|id| u32::try_from(id).ok())
-        .ok_or_else(|| anyhow!("no function `{name}` on {url} (`luge functions list` shows them)"))
-}
-
-/// One HTTP/1.1 request on a fresh connection (`Connection: close`): status and body text.
-fn admin(url: &str, method: &str, path: &str, body: &[u8]) -> Result<(u16, String)> {
-    let host = url
-        .strip_prefix("http://")
-        .ok_or_else(|| anyhow!("only http:// URLs are supported, not `{url}`"))?
-        .trim_end_matches('/');
-    let addr: SocketAddr =
-        host.to_socket_addrs()?.next().ok_or_else(|| anyhow!("cannot resolve `{host}`"))?;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .with_context(|| format!("cannot connect to {url}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )?;
-    stream.write_all(body)?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response)?;
-    let text = String::from_utf8_lossy(&response);
-    let (head, rest) = text.split_once("\r\n\r\n").ok_or_else(|| anyhow!("bad HTTP response"))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| anyhow!("bad HTTP status line"))?;
-    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-    Ok((status, if chunked { dechunk(rest) } else { rest.to_owned() }))
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
+pub(crate) fn function_id(url: &str, name: &str) -> Result<u32> {
+    AdminClient::new(url)?.id_of(name).with_context(|| {
+        format!("no function `{name}` on {url} (`luge functions list` shows them)")
+    })
 }

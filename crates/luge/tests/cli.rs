@@ -88,6 +88,21 @@ fn serve_invoke_and_stop() {
     for name in ["noop", "echo", "hello", "fib", "spin"] {
         assert!(text.contains(name), "{text}");
     }
+    // Add with a route, call it there, remove it; a second remove fails with the reason.
+    let module = concat!(env!("CARGO_MANIFEST_DIR"), "/../../functions/builtin/hello.wat");
+    let functions = |args: &[&str]| {
+        Command::new(LUGE).arg("functions").args(args).args(["--url", &server.http]).output()
+    };
+    let add = functions(&["add", "greet", module, "--route", "/v1/greet"]).unwrap();
+    assert!(add.status.success(), "{}", String::from_utf8_lossy(&add.stderr));
+    let out = server.invoke(&["/v1/greet", "--data", "cli"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Hello, cli!\n");
+    let list = functions(&["list"]).unwrap();
+    assert!(String::from_utf8_lossy(&list.stdout).contains("/v1/greet"));
+    assert!(functions(&["remove", "greet"]).unwrap().status.success());
+    let again = functions(&["remove", "greet"]).unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("HTTP 404"));
     assert_eq!(server.stop(), 0, "SIGTERM must be a clean exit");
 }
 

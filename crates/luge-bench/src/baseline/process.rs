@@ -56,7 +56,7 @@ const INLINE_INPUT: usize = 4096;
 /// Largest payload of a Response.
 const MAX_RESPONSE_PAYLOAD: usize = MAX_DATAGRAM - RESPONSE_HEADER_LEN;
 /// `Luge-Outcome`, as Luge's HTTP front end sends it.
-const OUTCOME: HeaderName = HeaderName::from_static("luge-outcome");
+const OUTCOME: HeaderName = HeaderName::from_static(luge_proto::OUTCOME_HEADER);
 /// The no-op program used when no native build of the function is at hand.
 const NOOP_PROGRAM: &str = "/bin/true";
 

@@ -1,0 +1,142 @@
+//! [`AdminClient`]: the admin API of a node (`/admin/functions`, `docs/http.md`) — list, show,
+//! add and remove functions — answered in the one [`FunctionInfo`] type the server writes.
+
+use std::time::Duration;
+
+use hyper::Method;
+use luge_proto::FunctionInfo;
+
+use crate::error::ClientError;
+use crate::http::{HttpClient, HttpResponse, url};
+
+/// How long an admin request may take (a `PUT` compiles the module).
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Settings of a function added with [`AdminClient::add`] (the server's defaults when `None`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AddOptions {
+    /// An HTTP route besides `/<name>`, e.g. `/v1/resize`.
+    pub route: Option<String>,
+    /// Default relative deadline.
+    pub deadline: Option<Duration>,
+    /// Expected execution time.
+    pub expected: Option<Duration>,
+}
+
+/// A blocking client of a node's admin API at `base_url` (e.g. `http://127.0.0.1:8080`).
+/// Do not call it from inside an async context.
+#[derive(Debug)]
+pub struct AdminClient {
+    base_url: String,
+    http: HttpClient,
+}
+
+impl AdminClient {
+    /// A client of the admin API at `base_url` (only `http://` URLs).
+    pub fn new(base_url: &str) -> Result<Self, ClientError> {
+        url(base_url, "/admin/functions")?;
+        Ok(Self { base_url: base_url.to_owned(), http: HttpClient::new()? })
+    }
+
+    /// Every registered function.
+    pub fn list(&self) -> Result<Vec<FunctionInfo>, ClientError> {
+        let response = self.send(Method::GET, "/admin/functions", &[])?;
+        json(expect(response, 200)?)
+    }
+
+    /// The function `name`, or `None` if there is none.
+    pub fn get(&self, name: &str) -> Result<Option<FunctionInfo>, ClientError> {
+        let response = self.send(Method::GET, &format!("/admin/functions/{name}"), &[])?;
+        if response.status == 404 {
+            return Ok(None);
+        }
+        json(expect(response, 200)?).map(Some)
+    }
+
+    /// The numeric id of function `name` (what UDP-RPC requests name it by).
+    pub fn id_of(&self, name: &str) -> Result<u32, ClientError> {
+        match self.get(name)? {
+            Some(info) => Ok(info.id),
+            None => {
+                Err(ClientError::Refused { status: 404, message: format!("no function `{name}`") })
+            }
+        }
+    }
+
+    /// Registers (or replaces) function `name` with `module` (Wasm bytes or text).
+    pub fn add(
+        &self,
+        name: &str,
+        module: &[u8],
+        options: &AddOptions,
+    ) -> Result<FunctionInfo, ClientError> {
+        let mut query = Vec::new();
+        if let Some(route) = &options.route {
+            query.push(format!("route={}", percent_encode(route)));
+        }
+        if let Some(d) = options.deadline {
+            query.push(format!("deadline_us={}", d.as_micros().max(1)));
+        }
+        if let Some(e) = options.expected {
+            query.push(format!("expected_us={}", e.as_micros().max(1)));
+        }
+        let query = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
+        let response =
+            self.send(Method::PUT, &format!("/admin/functions/{name}{query}"), module)?;
+        json(expect(response, 201)?)
+    }
+
+    /// Removes function `name`.
+    pub fn remove(&self, name: &str) -> Result<(), ClientError> {
+        let response = self.send(Method::DELETE, &format!("/admin/functions/{name}"), &[])?;
+        expect(response, 204).map(drop)
+    }
+
+    fn send(&self, method: Method, path: &str, body: &[u8]) -> Result<HttpResponse, ClientError> {
+        let uri = url(&self.base_url, path)?;
+        let (runtime, client) = self.http.parts();
+        runtime.block_on(client.exchange(method, uri, &[], body, ADMIN_TIMEOUT))
+    }
+}
+
+/// The response if it has status `want`, else the server's refusal.
+fn expect(response: HttpResponse, want: u16) -> Result<HttpResponse, ClientError> {
+    if response.status == want {
+        return Ok(response);
+    }
+    let message = String::from_utf8_lossy(&response.body).trim_end().to_owned();
+    Err(ClientError::Refused { status: response.status, message })
+}
+
+fn json<T: serde::de::DeserializeOwned>(response: HttpResponse) -> Result<T, ClientError> {
+    serde_json::from_slice(&response.body).map_err(|e| ClientError::Http(Box::new(e)))
+}
+
+/// `s` with every byte outside RFC 3986's unreserved set and `/` percent-encoded.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_are_percent_encoded() {
+        assert_eq!(percent_encode("/v1/a b&c=d"), "/v1/a%20b%26c%3Dd");
+        assert_eq!(percent_encode("/plain-path_1.x~"), "/plain-path_1.x~");
+    }
+
+    #[test]
+    fn only_http_urls() {
+        assert!(AdminClient::new("https://h").is_err());
+    }
+}
