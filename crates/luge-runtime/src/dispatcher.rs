@@ -8,18 +8,23 @@
 //! is O(log n)). Workers only run what they are told and report back on single-producer queues.
 //! The model lags reality by the events still in those queues — at most one `Started` and one
 //! `Completed`/`Preempted` per worker, a few µs in spin mode and one wake-up in sleep mode:
-//! - A request may have finished while the policy still counts its remaining work: the new
-//!   request's wait on that worker is overestimated by at most one remaining execution, and the
-//!   policy learns the truth with the next event.
-//! - A `Preempt` may race with the completion of its target: the flag carries the request id, so
-//!   a stale flag never stops another request, and the worker reports only `Completed`
-//!   (the contract's "exactly one of the two events").
-//! - A `Preempt` may reach a worker before the `Run` it refers to: the worker checks the flag
-//!   before starting, and stops the request at once (execution unchanged).
-//! - The epoch bump of a `Preempt` may be spent while its target is being (re)started, before
-//!   the sandbox arms its next deadline: while any flag of the group is set, an idle dispatcher
-//!   bumps the epoch again every 50 µs until the target yields (the worker clears a flag whose
-//!   target completed, so none stays set).
+//! 1. A request may have finished while the policy still counts its remaining work: the new
+//!    request's wait on that worker is overestimated by at most one remaining execution, and the
+//!    policy learns the truth with the next event. Events already reported are applied before
+//!    the arrivals of the same round, so only a completion not yet reported can be missed.
+//! 2. A `Preempt` may race with the completion of its target: the flag carries the request id,
+//!    so a stale flag never stops another request, and the worker reports only `Completed`
+//!    (the contract's "exactly one of the two events"). The worker clears a flag naming the
+//!    request it just completed; a flag that lands after that is cleared by the dispatcher when
+//!    it reads the completion.
+//! 3. A `Preempt` may reach a worker before the `Run` it refers to: the worker checks the flag
+//!    before starting, and stops the request at once (execution unchanged).
+//! 4. The epoch bump of a `Preempt` may be spent while its target is being (re)started, before
+//!    the sandbox arms its next deadline: while any flag of the group is set, an idle dispatcher
+//!    bumps the epoch again every 50 µs until the target yields (flags of ended runs are
+//!    cleared, race 2, so none stays set).
+//!
+//! `dispatcher/races.rs` drives each of them deterministically (manual clock, counting epoch).
 //!
 //! Because the worker never picks locally, every policy — early-binding EDF, central queues,
 //! time slicing — runs unchanged, and a completion costs one dispatcher round trip before the
@@ -32,14 +37,16 @@ use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
 use luge_sched::{Action, Estimator, Event, Nanos, Policy, RejectReason, Request, RequestId};
-use wasmtime::Engine;
 
 use crate::config::WaitMode;
 use crate::notify::Notify;
 use crate::outcome::{Failure, Rejection};
-use crate::sandbox::Signals;
+use crate::signals::Signals;
+use crate::task::{Task, WorkerEvent, WorkerShared};
 use crate::turnaround::Turnaround;
-use crate::worker::{Task, WorkerEvent, WorkerShared};
+
+#[cfg(test)]
+mod races;
 
 /// A request handed to a dispatcher, with what the policy needs to place it.
 pub(crate) struct Submission {
@@ -79,7 +86,6 @@ pub(crate) struct Dispatcher {
     pub policy: Box<dyn Policy>,
     pub estimator: Estimator,
     pub signals: Arc<Signals>,
-    pub engine: Engine,
     pub mode: WaitMode,
     pub grace: Duration,
     pending: HashMap<RequestId, Box<Task>>,
@@ -99,7 +105,6 @@ impl Dispatcher {
         policy: Box<dyn Policy>,
         estimator: Estimator,
         signals: Arc<Signals>,
-        engine: Engine,
         mode: WaitMode,
         grace: Duration,
     ) -> Self {
@@ -110,7 +115,6 @@ impl Dispatcher {
             policy,
             estimator,
             signals,
-            engine,
             mode,
             grace,
             pending: HashMap::new(),
@@ -145,7 +149,7 @@ impl Dispatcher {
         if self.preemption_pending() {
             // The target may have been (re)started after our epoch bump and armed its deadline
             // past it: bump again until its epoch callback takes the flag.
-            self.engine.increment_epoch();
+            self.signals.epoch.bump();
             return Step::Idle(Some(PREEMPT_RETRY));
         }
         Step::Idle(match (self.wake_at, shutdown) {
@@ -196,20 +200,16 @@ impl Dispatcher {
     /// Past the grace period: stop running sandboxes at the next tick and refuse the queued.
     fn abort(&mut self, now: Nanos) {
         self.signals.abort.store(true, Ordering::Release);
-        self.engine.increment_epoch();
+        self.signals.epoch.bump();
         for (_, task) in self.pending.drain() {
             task.answer(now, Err(Failure::Rejected(Rejection::ShuttingDown)));
         }
     }
 
-    /// Handles everything queued; returns whether anything happened.
+    /// Handles everything queued; returns whether anything happened. The workers' events come
+    /// first, so that an arrival is placed on what the workers have already reported (race 1).
     pub(crate) fn poll(&mut self) -> bool {
         let mut busy = false;
-        let now = self.signals.clock.now();
-        while let Some(sub) = self.shared.submissions.pop() {
-            busy = true;
-            self.arrival(now, sub);
-        }
         for w in 0..self.workers.len() {
             while let Some(event) = self.workers[w].events.pop() {
                 busy = true;
@@ -218,6 +218,7 @@ impl Dispatcher {
                     WorkerEvent::Started { sched } => Event::Started { worker: w, id: sched },
                     WorkerEvent::Completed { sched, function, executed } => {
                         self.running -= 1;
+                        self.run_ended(w, sched);
                         self.estimator.observe(function, executed);
                         self.turnaround.ended(w, now, executed);
                         Event::Completed { worker: w, id: sched, executed }
@@ -225,6 +226,7 @@ impl Dispatcher {
                     WorkerEvent::Preempted { task } => {
                         self.running -= 1;
                         let (id, executed) = (task.sched, task.executed);
+                        self.run_ended(w, id);
                         self.turnaround.ended(w, now, executed);
                         self.pending.insert(id, task);
                         Event::Preempted { worker: w, id, executed }
@@ -233,12 +235,24 @@ impl Dispatcher {
                 self.feed(now, event);
             }
         }
+        let now = self.signals.clock.now();
+        while let Some(sub) = self.shared.submissions.pop() {
+            busy = true;
+            self.arrival(now, sub);
+        }
         if self.wake_at.is_some_and(|t| t <= self.signals.clock.now()) {
             busy = true;
             self.wake_at = None;
             self.feed(self.signals.clock.now(), Event::Tick);
         }
         busy
+    }
+
+    /// The run of `id` on group worker `w` has ended: a preemption flag still naming it landed
+    /// after the worker last looked (race 2) and must not be re-signalled forever.
+    fn run_ended(&self, w: usize, id: RequestId) {
+        let flag = &self.signals.workers[self.workers[w].index].preempt;
+        let _ = flag.compare_exchange(id.0, 0, Ordering::AcqRel, Ordering::Relaxed);
     }
 
     fn arrival(&mut self, now: Nanos, sub: Submission) {
@@ -313,7 +327,7 @@ impl Dispatcher {
                 // The flag names the request by the dispatcher's id, unique within the group;
                 // bumping the epoch makes every running sandbox check its worker's flag now.
                 self.signals.workers[w.index].preempt.store(id.0, Ordering::Release);
-                self.engine.increment_epoch();
+                self.signals.epoch.bump();
             }
             Action::Reject { req, reason } => {
                 if let Some(task) = self.pending.remove(&req.id) {

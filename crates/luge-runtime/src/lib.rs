@@ -8,6 +8,12 @@
 //!   status 0 = success; WASI preview1 through Luge's own non-blocking layer.
 //! - Threads: one ticker (epoch), one dispatcher per worker group driving the policy, one worker
 //!   per core running sandboxes as fibers; see `dispatcher.rs` for the design and its races.
+//!
+//! Modules are layered, each using only those below it (no import cycles): `config`, `outcome`,
+//! `error` · `signals` (clock, epoch, flags), `notify`, `reply`, `turnaround`, `engine` · `wasi`
+//! · `store` · `registry` · `sandbox` · `task` · `dispatcher` (knows tasks, not sandboxes) ·
+//! `worker` · `runtime`. The clock, the epoch and the epoch hook are injected through `signals`,
+//! so `races.rs` drives a dispatcher and a worker deterministically under a manual clock.
 
 mod config;
 mod dispatcher;
@@ -19,6 +25,9 @@ mod registry;
 mod reply;
 mod runtime;
 mod sandbox;
+mod signals;
+mod store;
+mod task;
 mod turnaround;
 mod wasi;
 mod worker;

@@ -14,7 +14,7 @@ use wasmtime::{Engine, ExternType, InstancePre, Linker, Module};
 
 use crate::config::FunctionConfig;
 use crate::error::{Error, RegisterError};
-use crate::sandbox::SandboxState;
+use crate::store::SandboxState;
 use crate::wasi;
 
 /// A registered function: its settings and its pre-linked module.

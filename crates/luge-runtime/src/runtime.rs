@@ -15,8 +15,9 @@ use crate::notify::Notify;
 use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing};
 use crate::registry::{Function, Registry};
 use crate::reply::{Reply, Ticket};
-use crate::sandbox::{Clock, Signals, TaskClock, WorkerSignals};
-use crate::worker::{self, Task, TaskState, WorkerShared};
+use crate::signals::{Clock, Epoch, Signals, TaskClock, WorkerSignals};
+use crate::task::{Task, TaskState, WorkerShared};
+use crate::worker;
 
 /// Per-request options.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -91,9 +92,10 @@ impl Runtime {
             Registry::new(engine.clone(), config.cache_dir.clone(), config.max_memory_bytes)?;
         let signals = Arc::new(Signals {
             clock: Clock::new(),
+            epoch: Epoch::Engine(engine.clone()),
             workers: (0..config.workers).map(|_| WorkerSignals::default()).collect(),
             abort: AtomicBool::new(false),
-            inline,
+            on_epoch: inline.then_some(worker::poll_inline as fn()),
         });
         let groups: Vec<Arc<GroupShared>> = (0..config.dispatchers)
             .map(|_| {
@@ -148,7 +150,6 @@ impl Runtime {
                 config.policy.build(&policy_config),
                 estimator,
                 Arc::clone(&signals),
-                engine.clone(),
                 config.wait,
                 config.shutdown_grace,
             );
@@ -171,7 +172,7 @@ impl Runtime {
         threads.push(spawn("luge-ticker".into(), move || {
             while !ticker.ticker_stop.load(Ordering::Acquire) {
                 std::thread::sleep(ticker.config.tick);
-                ticker.registry.engine().increment_epoch();
+                ticker.signals.epoch.bump();
             }
         })?);
         Ok(Self { inner, threads: Mutex::new(threads) })
@@ -352,9 +353,9 @@ impl Runtime {
         match pushed {
             Ok(()) => {
                 group.notify.notify();
-                if inner.signals.inline {
+                if inner.signals.inline() {
                     // A running sandbox's epoch callback polls the inline dispatcher now.
-                    inner.registry.engine().increment_epoch();
+                    inner.signals.epoch.bump();
                 }
             }
             Err(sub) => sub.task.answer(now, Err(Failure::Rejected(Rejection::Overloaded))),

@@ -10,101 +10,18 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use luge_sched::Nanos;
-use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime::{Store, Trap, UpdateDeadline};
 
+use crate::config::Limits;
 use crate::outcome::{Failure, Rejection, TrapKind};
 use crate::registry::Function;
+use crate::signals::{Signals, TaskClock};
+use crate::store::{MemoryLimiter, SandboxState};
 use crate::wasi::{self, GuestExit, OutputCapExceeded, WasiCtx};
-
-/// The runtime's monotonic clock: nanoseconds since start.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Clock {
-    base: Instant,
-}
-
-impl Clock {
-    pub(crate) fn new() -> Self {
-        Self { base: Instant::now() }
-    }
-
-    pub(crate) fn now(&self) -> Nanos {
-        self.base.elapsed().as_nanos() as Nanos
-    }
-
-    /// `instant` on this clock (0 if it is before the clock started).
-    pub(crate) fn at(&self, instant: Instant) -> Nanos {
-        Nanos::try_from(instant.saturating_duration_since(self.base).as_nanos())
-            .unwrap_or(Nanos::MAX)
-    }
-}
-
-/// What a worker publishes to the sandboxes it runs.
-#[derive(Debug, Default)]
-pub(crate) struct WorkerSignals {
-    /// Dispatcher id of the request to preempt on this worker (0 = none).
-    pub preempt: AtomicU64,
-}
-
-/// Signals shared by every sandbox of a runtime.
-#[derive(Debug)]
-pub(crate) struct Signals {
-    pub clock: Clock,
-    pub workers: Vec<WorkerSignals>,
-    /// Set at the end of the shutdown grace period: running sandboxes stop at the next tick.
-    pub abort: AtomicBool,
-    /// Dispatchers run on their worker's thread (`Layout::Inline`): the epoch callback polls
-    /// them.
-    pub inline: bool,
-}
-
-/// Per-task values the worker updates before each run segment and the epoch callback reads.
-#[derive(Debug, Default)]
-pub(crate) struct TaskClock {
-    /// Worker currently running the task.
-    pub worker: AtomicUsize,
-    /// Clock time at which the execution budget runs out during this segment.
-    pub budget_end: AtomicU64,
-}
-
-/// Store data of a sandbox.
-pub(crate) struct SandboxState {
-    pub wasi: WasiCtx,
-    limiter: MemoryLimiter,
-}
-
-/// Enforces the function's linear-memory cap, remembering whether the guest hit it.
-struct MemoryLimiter {
-    cap: usize,
-    hit: bool,
-}
-
-impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.cap {
-            self.hit = true;
-            return Ok(false);
-        }
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1 << 20)
-    }
-}
 
 /// The epoch callback ended the guest because its budget ran out.
 #[derive(Debug, thiserror::Error)]
@@ -176,8 +93,8 @@ async fn run(
     // cost every request a callback (~0.3 µs, measured by `benches/runtime.rs`).
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_ctx| {
-        if signals.inline {
-            crate::worker::poll_inline();
+        if let Some(hook) = signals.on_epoch {
+            hook();
         }
         let now = signals.clock.now();
         if signals.abort.load(Ordering::Relaxed) {
@@ -217,7 +134,7 @@ enum Stage {
 fn classify(
     outcome: Result<(), Stage>,
     state: &SandboxState,
-    limits: &crate::config::Limits,
+    limits: &Limits,
 ) -> Result<(), Failure> {
     let memory_limit = Failure::MemoryLimit { cap: limits.max_memory_bytes };
     let err = match outcome {

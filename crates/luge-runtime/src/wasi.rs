@@ -12,8 +12,6 @@
 
 use wasmtime::{Caller, Extern, FuncType, Linker, Memory, Val, ValType};
 
-use crate::sandbox::SandboxState;
-
 /// The preview1 module name.
 pub(crate) const MODULE: &str = "wasi_snapshot_preview1";
 
@@ -63,8 +61,17 @@ pub(crate) struct WasiCtx {
 
 type Result<T> = wasmtime::Result<T>;
 
-fn memory(caller: &mut Caller<'_, SandboxState>) -> Option<Memory> {
-    if let Some(m) = caller.data().wasi.memory {
+/// Store data that holds a [`WasiCtx`]: the host functions here are generic over it, so this
+/// layer knows nothing of the sandbox that embeds it.
+pub(crate) trait WasiView: 'static {
+    /// The WASI state.
+    fn wasi(&self) -> &WasiCtx;
+    /// The WASI state, mutably.
+    fn wasi_mut(&mut self) -> &mut WasiCtx;
+}
+
+fn memory<T: WasiView>(caller: &mut Caller<'_, T>) -> Option<Memory> {
+    if let Some(m) = caller.data().wasi().memory {
         return Some(m);
     }
     match caller.get_export("memory") {
@@ -112,14 +119,14 @@ fn iovecs(mem: &[u8], iovs: i32, count: i32) -> Option<Vec<(u32, u32)>> {
         .collect()
 }
 
-fn fd_read(mut caller: Caller<'_, SandboxState>, fd: i32, iovs: i32, n: i32, nread: i32) -> i32 {
+fn fd_read<T: WasiView>(mut caller: Caller<'_, T>, fd: i32, iovs: i32, n: i32, nread: i32) -> i32 {
     if fd != 0 {
         return EBADF;
     }
     let Some(mem) = memory(&mut caller) else { return EFAULT };
     let (mem, state) = mem.data_and_store_mut(&mut caller);
     let Some(vecs) = iovecs(mem, iovs, n) else { return EFAULT };
-    let wasi = &mut state.wasi;
+    let wasi = state.wasi_mut();
     let mut total = 0u32;
     for (ptr, len) in vecs {
         let rest = &wasi.stdin[wasi.stdin_pos..];
@@ -136,8 +143,8 @@ fn fd_read(mut caller: Caller<'_, SandboxState>, fd: i32, iovs: i32, n: i32, nre
     if write_bytes(mem, nread, &total.to_le_bytes()) { SUCCESS } else { EFAULT }
 }
 
-fn fd_write(
-    mut caller: Caller<'_, SandboxState>,
+fn fd_write<T: WasiView>(
+    mut caller: Caller<'_, T>,
     fd: i32,
     iovs: i32,
     n: i32,
@@ -149,7 +156,7 @@ fn fd_write(
     let Some(mem) = memory(&mut caller) else { return Ok(EFAULT) };
     let (mem, state) = mem.data_and_store_mut(&mut caller);
     let Some(vecs) = iovecs(mem, iovs, n) else { return Ok(EFAULT) };
-    let wasi = &mut state.wasi;
+    let wasi = state.wasi_mut();
     let mut total = 0u32;
     for (ptr, len) in vecs {
         let Some(bytes) = slice(mem, ptr as i32, len) else { return Ok(EFAULT) };
@@ -169,16 +176,16 @@ fn fd_write(
 }
 
 /// Writes a preview1 string table (`*_sizes_get` / `*_get` pairs share this layout).
-fn strings_get(
-    caller: &mut Caller<'_, SandboxState>,
-    pick: fn(&SandboxState) -> &[Vec<u8>],
+fn strings_get<T: WasiView>(
+    caller: &mut Caller<'_, T>,
+    pick: fn(&WasiCtx) -> &[Vec<u8>],
     ptrs: i32,
     buf: i32,
 ) -> i32 {
     let Some(mem) = memory(caller) else { return EFAULT };
     let (mem, state) = mem.data_and_store_mut(caller);
     let mut at = buf as u32;
-    for (i, s) in pick(state).iter().enumerate() {
+    for (i, s) in pick(state.wasi()).iter().enumerate() {
         let slot = (ptrs as u32).wrapping_add(4 * i as u32);
         if !write_bytes(mem, slot as i32, &at.to_le_bytes())
             || !write_bytes(mem, at as i32, s)
@@ -191,15 +198,15 @@ fn strings_get(
     SUCCESS
 }
 
-fn strings_sizes(
-    caller: &mut Caller<'_, SandboxState>,
-    pick: fn(&SandboxState) -> &[Vec<u8>],
+fn strings_sizes<T: WasiView>(
+    caller: &mut Caller<'_, T>,
+    pick: fn(&WasiCtx) -> &[Vec<u8>],
     count: i32,
     size: i32,
 ) -> i32 {
     let Some(mem) = memory(caller) else { return EFAULT };
     let (mem, state) = mem.data_and_store_mut(caller);
-    let strings = pick(state);
+    let strings = pick(state.wasi());
     let n = strings.len() as u32;
     let bytes: u32 = strings.iter().map(|s| s.len() as u32 + 1).sum();
     if write_bytes(mem, count, &n.to_le_bytes()) && write_bytes(mem, size, &bytes.to_le_bytes()) {
@@ -209,15 +216,15 @@ fn strings_sizes(
     }
 }
 
-fn args(s: &SandboxState) -> &[Vec<u8>] {
-    &s.wasi.args
+fn args(s: &WasiCtx) -> &[Vec<u8>] {
+    &s.args
 }
 
-fn env(s: &SandboxState) -> &[Vec<u8>] {
-    &s.wasi.env
+fn env(s: &WasiCtx) -> &[Vec<u8>] {
+    &s.env
 }
 
-fn clock_time_get(mut caller: Caller<'_, SandboxState>, id: i32, _prec: i64, out: i32) -> i32 {
+fn clock_time_get<T: WasiView>(mut caller: Caller<'_, T>, id: i32, _prec: i64, out: i32) -> i32 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     let clock = match id {
         0 => libc::CLOCK_REALTIME,
@@ -235,7 +242,7 @@ fn clock_time_get(mut caller: Caller<'_, SandboxState>, id: i32, _prec: i64, out
     if write_bytes(mem.data_mut(&mut caller), out, &ns.to_le_bytes()) { SUCCESS } else { EFAULT }
 }
 
-fn clock_res_get(mut caller: Caller<'_, SandboxState>, id: i32, out: i32) -> i32 {
+fn clock_res_get<T: WasiView>(mut caller: Caller<'_, T>, id: i32, out: i32) -> i32 {
     if !(0..=3).contains(&id) {
         return EINVAL;
     }
@@ -243,7 +250,7 @@ fn clock_res_get(mut caller: Caller<'_, SandboxState>, id: i32, out: i32) -> i32
     if write_bytes(mem.data_mut(&mut caller), out, &1u64.to_le_bytes()) { SUCCESS } else { EFAULT }
 }
 
-fn random_get(mut caller: Caller<'_, SandboxState>, buf: i32, len: i32) -> i32 {
+fn random_get<T: WasiView>(mut caller: Caller<'_, T>, buf: i32, len: i32) -> i32 {
     let Some(mem) = memory(&mut caller) else { return EFAULT };
     let Some(dst) = slice_mut(mem.data_mut(&mut caller), buf, len as u32) else { return EFAULT };
     let mut filled = 0;
@@ -259,7 +266,7 @@ fn random_get(mut caller: Caller<'_, SandboxState>, buf: i32, len: i32) -> i32 {
     SUCCESS
 }
 
-fn fd_fdstat_get(mut caller: Caller<'_, SandboxState>, fd: i32, out: i32) -> i32 {
+fn fd_fdstat_get<T: WasiView>(mut caller: Caller<'_, T>, fd: i32, out: i32) -> i32 {
     if !(0..=2).contains(&fd) {
         return EBADF;
     }
@@ -337,30 +344,24 @@ pub(crate) fn provides(module: &str, name: &str) -> bool {
 }
 
 /// Defines every preview1 import in `linker`.
-pub(crate) fn add_to_linker(linker: &mut Linker<SandboxState>) -> Result<()> {
+pub(crate) fn add_to_linker<T: WasiView>(linker: &mut Linker<T>) -> Result<()> {
     linker.func_wrap(MODULE, "fd_read", fd_read)?;
     linker.func_wrap(MODULE, "fd_write", fd_write)?;
     linker.func_wrap(MODULE, "proc_exit", |code: i32| -> Result<()> {
         Err(wasmtime::Error::new(GuestExit(code)))
     })?;
-    linker.func_wrap(MODULE, "args_get", |mut c: Caller<'_, SandboxState>, p: i32, b: i32| {
+    linker.func_wrap(MODULE, "args_get", |mut c: Caller<'_, T>, p: i32, b: i32| {
         strings_get(&mut c, args, p, b)
     })?;
-    linker.func_wrap(
-        MODULE,
-        "args_sizes_get",
-        |mut c: Caller<'_, SandboxState>, n: i32, s: i32| strings_sizes(&mut c, args, n, s),
-    )?;
-    linker.func_wrap(
-        MODULE,
-        "environ_get",
-        |mut c: Caller<'_, SandboxState>, p: i32, b: i32| strings_get(&mut c, env, p, b),
-    )?;
-    linker.func_wrap(
-        MODULE,
-        "environ_sizes_get",
-        |mut c: Caller<'_, SandboxState>, n: i32, s: i32| strings_sizes(&mut c, env, n, s),
-    )?;
+    linker.func_wrap(MODULE, "args_sizes_get", |mut c: Caller<'_, T>, n: i32, s: i32| {
+        strings_sizes(&mut c, args, n, s)
+    })?;
+    linker.func_wrap(MODULE, "environ_get", |mut c: Caller<'_, T>, p: i32, b: i32| {
+        strings_get(&mut c, env, p, b)
+    })?;
+    linker.func_wrap(MODULE, "environ_sizes_get", |mut c: Caller<'_, T>, n: i32, s: i32| {
+        strings_sizes(&mut c, env, n, s)
+    })?;
     linker.func_wrap(MODULE, "clock_time_get", clock_time_get)?;
     linker.func_wrap(MODULE, "clock_res_get", clock_res_get)?;
     linker.func_wrap(MODULE, "random_get", random_get)?;

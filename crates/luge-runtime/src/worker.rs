@@ -11,90 +11,18 @@
 
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
-
-use crossbeam_queue::ArrayQueue;
-use luge_sched::{FunctionId, Nanos, RequestId};
 
 use crate::config::WaitMode;
 use crate::dispatcher::{Dispatcher, Step};
 use crate::notify::Notify;
-use crate::outcome::{Outcome, Timing};
-use crate::registry::Function;
-use crate::reply::Reply;
-use crate::sandbox::{self, GuestContext, SandboxFuture, Signals, TaskClock};
+use crate::outcome::Failure;
+use luge_sched::Nanos;
 
-/// A request owned by the runtime until it is answered.
-pub(crate) struct Task {
-    /// Runtime-wide request id (logs, replies).
-    pub id: u64,
-    /// The dispatcher's id for it (policy events, preemption flags); unique within its group.
-    pub sched: RequestId,
-    pub function: Arc<Function>,
-    pub reply: Reply,
-    /// When the node received it (runtime clock): deadline, queueing and total count from here.
-    pub received: Nanos,
-    pub deadline_unix_us: u64,
-    pub first_run: Option<Nanos>,
-    pub executed: Nanos,
-    pub preemptions: u32,
-    pub state: TaskState,
-    pub clock: Arc<TaskClock>,
-}
-
-/// Where a task's sandbox is.
-pub(crate) enum TaskState {
-    /// Not started: just the payload (no pool slot held while queued).
-    Fresh(Vec<u8>),
-    /// Started and preempted.
-    Suspended(SandboxFuture),
-    /// Transient while running.
-    Running,
-}
-
-impl Task {
-    /// Answers the request (consuming the task) with `result`.
-    pub(crate) fn answer(self, now: Nanos, result: Result<Vec<u8>, crate::outcome::Failure>) {
-        let queued = self.first_run.unwrap_or(now).saturating_sub(self.received);
-        let timing = Timing {
-            queued: std::time::Duration::from_nanos(queued),
-            executed: std::time::Duration::from_nanos(self.executed),
-            total: std::time::Duration::from_nanos(now.saturating_sub(self.received)),
-            preemptions: self.preemptions,
-        };
-        self.reply.send(Outcome { request_id: self.id, result, timing });
-    }
-}
-
-/// What a worker tells its dispatcher.
-pub(crate) enum WorkerEvent {
-    Started { sched: RequestId },
-    Completed { sched: RequestId, function: FunctionId, executed: Nanos },
-    Preempted { task: Box<Task> },
-}
-
-/// The queues and flags a worker shares with its dispatcher.
-pub(crate) struct WorkerShared {
-    /// Global worker index (into [`Signals::workers`]).
-    pub index: usize,
-    pub inbox: ArrayQueue<Box<Task>>,
-    pub events: ArrayQueue<WorkerEvent>,
-    pub notify: Notify,
-    pub stop: AtomicBool,
-}
-
-impl WorkerShared {
-    pub(crate) fn new(index: usize) -> Self {
-        Self {
-            index,
-            inbox: ArrayQueue::new(4),
-            events: ArrayQueue::new(64),
-            notify: Notify::default(),
-            stop: AtomicBool::new(false),
-        }
-    }
-}
+use crate::sandbox::{self, GuestContext, SandboxFuture};
+use crate::signals::Signals;
+use crate::task::{Task, TaskState, WorkerEvent, WorkerShared};
 
 thread_local! {
     /// The dispatcher of an inline worker (dispatcher and worker on one thread).
@@ -183,7 +111,42 @@ fn send(me: &WorkerShared, dispatcher: &Notify, mut event: WorkerEvent, wake: bo
     }
 }
 
-fn execute(me: &WorkerShared, dispatcher: &Notify, signals: &Arc<Signals>, mut task: Box<Task>) {
+/// Runs one segment of `task` on this worker: [`begin`], then [`finish`].
+pub(crate) fn execute(
+    me: &WorkerShared,
+    dispatcher: &Notify,
+    signals: &Arc<Signals>,
+    task: Box<Task>,
+) {
+    if let Some(segment) = begin(me, dispatcher, signals, task) {
+        finish(me, dispatcher, signals, segment);
+    }
+}
+
+/// A task started on a worker and not polled yet: its sandbox and when the segment began.
+pub(crate) struct Segment {
+    task: Box<Task>,
+    future: SandboxFuture,
+    start: Nanos,
+}
+
+impl Segment {
+    /// The dispatcher's id of the segment's request.
+    #[cfg(test)]
+    pub(crate) fn sched(&self) -> luge_sched::RequestId {
+        self.task.sched
+    }
+}
+
+/// Starts a run segment: reports `Started` and returns the sandbox to poll — unless a
+/// preemption naming the task arrived before it started, which stops it at once, unchanged
+/// (race 3 of `dispatcher.rs`).
+pub(crate) fn begin(
+    me: &WorkerShared,
+    dispatcher: &Notify,
+    signals: &Arc<Signals>,
+    mut task: Box<Task>,
+) -> Option<Segment> {
     let flag = &signals.workers[me.index].preempt;
     if flag.load(Ordering::Acquire) == task.sched.0
         && flag.compare_exchange(task.sched.0, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
@@ -191,7 +154,7 @@ fn execute(me: &WorkerShared, dispatcher: &Notify, signals: &Arc<Signals>, mut t
         // Preempted before it started: stop it at once, execution unchanged.
         send(me, dispatcher, WorkerEvent::Started { sched: task.sched }, false);
         send(me, dispatcher, WorkerEvent::Preempted { task }, true);
-        return;
+        return None;
     }
     let start = signals.clock.now();
     task.clock.worker.store(me.index, Ordering::Relaxed);
@@ -201,7 +164,7 @@ fn execute(me: &WorkerShared, dispatcher: &Notify, signals: &Arc<Signals>, mut t
         .store(sandbox::budget_end(start, budget, task.executed), Ordering::Relaxed);
     task.first_run.get_or_insert(start);
     send(me, dispatcher, WorkerEvent::Started { sched: task.sched }, false);
-    let mut future = match std::mem::replace(&mut task.state, TaskState::Running) {
+    let future = match std::mem::replace(&mut task.state, TaskState::Running) {
         TaskState::Suspended(f) => f,
         TaskState::Fresh(payload) => sandbox::start(
             Arc::clone(&task.function),
@@ -215,16 +178,29 @@ fn execute(me: &WorkerShared, dispatcher: &Notify, signals: &Arc<Signals>, mut t
             let now = signals.clock.now();
             let (sched, function) = (task.sched, task.function.id);
             let executed = task.executed;
-            task.answer(now, Err(crate::outcome::Failure::Internal("task ran twice".into())));
+            task.answer(now, Err(Failure::Internal("task ran twice".into())));
             send(me, dispatcher, WorkerEvent::Completed { sched, function, executed }, true);
-            return;
+            return None;
         }
     };
+    Some(Segment { task, future, start })
+}
+
+/// Runs a started segment until the sandbox finishes (answer, `Completed`) or yields to a
+/// preemption (`Preempted`, the suspended sandbox handed back to the dispatcher).
+pub(crate) fn finish(
+    me: &WorkerShared,
+    dispatcher: &Notify,
+    signals: &Arc<Signals>,
+    segment: Segment,
+) {
+    let Segment { mut task, mut future, start } = segment;
+    let flag = &signals.workers[me.index].preempt;
     let mut cx = Context::from_waker(Waker::noop());
     match future.as_mut().poll(&mut cx) {
         Poll::Ready(done) => {
             drop(future); // return the pool slot before answering
-            // A preemption that lost the race with completion must not stay pending.
+            // A preemption that lost the race with completion must not stay pending (race 2).
             let _ = flag.compare_exchange(task.sched.0, 0, Ordering::AcqRel, Ordering::Relaxed);
             let now = signals.clock.now();
             task.executed += now.saturating_sub(start);

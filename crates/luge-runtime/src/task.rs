@@ -1,0 +1,88 @@
+//! A request as the runtime's threads pass it around — a [`Task`] holding its payload or its
+//! suspended sandbox — and the queues a worker shares with its dispatcher. The dispatcher sees a
+//! task's sandbox only as an opaque future to hand back to a worker.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use luge_sched::{FunctionId, Nanos, RequestId};
+
+use crate::notify::Notify;
+use crate::outcome::{Failure, Outcome, Timing};
+use crate::registry::Function;
+use crate::reply::Reply;
+use crate::sandbox::SandboxFuture;
+use crate::signals::TaskClock;
+
+/// A request owned by the runtime until it is answered.
+pub(crate) struct Task {
+    /// Runtime-wide request id (logs, replies).
+    pub id: u64,
+    /// The dispatcher's id for it (policy events, preemption flags); unique within its group.
+    pub sched: RequestId,
+    pub function: Arc<Function>,
+    pub reply: Reply,
+    /// When the node received it (runtime clock): deadline, queueing and total count from here.
+    pub received: Nanos,
+    pub deadline_unix_us: u64,
+    pub first_run: Option<Nanos>,
+    pub executed: Nanos,
+    pub preemptions: u32,
+    pub state: TaskState,
+    pub clock: Arc<TaskClock>,
+}
+
+/// Where a task's sandbox is.
+pub(crate) enum TaskState {
+    /// Not started: just the payload (no pool slot held while queued).
+    Fresh(Vec<u8>),
+    /// Started and preempted.
+    Suspended(SandboxFuture),
+    /// Transient while running.
+    Running,
+}
+
+impl Task {
+    /// Answers the request (consuming the task) with `result`.
+    pub(crate) fn answer(self, now: Nanos, result: Result<Vec<u8>, Failure>) {
+        let queued = self.first_run.unwrap_or(now).saturating_sub(self.received);
+        let timing = Timing {
+            queued: Duration::from_nanos(queued),
+            executed: Duration::from_nanos(self.executed),
+            total: Duration::from_nanos(now.saturating_sub(self.received)),
+            preemptions: self.preemptions,
+        };
+        self.reply.send(Outcome { request_id: self.id, result, timing });
+    }
+}
+
+/// What a worker tells its dispatcher.
+pub(crate) enum WorkerEvent {
+    Started { sched: RequestId },
+    Completed { sched: RequestId, function: FunctionId, executed: Nanos },
+    Preempted { task: Box<Task> },
+}
+
+/// The queues and flags a worker shares with its dispatcher.
+pub(crate) struct WorkerShared {
+    /// Global worker index (into `Signals::workers`).
+    pub index: usize,
+    pub inbox: ArrayQueue<Box<Task>>,
+    pub events: ArrayQueue<WorkerEvent>,
+    pub notify: Notify,
+    pub stop: AtomicBool,
+}
+
+impl WorkerShared {
+    pub(crate) fn new(index: usize) -> Self {
+        Self {
+            index,
+            inbox: ArrayQueue::new(4),
+            events: ArrayQueue::new(64),
+            notify: Notify::default(),
+            stop: AtomicBool::new(false),
+        }
+    }
+}
