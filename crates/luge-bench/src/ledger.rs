@@ -70,7 +70,7 @@ impl Ledger {
         Self {
             start: Instant::now(),
             window: window.max(1),
-            timeout_ns: u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
+            timeout_ns: luge_proto::nanos(timeout),
             state: Mutex::new(State {
                 pending: HashMap::with_capacity(window.clamp(1, 1 << 16)),
                 waiting: false,
@@ -89,7 +89,7 @@ impl Ledger {
 
     /// Now, in ns since the start of the run.
     pub(crate) fn now_ns(&self) -> u64 {
-        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        luge_proto::nanos(self.start.elapsed())
     }
 
     pub(crate) fn timeout_ns(&self) -> u64 {

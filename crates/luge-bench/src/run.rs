@@ -8,6 +8,7 @@
 //! `timeout`s of lateness and drain) and in count (`max_requests`), and refuses bounds beyond
 //! [`MAX_DURATION`], [`MAX_REQUESTS`] and [`MAX_WINDOW`].
 
+use luge_proto::nanos;
 use std::hash::{BuildHasher, RandomState};
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -174,10 +175,6 @@ enum Wire {
 fn random_base() -> u64 {
     let x = RandomState::new().hash_one((std::process::id(), SystemTime::now()));
     (x >> 2) | 1
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Measures the `spin` calibration on a target without running a workload.

@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
+use luge_proto::nanos;
 use luge_sched::{Action, Estimator, Event, Nanos, Policy, RejectReason, Request, RequestId};
 
 use crate::config::WaitMode;
@@ -134,7 +135,7 @@ impl Dispatcher {
         let shutdown = self.shared.shutdown.load(Ordering::Acquire);
         if shutdown {
             let now = self.signals.clock.now();
-            let grace = Nanos::try_from(self.grace.as_nanos()).unwrap_or(Nanos::MAX);
+            let grace = nanos(self.grace);
             let end = *self.grace_end.get_or_insert(now.saturating_add(grace));
             if now >= end {
                 self.abort(now);
@@ -266,7 +267,7 @@ impl Dispatcher {
         task.sched = id;
         let function = task.function.id;
         if let Some(seed) = task.function.config.expected_execution {
-            self.estimator.seed(function, Nanos::try_from(seed.as_nanos()).unwrap_or(Nanos::MAX));
+            self.estimator.seed(function, nanos(seed));
         }
         // The policy's admission judges the request on its own estimate only when that rests on
         // knowledge (`Request::estimate_known`): a function never run and not seeded has only the

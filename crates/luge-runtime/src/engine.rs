@@ -70,14 +70,7 @@ pub(crate) fn raise_nofile_limit() {
 
 /// Pins the calling thread to `cpu`; failures are logged, not fatal (the layout still works).
 pub(crate) fn pin_current_thread(cpu: usize) {
-    // SAFETY: `set` is a plain bit set, zero-initialised before use; CPU_SET bounds-checks `cpu`
-    // against the set size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            tracing::warn!(cpu, "could not pin thread");
-        }
+    if !crate::affinity::set_affinity(&[cpu]) {
+        tracing::warn!(cpu, "could not pin thread");
     }
 }

@@ -15,6 +15,7 @@
 //! `worker` · `runtime`. The clock, the epoch and the epoch hook are injected through `signals`,
 //! so `races.rs` drives a dispatcher and a worker deterministically under a manual clock.
 
+mod affinity;
 mod config;
 mod dispatcher;
 mod engine;
@@ -32,6 +33,7 @@ mod turnaround;
 mod wasi;
 mod worker;
 
+pub use crate::affinity::{affinity, set_affinity};
 pub use crate::config::{CodeOpt, FunctionConfig, Layout, Limits, RuntimeConfig, WaitMode};
 pub use crate::error::{Error, RegisterError};
 pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing, TrapKind};

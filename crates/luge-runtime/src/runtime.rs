@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use luge_sched::{Estimator, EstimatorConfig, Nanos, PolicyConfig, RequestId};
+use luge_sched::{Estimator, EstimatorConfig, PolicyConfig, RequestId};
+
+use luge_proto::nanos;
 
 use crate::config::{FunctionConfig, Layout, RuntimeConfig};
 use crate::dispatcher::{Dispatcher, GroupShared, Submission};
@@ -55,11 +57,6 @@ impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime").field("config", &self.inner.config).finish_non_exhaustive()
     }
-}
-
-/// A duration in ns, saturating (a client may send an absurd deadline).
-fn nanos(d: Duration) -> Nanos {
-    Nanos::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
 }
 
 fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, Error> {

@@ -52,7 +52,7 @@ impl Histogram {
             self.counts[i].fetch_add(1, Ordering::Relaxed);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let ns = luge_proto::nanos(d);
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
     }
 

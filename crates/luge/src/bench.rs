@@ -289,16 +289,6 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// A `luge sim --overheads` value: `none`, `default`, `signals`, `key=ns,…` or `@FILE`.
-fn parse_overheads(s: &str) -> Result<luge_sim::Overheads> {
-    if let Some(path) = s.strip_prefix('@') {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading overheads file {path}"))?;
-        return text.parse().with_context(|| format!("overheads file {path}"));
-    }
-    s.parse().with_context(|| format!("--overheads {s}"))
-}
-
 fn parse_mode(s: &str) -> Result<Mode> {
     let (kind, n) = match s.split_once(':') {
         Some((k, n)) => {
@@ -344,7 +334,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
         BenchCommand::SimVsReal(a) => {
             let overheads = match a.overheads.as_str() {
                 "measured" => None,
-                s => Some(parse_overheads(s)?),
+                s => Some(crate::sim::parse_overheads(s)?),
             };
             let s = SimRealOptions {
                 policy: Some(a.policy),

@@ -141,7 +141,9 @@ fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
-fn parse_overheads(s: &str) -> Result<Overheads> {
+/// An `--overheads` value (`luge sim`, `luge bench`): `none`, `default`, `signals`,
+/// `key=ns,…` or `@FILE`.
+pub(crate) fn parse_overheads(s: &str) -> Result<Overheads> {
     if let Some(path) = s.strip_prefix('@') {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading overheads file {path}"))?;

@@ -12,7 +12,7 @@ use luge_proto::{
 };
 
 use super::rpc::{self, OnRequest, Receiver};
-use super::{BaselineError, BaselineStats, Counters, duration_ns};
+use super::{BaselineError, BaselineStats, Counters};
 use luge_server::UdpConfig;
 use luge_server::net::SendBatch;
 
@@ -77,7 +77,7 @@ impl OnRequest for EchoHandler {
             flags: Flags::NONE,
             status,
             execution_ns: 0,
-            queueing_ns: duration_ns(received.elapsed()),
+            queueing_ns: luge_proto::nanos(received.elapsed()),
         };
         if Message::Response(Response { header, payload }).encode(out.push(peer)).is_err() {
             out.pop();

@@ -45,7 +45,7 @@ use tokio::sync::Semaphore;
 
 use super::http::{Host, HttpSettings, listen, runtime, serve, stopped, text};
 use super::rpc::{self, OnRequest, Receiver};
-use super::{BaselineError, BaselineStats, Counters, SHUTDOWN_GRACE, bump, duration_ns};
+use super::{BaselineError, BaselineStats, Counters, SHUTDOWN_GRACE, bump};
 use luge_server::HttpConfig;
 use luge_server::UdpConfig;
 use luge_server::net::{self as sys, SendBatch};
@@ -321,7 +321,7 @@ impl OnRequest for Spawner {
                     flags: Flags::NONE,
                     status,
                     execution_ns: 0,
-                    queueing_ns: duration_ns(received.elapsed()),
+                    queueing_ns: luge_proto::nanos(received.elapsed()),
                 };
                 let mut bytes = Vec::with_capacity(RESPONSE_HEADER_LEN + body.len());
                 if Message::Response(RpcResponse { header, payload: body })

@@ -21,32 +21,7 @@ use crate::target::{FunctionRef, Target};
 /// A function a Luge node serves: settings, HTTP route and module (Wasm or WAT).
 pub use luge_server::NodeFunction;
 
-/// The CPUs this thread may run on (empty if unknown).
-pub(crate) fn affinity() -> Vec<usize> {
-    // SAFETY: `set` is a plain bit set, zero-initialised before use and filled by the kernel;
-    // CPU_ISSET bounds-checks the index against the set size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
-    }
-}
-
-/// Restricts the calling thread (and the threads and processes it starts from now on) to
-/// `cpus`; false if the kernel refused.
-pub(crate) fn set_affinity(cpus: &[usize]) -> bool {
-    // SAFETY: as in `affinity`; CPU_SET bounds-checks each index against the set size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
-}
+pub(crate) use luge_runtime::{affinity, set_affinity};
 
 /// Where the threads of a scenario run (see [`Pin`](super::Pin)): the load generator on
 /// `client`; each baseline's server threads on `server`; Luge's worker on `server` and, with

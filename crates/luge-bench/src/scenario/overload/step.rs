@@ -131,8 +131,8 @@ pub(super) fn step(
     out: &mut Results,
 ) -> Result<StepResult, BenchError> {
     let protocol = bench.protocol;
-    let low_ns = u64::try_from(low.as_nanos()).unwrap_or(u64::MAX);
-    let high_ns = u64::try_from(high.as_nanos()).unwrap_or(u64::MAX);
+    let low_ns = luge_proto::nanos(low);
+    let high_ns = luge_proto::nanos(high);
     let text =
         step_trace(STEP_LOW * capacity, low_ns, STEP_HIGH * capacity, high_ns, bench.opts.seed);
     let file = format!("step-{}-arrivals.csv", protocol.name());
