@@ -1,5 +1,9 @@
 //! Service-time (execution-time) distributions: the published workloads and user mixes.
 //!
+//! One file on purpose (above ~600 lines): the distributions, their parser and the table of named
+//! workloads below are one concern, and ~260 of its lines are the tests that pin each workload
+//! to its source table.
+//!
 //! # The named workloads
 //!
 //! | name | source | classes (tag: name, execution, share of requests) |
