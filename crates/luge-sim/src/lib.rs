@@ -5,18 +5,17 @@
 //! turns those into the metrics `luge sim` prints.
 
 mod engine;
-mod experiments;
 mod overheads;
-mod plot;
 mod record;
+mod report;
 mod sweep;
 
 pub use crate::engine::{EstimatorMode, Job, SimConfig, SimError, SimOutput, simulate};
-pub use crate::experiments::{
+pub use crate::overheads::{Overheads, OverheadsError};
+pub use crate::record::{ClassReport, Outcome, Record, Report, Summary};
+pub use crate::report::experiments::{
     Experiment, ExperimentError, ExperimentOptions, ExperimentOutput, UnknownExperiment, jobs_of,
     run_experiment, run_point,
 };
-pub use crate::overheads::{Overheads, OverheadsError};
-pub use crate::plot::{Chart, Series, svg};
-pub use crate::record::{ClassReport, Outcome, Record, Report, Summary};
+pub use crate::report::plot::{Chart, Series, svg};
 pub use crate::sweep::{max_sustainable, sweep};

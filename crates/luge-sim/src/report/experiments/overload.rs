@@ -18,8 +18,8 @@ use super::{
     ExperimentError, ExperimentOptions, ExperimentOutput, Writer, base_config, requests, run_point,
     run_points, spec_at,
 };
-use crate::plot::{Chart, Series, svg};
 use crate::record::Report;
+use crate::report::plot::{Chart, Series, svg};
 
 /// One configuration compared: a label, the policy and its admission.
 #[derive(Debug, Clone, Copy)]
