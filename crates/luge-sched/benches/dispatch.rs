@@ -7,7 +7,10 @@
 use std::collections::BTreeMap;
 use std::hint::black_box;
 
-use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BatchSize, BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main,
+};
 use luge_sched::{
     Action, EarlyBinding, EarlyChoice, Event, FunctionId, Policy, PolicyConfig, QueueKey, Request,
     RequestId, SledgeScale,
@@ -35,36 +38,36 @@ fn loaded<P: Policy>(mut p: P) -> P {
     p
 }
 
+/// Benches the arrival of `req` at the loaded policy `p`, as `name`: every iteration decides on a
+/// fresh clone of `p` (the clone is set-up, not measured), so queues keep DEPTH entries instead of
+/// growing by one per iteration.
+fn arrival<P: Policy + Clone>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    (name, n): (&str, usize),
+    p: &P,
+    req: Request,
+) {
+    group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
+        b.iter_batched_ref(
+            || (p.clone(), Vec::with_capacity(4)),
+            |(p, out)| {
+                p.on_event(0, Event::Arrival(req), out);
+                black_box(&out);
+            },
+            BatchSize::SmallInput,
+        )
+    });
+}
+
 fn decision(c: &mut Criterion) {
     let mut group = c.benchmark_group("dispatch_decision");
     for n in WORKERS {
         let cfg = PolicyConfig::with_workers(n);
-        // Every iteration decides on a fresh clone of the same loaded state (the clone is set-up,
-        // not measured), so queues keep DEPTH entries instead of growing by one per iteration.
-        let ss = loaded(SledgeScale::new(&cfg));
-        let lld = loaded(EarlyBinding::new(EarlyChoice::LeastLoaded, &cfg));
         // A late deadline: no preemption, Algorithm 2 scans every worker.
         let late = Request::new(RequestId(1 << 40), FunctionId(0), 0, 5_000_000, 10_000);
-        group.bench_with_input(BenchmarkId::new("sledgescale", n), &n, |b, _| {
-            b.iter_batched_ref(
-                || (ss.clone(), Vec::with_capacity(4)),
-                |(p, out)| {
-                    p.on_event(0, Event::Arrival(late), out);
-                    black_box(&out);
-                },
-                BatchSize::SmallInput,
-            )
-        });
-        group.bench_with_input(BenchmarkId::new("lld", n), &n, |b, _| {
-            b.iter_batched_ref(
-                || (lld.clone(), Vec::with_capacity(4)),
-                |(p, out)| {
-                    p.on_event(0, Event::Arrival(late), out);
-                    black_box(&out);
-                },
-                BatchSize::SmallInput,
-            )
-        });
+        arrival(&mut group, ("sledgescale", n), &loaded(SledgeScale::new(&cfg)), late);
+        let lld = loaded(EarlyBinding::new(EarlyChoice::LeastLoaded, &cfg));
+        arrival(&mut group, ("lld", n), &lld, late);
         // Naive Algorithm 2 line 6: an O(queue) range sum per worker from a BTreeMap.
         let queues: Vec<BTreeMap<QueueKey, u64>> = (0..n)
             .map(|w| {

@@ -9,7 +9,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
 use luge_sched::{
     CtEdfConfig, CtEdfQueue, DeadlineQueue, EdfQueue, FunctionId, Nanos, QueueKey, Request,
     RequestId,
@@ -59,75 +60,96 @@ fn ct_filled(n: usize) -> CtEdfQueue {
     q
 }
 
-fn insert_remove(c: &mut Criterion) {
-    let mut group = c.benchmark_group("insert_remove");
+/// Requests to add to full queues: ids above those of the filling.
+struct Fresh {
+    g: Gen,
+    id: u64,
+}
+
+impl Fresh {
+    fn new(seed: u64) -> Self {
+        Self { g: Gen(seed), id: 1 << 40 }
+    }
+
+    fn req(&mut self) -> Request {
+        self.id += 1;
+        self.g.req(self.id)
+    }
+}
+
+/// Benches `step` on `q` as `name`, handing it a fresh request each iteration.
+fn with_fresh<Q, R>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    (name, n): (&str, usize),
+    q: &mut Q,
+    fresh: &mut Fresh,
+    step: impl Fn(&mut Q, Request) -> R,
+) {
+    group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
+        b.iter(|| {
+            let r = fresh.req();
+            black_box(step(q, r))
+        })
+    });
+}
+
+/// The benchmark group `name`: at every size, `ct` on a CT-EDF queue and `dq` on a
+/// `DeadlineQueue` (the same operation), then the std baseline `step` on the structure `std_of`
+/// fills to the same size, all fed one stream of fresh requests seeded with `seed`.
+fn fresh_group<R, S, T>(
+    c: &mut Criterion,
+    (name, seed): (&str, u64),
+    (ct, dq): (impl Fn(&mut CtEdfQueue, Request) -> R, impl Fn(&mut DeadlineQueue, Request) -> R),
+    (std_name, std_of, step): (&str, impl Fn(usize) -> S, impl Fn(&mut S, Request) -> T),
+) {
+    let mut group = c.benchmark_group(name);
     for n in SIZES {
-        let (mut q, mut m, _, _) = filled(n);
-        let mut ct = ct_filled(n);
-        let mut g = Gen(99);
-        let mut id = 1u64 << 40;
-        group.bench_with_input(BenchmarkId::new("ct_edf", n), &n, |b, _| {
-            b.iter(|| {
-                id += 1;
-                let r = g.req(id);
-                ct.insert(r);
-                black_box(ct.remove(r.key()));
-            })
-        });
-        group.bench_with_input(BenchmarkId::new("deadline_queue", n), &n, |b, _| {
-            b.iter(|| {
-                id += 1;
-                let r = g.req(id);
-                q.insert(r);
-                black_box(q.remove(r.key()));
-            })
-        });
-        group.bench_with_input(BenchmarkId::new("btreemap", n), &n, |b, _| {
-            b.iter(|| {
-                id += 1;
-                let r = g.req(id);
-                m.insert(r.key(), r);
-                black_box(m.remove(&r.key()));
-            })
-        });
+        let mut fresh = Fresh::new(seed);
+        with_fresh(&mut group, ("ct_edf", n), &mut ct_filled(n), &mut fresh, &ct);
+        with_fresh(&mut group, ("deadline_queue", n), &mut filled(n).0, &mut fresh, &dq);
+        with_fresh(&mut group, (std_name, n), &mut std_of(n), &mut fresh, &step);
     }
     group.finish();
 }
 
+/// One insert of a fresh request into an EDF queue and its removal.
+fn insert_then_remove<Q: EdfQueue>(q: &mut Q, r: Request) -> Option<Request> {
+    q.insert(r);
+    q.remove(r.key())
+}
+
+/// One pop of the most urgent request of an EDF queue and the insert of a fresh one.
+fn pop_then_insert<Q: EdfQueue>(q: &mut Q, r: Request) -> Option<Request> {
+    let top = q.pop();
+    q.insert(r);
+    top
+}
+
+fn insert_remove(c: &mut Criterion) {
+    let btreemap = |m: &mut BTreeMap<QueueKey, Request>, r: Request| {
+        m.insert(r.key(), r);
+        m.remove(&r.key())
+    };
+    fresh_group(
+        c,
+        ("insert_remove", 99),
+        (insert_then_remove, insert_then_remove),
+        ("btreemap", |n| filled(n).1, btreemap),
+    );
+}
+
 fn pop_insert(c: &mut Criterion) {
-    let mut group = c.benchmark_group("pop_insert");
-    for n in SIZES {
-        let (mut q, _, mut h, _) = filled(n);
-        let mut ct = ct_filled(n);
-        let mut g = Gen(7);
-        let mut id = 1u64 << 40;
-        group.bench_with_input(BenchmarkId::new("ct_edf", n), &n, |b, _| {
-            b.iter(|| {
-                let top = ct.pop();
-                id += 1;
-                ct.insert(g.req(id));
-                black_box(top)
-            })
-        });
-        group.bench_with_input(BenchmarkId::new("deadline_queue", n), &n, |b, _| {
-            b.iter(|| {
-                let top = q.pop();
-                id += 1;
-                q.insert(g.req(id));
-                black_box(top)
-            })
-        });
-        group.bench_with_input(BenchmarkId::new("binary_heap", n), &n, |b, _| {
-            b.iter(|| {
-                let top = h.pop();
-                id += 1;
-                let r = g.req(id);
-                h.push(Reverse((r.key(), r.remaining())));
-                black_box(top)
-            })
-        });
-    }
-    group.finish();
+    let binary_heap = |h: &mut Heap, r: Request| {
+        let top = h.pop();
+        h.push(Reverse((r.key(), r.remaining())));
+        top
+    };
+    fresh_group(
+        c,
+        ("pop_insert", 7),
+        (pop_then_insert, pop_then_insert),
+        ("binary_heap", |n| filled(n).2, binary_heap),
+    );
 }
 
 fn work_before(c: &mut Criterion) {

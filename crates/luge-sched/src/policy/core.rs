@@ -1,8 +1,10 @@
 //! Bookkeeping every policy needs about its workers: which request runs where, since when, and
-//! whether a preemption is already on its way. Keeps the driver contract of the parent module
-//! (run only on idle workers, at most one preemption in flight per worker) in one place.
+//! whether a preemption is already on its way, together with the admission settings and decision
+//! counters that go with placing requests on them. Keeps the driver contract of the parent module
+//! (run only on idle workers, at most one preemption in flight per worker) and the admission
+//! steps the policies share (refuse, admit on the wait, shed the doomed) in one place.
 
-use super::{Action, Admission, PolicyStats, RejectReason, WorkerId};
+use super::{Action, Admission, PolicyConfig, PolicyStats, RejectReason, WorkerId};
 use crate::queue::{DeadlineQueue, EdfQueue};
 use crate::request::{Nanos, Request, RequestId};
 
@@ -36,15 +38,38 @@ impl Running {
     }
 }
 
-/// Per-worker running state of one group.
+/// How a time slice ended at a `Tick` ([`Cores::end_slice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SliceEnd {
+    /// Someone waits: the request was asked to stop.
+    Preempted,
+    /// Nobody waits: the request keeps its worker for a new slice.
+    Renewed,
+}
+
+/// Per-worker running state of one group, with the policy's name, admission settings and
+/// counters.
 #[derive(Debug, Clone)]
 pub(crate) struct Cores {
     running: Vec<Option<Running>>,
+    /// Short name of the policy ([`Policy::name`](super::Policy::name)).
+    pub name: &'static str,
+    /// Admission control of the policy.
+    pub admission: Admission,
+    /// Decision counters of the policy.
+    pub stats: PolicyStats,
 }
 
 impl Cores {
-    pub fn new(workers: usize) -> Self {
-        Self { running: vec![None; workers] }
+    /// `config.workers` idle workers (at least one) of the policy `name`, under
+    /// `config.admission`.
+    pub fn new(name: &'static str, config: &PolicyConfig) -> Self {
+        Self {
+            running: vec![None; config.workers.max(1)],
+            name,
+            admission: config.admission,
+            stats: PolicyStats::default(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -63,9 +88,25 @@ impl Cores {
         self.get(w).is_none()
     }
 
-    /// The lowest-numbered idle worker.
-    pub fn first_idle(&self) -> Option<WorkerId> {
-        self.running.iter().position(Option::is_none)
+    /// The first worker from `from` on that `free` accepts, each worker looked at counted in
+    /// `workers_inspected` (up to and including the one found, or all of them).
+    pub fn scan(
+        &mut self,
+        from: WorkerId,
+        free: impl Fn(&Self, WorkerId) -> bool,
+    ) -> Option<WorkerId> {
+        for w in from..self.len() {
+            self.stats.workers_inspected += 1;
+            if free(self, w) {
+                return Some(w);
+            }
+        }
+        None
+    }
+
+    /// The lowest-numbered idle worker ([`Cores::scan`] from the first).
+    pub fn scan_for_idle(&mut self) -> Option<WorkerId> {
+        self.scan(0, Self::is_idle)
     }
 
     /// Iterates over (worker, running request).
@@ -105,76 +146,159 @@ impl Cores {
         }
     }
 
-    /// Asks the driver to stop `w`'s request unless a preemption is already in flight.
-    /// Returns whether a `Preempt` was emitted.
+    /// Asks the driver to stop `w`'s request unless a preemption is already in flight, counting
+    /// it in `preemptions`. Returns whether a `Preempt` was emitted.
     pub fn preempt(&mut self, w: WorkerId, out: &mut Vec<Action>) -> bool {
         match self.get_mut(w) {
             Some(r) if !r.preempt_pending => {
                 r.preempt_pending = true;
                 out.push(Action::Preempt { worker: w, id: r.req.id });
+                self.stats.preemptions += 1;
                 true
             }
             _ => false,
         }
     }
-}
 
-/// The arrival prelude every policy shares: counts the arrival and, if `admission` refuses it
-/// with `queued` requests already waiting, emits the `Reject`. Returns whether it was admitted.
-pub(crate) fn admit(
-    stats: &mut PolicyStats,
-    admission: &Admission,
-    now: Nanos,
-    req: &Request,
-    queued: usize,
-    out: &mut Vec<Action>,
-) -> bool {
-    stats.arrivals += 1;
-    match admission.check(now, req, queued) {
-        Some(reason) => {
-            reject(stats, *req, reason, out);
-            false
+    /// Time slicing at a `Tick` at `now`: once the request on `w`, started and with no preemption
+    /// in flight, has used `len` of its current slice, it is preempted if `waiting` says another
+    /// request should take its place, else it keeps the worker for a new slice of `next` (and a
+    /// `WakeAt` for its end). `None` while the slice lasts or when nothing runs there.
+    pub fn end_slice(
+        &mut self,
+        w: WorkerId,
+        now: Nanos,
+        (len, next): (Nanos, Nanos),
+        waiting: impl FnOnce(&Running) -> bool,
+        out: &mut Vec<Action>,
+    ) -> Option<SliceEnd> {
+        let run = self.get_mut(w)?;
+        if run.preempt_pending || run.since.is_none() || run.in_slice(now) < len {
+            return None;
         }
-        None => true,
+        if !waiting(run) {
+            run.slice_start = Some(now);
+            out.push(Action::WakeAt(now.saturating_add(next)));
+            return Some(SliceEnd::Renewed);
+        }
+        self.preempt(w, out);
+        Some(SliceEnd::Preempted)
     }
-}
 
-/// Emits the `Reject` of `req` for `reason` and counts it.
-fn reject(stats: &mut PolicyStats, req: Request, reason: RejectReason, out: &mut Vec<Action>) {
-    stats.rejected += 1;
-    if reason == RejectReason::Shed {
-        stats.shed += 1;
+    /// [`Cores::end_slice`] on every worker with one `quantum`, `waiting(w, running)` saying
+    /// whether another request should take worker `w`.
+    pub fn end_slices(
+        &mut self,
+        now: Nanos,
+        quantum: Nanos,
+        mut waiting: impl FnMut(WorkerId, &Running) -> bool,
+        out: &mut Vec<Action>,
+    ) {
+        for w in 0..self.len() {
+            self.end_slice(w, now, (quantum, quantum), |run| waiting(w, run), out);
+        }
     }
-    out.push(Action::Reject { req, reason });
-}
 
-/// Answers the admitted `req`, whose deadline became unreachable, instead of running it.
-pub(crate) fn shed(stats: &mut PolicyStats, req: Request, out: &mut Vec<Action>) {
-    reject(stats, req, RejectReason::Shed, out);
-}
+    /// The arrival prelude every policy shares: counts the arrival and, if admission refuses it
+    /// with `queued` requests already waiting, emits the `Reject`. Returns whether it was
+    /// admitted.
+    pub fn admit(
+        &mut self,
+        now: Nanos,
+        req: &Request,
+        queued: usize,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        self.stats.arrivals += 1;
+        match self.admission.check(now, req, queued) {
+            Some(reason) => {
+                self.reject(*req, reason, out);
+                false
+            }
+            None => true,
+        }
+    }
 
-/// Where a newcomer's work starts on a worker whose running request is `running`, and where the
-/// queued requests behind it start: `(start, rest_start)`. `preempts` says `req` will preempt the
-/// running request; then, and when a preemption of the running request is already in flight and
-/// `req` is more urgent than it, `req` does not wait for the running request (only the queued
-/// requests behind `req` still count it).
-pub(crate) fn starts(
-    running: Option<&Running>,
-    preempts: bool,
-    now: Nanos,
-    req: &Request,
-) -> (Nanos, Nanos) {
-    let rest_start = now.saturating_add(running.map_or(0, |r| r.remaining_at(now)));
-    let jumps_ahead =
-        running.is_some_and(|r| preempts || (r.preempt_pending && req.key() < r.req.key()));
-    (if jumps_ahead { now } else { rest_start }, rest_start)
+    /// Emits the `Reject` of `req` for `reason` and counts it.
+    fn reject(&mut self, req: Request, reason: RejectReason, out: &mut Vec<Action>) {
+        self.stats.rejected += 1;
+        if reason == RejectReason::Shed {
+            self.stats.shed += 1;
+        }
+        out.push(Action::Reject { req, reason });
+    }
+
+    /// Answers the admitted `req`, whose deadline became unreachable, instead of running it.
+    pub fn shed(&mut self, req: Request, out: &mut Vec<Action>) {
+        self.reject(req, RejectReason::Shed, out);
+    }
+
+    /// Admission on the wait for `req` ([`fits_the_wait`], when `Admission::on_wait`): false,
+    /// with `req` refused as unreachable at the current load, when it does not fit.
+    pub fn passes_the_wait(
+        &mut self,
+        queue: &DeadlineQueue,
+        at: (Nanos, Nanos),
+        req: &Request,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        if self.admission.on_wait && !fits_the_wait(&self.admission, queue, at, req) {
+            self.reject(*req, RejectReason::Unreachable, out);
+            return false;
+        }
+        true
+    }
+
+    /// With `Admission::shed`, whether `req`, started at `now`, can no longer finish by its
+    /// deadline on its own work alone.
+    pub fn lost(&self, now: Nanos, req: &Request) -> bool {
+        self.admission.shed && now.saturating_add(req.own_work()) > req.absolute_deadline
+    }
+
+    /// The next request of `queue` to run at `now`: with `Admission::shed`, every request at the
+    /// head that can no longer finish by its deadline is answered instead (its own estimate
+    /// known).
+    pub fn pop_runnable(
+        &mut self,
+        queue: &mut DeadlineQueue,
+        now: Nanos,
+        out: &mut Vec<Action>,
+    ) -> Option<Request> {
+        while let Some(next) = queue.pop() {
+            if self.lost(now, &next) {
+                self.shed(next, out);
+                continue;
+            }
+            return Some(next);
+        }
+        None
+    }
+
+    /// With `Admission::shed`, answers every request of `queue` that would miss its deadline if
+    /// the queue's work started at `start` and ran as expected, earliest first (shedding one
+    /// gives those behind it back its work). Stops at a doomed request whose estimate is only a
+    /// guess: that one is judged when it reaches the head ([`Cores::pop_runnable`], on its own
+    /// work alone). O(log n) per request examined.
+    pub fn shed_doomed(&mut self, queue: &mut DeadlineQueue, start: Nanos, out: &mut Vec<Action>) {
+        if !self.admission.shed {
+            return;
+        }
+        while let Some(key) = queue.first_doomed(start) {
+            if !queue.get(key).is_some_and(|r| r.estimate_known) {
+                return;
+            }
+            if let Some(req) = queue.remove(key) {
+                self.shed(req, out);
+            }
+        }
+    }
 }
 
 /// Admission on the wait (`Admission::on_wait`) for `req` bound to a worker whose EDF queue is
 /// `queue`, its work starting at `start` and the queued requests behind it at `rest_start`
-/// ([`starts`]): whether `req` meets its deadline there and, with `protect_admitted`, pushes no
-/// request already admitted there past its own.
-pub(crate) fn fits_the_wait(
+/// ([`starts`](super::edf::starts)): whether `req` meets its deadline there and, with
+/// `protect_admitted`, pushes no request already admitted there past its own.
+fn fits_the_wait(
     admission: &Admission,
     queue: &DeadlineQueue,
     (start, rest_start): (Nanos, Nanos),
@@ -184,72 +308,5 @@ pub(crate) fn fits_the_wait(
         queue.admits(req, req.own_work(), start, rest_start)
     } else {
         queue.fits(req, req.own_work(), start)
-    }
-}
-
-/// Admission on the wait for `req` ([`fits_the_wait`], when `Admission::on_wait`): false, with
-/// `req` refused as unreachable at the current load, when it does not fit.
-pub(crate) fn passes_the_wait(
-    stats: &mut PolicyStats,
-    admission: &Admission,
-    queue: &DeadlineQueue,
-    at: (Nanos, Nanos),
-    req: &Request,
-    out: &mut Vec<Action>,
-) -> bool {
-    if admission.on_wait && !fits_the_wait(admission, queue, at, req) {
-        reject(stats, *req, RejectReason::Unreachable, out);
-        return false;
-    }
-    true
-}
-
-/// With `Admission::shed`, whether `req`, started at `now`, can no longer finish by its deadline
-/// on its own work alone.
-pub(crate) fn lost(admission: &Admission, now: Nanos, req: &Request) -> bool {
-    admission.shed && now.saturating_add(req.own_work()) > req.absolute_deadline
-}
-
-/// The next request of `queue` to run at `now`: with `Admission::shed`, every request at the head
-/// that can no longer finish by its deadline is answered instead (its own estimate known).
-pub(crate) fn pop_runnable(
-    stats: &mut PolicyStats,
-    admission: &Admission,
-    queue: &mut DeadlineQueue,
-    now: Nanos,
-    out: &mut Vec<Action>,
-) -> Option<Request> {
-    while let Some(next) = queue.pop() {
-        if lost(admission, now, &next) {
-            shed(stats, next, out);
-            continue;
-        }
-        return Some(next);
-    }
-    None
-}
-
-/// With `Admission::shed`, answers every request of `queue` that would miss its deadline if the
-/// queue's work started at `start` and ran as expected, earliest first (shedding one gives those
-/// behind it back its work). Stops at a doomed request whose estimate is only a guess: that one is
-/// judged when it reaches the head ([`pop_runnable`], on its own work alone). O(log n) per
-/// request examined.
-pub(crate) fn shed_doomed(
-    stats: &mut PolicyStats,
-    admission: &Admission,
-    queue: &mut DeadlineQueue,
-    start: Nanos,
-    out: &mut Vec<Action>,
-) {
-    if !admission.shed {
-        return;
-    }
-    while let Some(key) = queue.first_doomed(start) {
-        if !queue.get(key).is_some_and(|r| r.estimate_known) {
-            return;
-        }
-        if let Some(req) = queue.remove(key) {
-            shed(stats, req, out);
-        }
     }
 }

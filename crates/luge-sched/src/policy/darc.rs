@@ -22,7 +22,7 @@
 //!   reservation changes keeps its running request (no preemption) and picks by its new group next.
 //! - **Groups.** DARC merges types of similar service time into groups by itself; here groups are
 //!   given: `PolicyConfig::darc_bounds` (expected-execution bounds) or the request's class tag,
-//!   as SledgeScale "evenly divid[es]" each distribution into two groups (§4).
+//!   as SledgeScale "evenly divid\[es\]" each distribution into two groups (§4).
 //! - **Order of service.** A freed worker serves its own group's queue first, then shorter groups,
 //!   shortest first. DARC's dispatcher walks request types shortest first, which can hand a freed
 //!   long core to a waiting short request ahead of a waiting long one.
@@ -33,8 +33,11 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, VecDeque};
 
-use super::core::{self, Cores};
-use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
+use super::algorithm;
+use super::core::Cores;
+use super::{Action, LocalOrder, PolicyConfig, WorkerId};
+#[cfg(test)]
+use super::{Event, Policy};
 use crate::request::{Nanos, Request};
 
 /// Admitted arrivals over which each group's demand (Σ expected execution) is measured.
@@ -113,15 +116,13 @@ pub struct Darc {
     /// (group, expected) of the last admitted arrivals.
     window: VecDeque<(usize, Nanos)>,
     cores: Cores,
-    admission: Admission,
-    stats: PolicyStats,
 }
 
 impl Darc {
     /// A DARC scheduler for `config.workers` workers, grouped by `config.darc_bounds` (or by
     /// class tag when empty).
     pub fn new(config: &PolicyConfig) -> Self {
-        let n = config.workers.max(1);
+        let cores = Cores::new("darc", config);
         let mut bounds = config.darc_bounds.clone();
         bounds.sort_unstable();
         bounds.dedup();
@@ -141,11 +142,9 @@ impl Darc {
             rank: (0..g).collect(),
             reservation: vec![0; g],
             first_core: vec![0; g],
-            owner: vec![None; n],
+            owner: vec![None; cores.len()],
             window: VecDeque::new(),
-            cores: Cores::new(n),
-            admission: config.admission,
-            stats: PolicyStats::default(),
+            cores,
         }
     }
 
@@ -289,16 +288,6 @@ impl Darc {
             }
         }
     }
-
-    fn run_next(&mut self, w: WorkerId, out: &mut Vec<Action>) {
-        if let Some(next) = self.take_for(w) {
-            self.cores.run(w, next, out);
-        }
-    }
-
-    fn queued_total(&self) -> usize {
-        self.groups.iter().map(|g| g.queue.len()).sum()
-    }
 }
 
 /// Cores per rank for `workers` workers: every active rank gets ≥ 1 while cores allow (the
@@ -366,70 +355,40 @@ fn allocate(workers: usize, active: &[bool], demand: &[u128]) -> Vec<usize> {
     alloc
 }
 
-impl Policy for Darc {
-    fn name(&self) -> &'static str {
-        "darc"
-    }
+impl algorithm::Algorithm for Darc {
+    algorithm::cores_field!();
 
-    fn workers(&self) -> usize {
-        self.cores.len()
-    }
+    const LOCAL_ORDER: LocalOrder = LocalOrder::Central;
 
-    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
-        match event {
-            Event::Arrival(req) => {
-                let queued = self.queued_total();
-                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
-                    return;
-                }
-                let g = self.group_of(&req);
-                self.observe(g, req.expected);
-                if self.reserve() {
-                    self.fill_idle(out);
-                }
-                // Own cores first, then longer groups' cores (contiguous after them): stealing.
-                let start = self.rank.get(g).and_then(|&r| self.first_core.get(r)).copied();
-                let start = start.unwrap_or(0);
-                for w in start..self.cores.len() {
-                    self.stats.workers_inspected += 1;
-                    if self.cores.is_idle(w) {
-                        self.cores.run(w, req, out);
-                        return;
-                    }
-                }
-                self.groups[g].queue.push_back(req);
-            }
-            Event::Started { worker, id } => {
-                self.cores.started(worker, id, now);
-            }
-            Event::Completed { worker, id, executed } => {
-                if self.cores.finish(worker, id, executed).is_some() {
-                    self.run_next(worker, out);
-                }
-            }
-            Event::Preempted { worker, id, executed } => {
-                // `darc` never preempts; only a confused driver sends this. Keep the request at
-                // the head of its group so it is not lost.
-                if let Some(req) = self.cores.finish(worker, id, executed) {
-                    let g = self.group_of(&req);
-                    self.groups[g].queue.push_front(req);
-                    self.run_next(worker, out);
-                }
-            }
-            Event::Tick => {}
+    fn arrive(&mut self, _now: Nanos, req: Request, out: &mut Vec<Action>) {
+        let g = self.group_of(&req);
+        self.observe(g, req.expected);
+        if self.reserve() {
+            self.fill_idle(out);
+        }
+        // Own cores first, then longer groups' cores (contiguous after them): stealing.
+        let start = self.rank.get(g).and_then(|&r| self.first_core.get(r)).copied();
+        match self.cores.scan(start.unwrap_or(0), Cores::is_idle) {
+            Some(w) => self.cores.run(w, req, out),
+            None => self.groups[g].queue.push_back(req),
         }
     }
 
-    fn queued(&self) -> usize {
-        self.queued_total()
+    /// `darc` never preempts; only a confused driver sends a `Preempted`. Keep the request at
+    /// the head of its group so it is not lost.
+    fn requeue(&mut self, _worker: WorkerId, req: Request) {
+        let g = self.group_of(&req);
+        self.groups[g].queue.push_front(req);
     }
 
-    fn local_order(&self) -> LocalOrder {
-        LocalOrder::Central
+    fn run_next(&mut self, worker: WorkerId, _now: Nanos, out: &mut Vec<Action>) {
+        if let Some(next) = self.take_for(worker) {
+            self.cores.run(worker, next, out);
+        }
     }
 
-    fn stats(&self) -> PolicyStats {
-        self.stats
+    fn waiting(&self) -> usize {
+        self.groups.iter().map(|g| g.queue.len()).sum()
     }
 }
 

@@ -4,10 +4,14 @@
 //! triggered by a timer", i.e. a more urgent queued request displaces the running one only at the
 //! next quantum boundary, never at arrival.
 
-use super::core::{self, Cores};
-use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
+#[cfg(test)]
+use super::Event;
+use super::algorithm;
+use super::core::{Cores, Running};
+use super::edf;
+use super::{Action, LocalOrder, PolicyConfig, WorkerId};
 use crate::queue::{DeadlineQueue, EdfQueue};
-use crate::request::Nanos;
+use crate::request::{Nanos, Request};
 
 /// How an early-binding dispatcher picks a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,42 +32,44 @@ pub struct EarlyBinding {
     queues: Vec<DeadlineQueue>,
     next: WorkerId,
     quantum: Nanos,
-    admission: Admission,
-    stats: PolicyStats,
 }
 
 impl EarlyBinding {
     /// A dispatcher for `config.workers` workers with `config.edf_quantum`.
     pub fn new(choice: EarlyChoice, config: &PolicyConfig) -> Self {
-        let n = config.workers.max(1);
+        let name = match choice {
+            EarlyChoice::RoundRobin => "rr",
+            EarlyChoice::ShortestQueue => "jsq",
+            EarlyChoice::LeastLoaded => "lld",
+        };
+        let cores = Cores::new(name, config);
         Self {
             choice,
-            cores: Cores::new(n),
-            queues: (0..n).map(|_| DeadlineQueue::new()).collect(),
+            queues: (0..cores.len()).map(|_| DeadlineQueue::new()).collect(),
+            cores,
             next: 0,
             quantum: config.edf_quantum.max(1),
-            admission: config.admission,
-            stats: PolicyStats::default(),
         }
     }
 
     fn pick(&mut self, now: Nanos) -> WorkerId {
         let n = self.queues.len();
+        let stats = &mut self.cores.stats;
         match self.choice {
             EarlyChoice::RoundRobin => {
-                self.stats.workers_inspected += 1;
+                stats.workers_inspected += 1;
                 let w = self.next;
                 self.next = (self.next + 1) % n;
                 w
             }
             EarlyChoice::ShortestQueue => {
-                self.stats.workers_inspected += n as u64;
+                stats.workers_inspected += n as u64;
                 (0..n)
                     .min_by_key(|&w| self.queues[w].len() + usize::from(!self.cores.is_idle(w)))
                     .unwrap_or(0)
             }
             EarlyChoice::LeastLoaded => {
-                self.stats.workers_inspected += n as u64;
+                stats.workers_inspected += n as u64;
                 (0..n)
                     .min_by_key(|&w| {
                         let run = self.cores.get(w).map_or(0, |r| r.remaining_at(now));
@@ -73,107 +79,42 @@ impl EarlyBinding {
             }
         }
     }
-
-    /// Worker `w` just became idle at `now`: shed what its queue can no longer finish in time,
-    /// then run the most urgent request that can still make it.
-    fn run_next(&mut self, w: WorkerId, now: Nanos, out: &mut Vec<Action>) {
-        let queue = &mut self.queues[w];
-        core::shed_doomed(&mut self.stats, &self.admission, queue, now, out);
-        if let Some(next) = core::pop_runnable(&mut self.stats, &self.admission, queue, now, out) {
-            self.cores.run(w, next, out);
-        }
-    }
 }
 
-impl Policy for EarlyBinding {
-    fn name(&self) -> &'static str {
-        match self.choice {
-            EarlyChoice::RoundRobin => "rr",
-            EarlyChoice::ShortestQueue => "jsq",
-            EarlyChoice::LeastLoaded => "lld",
-        }
+impl algorithm::Algorithm for EarlyBinding {
+    algorithm::cores_field!();
+
+    const LOCAL_ORDER: LocalOrder = LocalOrder::Edf;
+
+    fn arrive(&mut self, now: Nanos, req: Request, out: &mut Vec<Action>) {
+        let w = self.pick(now);
+        edf::bind(&mut self.cores, &mut self.queues[w], (w, false), now, req, out);
     }
 
-    fn workers(&self) -> usize {
-        self.queues.len()
+    fn requeue(&mut self, worker: WorkerId, req: Request) {
+        self.queues[worker].insert(req);
     }
 
-    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
-        match event {
-            Event::Arrival(req) => {
-                let queued = self.queued();
-                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
-                    return;
-                }
-                let w = self.pick(now);
-                let at = core::starts(self.cores.get(w), false, now, &req);
-                if !core::passes_the_wait(
-                    &mut self.stats,
-                    &self.admission,
-                    &self.queues[w],
-                    at,
-                    &req,
-                    out,
-                ) {
-                    return;
-                }
-                out.push(Action::Enqueue { worker: w, id: req.id });
-                if self.cores.is_idle(w) && self.queues[w].is_empty() {
-                    self.cores.run(w, req, out);
-                } else {
-                    self.queues[w].insert(req);
-                    // Admitted ahead of others: shed what it pushed past its deadline.
-                    let queue = &mut self.queues[w];
-                    core::shed_doomed(&mut self.stats, &self.admission, queue, at.0, out);
-                }
-            }
-            Event::Started { worker, id } => {
-                if self.cores.started(worker, id, now) {
-                    out.push(Action::WakeAt(now.saturating_add(self.quantum)));
-                }
-            }
-            Event::Completed { worker, id, executed } => {
-                if self.cores.finish(worker, id, executed).is_some() {
-                    self.run_next(worker, now, out);
-                }
-            }
-            Event::Preempted { worker, id, executed } => {
-                if let Some(req) = self.cores.finish(worker, id, executed) {
-                    self.queues[worker].insert(req);
-                    self.run_next(worker, now, out);
-                }
-            }
-            Event::Tick => {
-                for w in 0..self.queues.len() {
-                    let quantum = self.quantum;
-                    let head = self.queues[w].peek().map(|r| r.key());
-                    let Some(run) = self.cores.get_mut(w) else { continue };
-                    if run.preempt_pending || run.since.is_none() || run.in_slice(now) < quantum {
-                        continue;
-                    }
-                    if head.is_some_and(|h| h < run.req.key()) {
-                        if self.cores.preempt(w, out) {
-                            self.stats.preemptions += 1;
-                        }
-                    } else {
-                        run.slice_start = Some(now);
-                        out.push(Action::WakeAt(now.saturating_add(quantum)));
-                    }
-                }
-            }
-        }
+    fn run_next(&mut self, worker: WorkerId, now: Nanos, out: &mut Vec<Action>) {
+        edf::run_next(&mut self.cores, &mut self.queues[worker], worker, now, out);
     }
 
-    fn queued(&self) -> usize {
+    fn waiting(&self) -> usize {
         self.queues.iter().map(EdfQueue::len).sum()
     }
 
-    fn local_order(&self) -> LocalOrder {
-        LocalOrder::Edf
+    fn slice(&self, _worker: WorkerId) -> Option<Nanos> {
+        Some(self.quantum)
     }
 
-    fn stats(&self) -> PolicyStats {
-        self.stats
+    /// At a quantum boundary the head of the worker's queue displaces the running request if it
+    /// is more urgent; otherwise the quantum renews.
+    fn tick(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        let queues = &self.queues;
+        let more_urgent = |w: WorkerId, run: &Running| {
+            queues[w].peek().is_some_and(|head| head.key() < run.req.key())
+        };
+        self.cores.end_slices(now, self.quantum, more_urgent, out);
     }
 }
 

@@ -4,8 +4,11 @@
 
 use std::collections::VecDeque;
 
-use super::core::{self, Cores};
-use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats};
+use super::algorithm;
+use super::core::Cores;
+use super::{Action, LocalOrder, PolicyConfig, WorkerId};
+#[cfg(test)]
+use super::{Event, Policy};
 use crate::request::{Nanos, Request};
 
 /// Global FIFO, late binding, no preemption.
@@ -13,78 +16,43 @@ use crate::request::{Nanos, Request};
 pub struct Fifo {
     cores: Cores,
     queue: VecDeque<Request>,
-    admission: Admission,
-    stats: PolicyStats,
 }
 
 impl Fifo {
     /// A FIFO scheduler for `config.workers` workers.
     pub fn new(config: &PolicyConfig) -> Self {
-        Self {
-            cores: Cores::new(config.workers.max(1)),
-            queue: VecDeque::new(),
-            admission: config.admission,
-            stats: PolicyStats::default(),
-        }
+        Self { cores: Cores::new("fifo", config), queue: VecDeque::new() }
     }
 }
 
-impl Policy for Fifo {
-    fn name(&self) -> &'static str {
-        "fifo"
-    }
+impl algorithm::Algorithm for Fifo {
+    algorithm::cores_field!();
 
-    fn workers(&self) -> usize {
-        self.cores.len()
-    }
+    const LOCAL_ORDER: LocalOrder = LocalOrder::Central;
 
-    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
-        match event {
-            Event::Arrival(req) => {
-                let queued = self.queue.len();
-                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
-                    return;
-                }
-                // Worker states looked at to find the first idle one, counted as the other
-                // central policies count them.
-                let idle = self.cores.first_idle();
-                self.stats.workers_inspected += idle.map_or(self.cores.len(), |w| w + 1) as u64;
-                match idle {
-                    Some(w) => self.cores.run(w, req, out),
-                    None => self.queue.push_back(req),
-                }
-            }
-            Event::Started { worker, id } => {
-                self.cores.started(worker, id, now);
-            }
-            Event::Completed { worker, id, executed }
-            | Event::Preempted { worker, id, executed } => {
-                // `fifo` never preempts; a `Preempted` can only come from a confused driver, and
-                // the request then goes back to the head so it is not lost.
-                let preempted = matches!(event, Event::Preempted { .. });
-                if let Some(req) = self.cores.finish(worker, id, executed) {
-                    if preempted {
-                        self.queue.push_front(req);
-                    }
-                    if let Some(next) = self.queue.pop_front() {
-                        self.cores.run(worker, next, out);
-                    }
-                }
-            }
-            Event::Tick => {}
+    /// The first idle worker (the worker states looked at to find it are counted as the other
+    /// central policies count them), else the tail of the queue.
+    fn arrive(&mut self, _now: Nanos, req: Request, out: &mut Vec<Action>) {
+        match self.cores.scan_for_idle() {
+            Some(w) => self.cores.run(w, req, out),
+            None => self.queue.push_back(req),
         }
     }
 
-    fn queued(&self) -> usize {
+    /// `fifo` never preempts; a `Preempted` can only come from a confused driver, and the request
+    /// then goes back to the head so it is not lost.
+    fn requeue(&mut self, _worker: WorkerId, req: Request) {
+        self.queue.push_front(req);
+    }
+
+    fn run_next(&mut self, worker: WorkerId, _now: Nanos, out: &mut Vec<Action>) {
+        if let Some(next) = self.queue.pop_front() {
+            self.cores.run(worker, next, out);
+        }
+    }
+
+    fn waiting(&self) -> usize {
         self.queue.len()
-    }
-
-    fn local_order(&self) -> LocalOrder {
-        LocalOrder::Central
-    }
-
-    fn stats(&self) -> PolicyStats {
-        self.stats
     }
 }
 

@@ -32,9 +32,11 @@
 //! is never lost; at most one request is running per worker; a `Run` targets an idle worker.
 //! The conformance suite (`tests/conformance.rs`) checks these for every policy.
 
+mod algorithm;
 mod core;
 mod darc;
 mod early;
+mod edf;
 mod fifo;
 mod sfs;
 mod sledge;

@@ -38,8 +38,11 @@
 
 use std::collections::VecDeque;
 
-use super::core::{self, Cores};
-use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
+use super::algorithm;
+use super::core::{Cores, SliceEnd};
+use super::{Action, LocalOrder, PolicyConfig, WorkerId};
+#[cfg(test)]
+use super::{Event, Policy};
 use crate::request::{Nanos, Request};
 
 /// The level a running request is scheduled at.
@@ -83,17 +86,16 @@ pub struct Sfs {
     demotions: u64,
     /// Requests that bypassed FILTER because of overload.
     bypassed: u64,
-    admission: Admission,
-    stats: PolicyStats,
 }
 
 impl Sfs {
     /// An SFS scheduler for `config.workers` workers with `config.sfs_window`,
     /// `config.sfs_overload_factor`, `config.sfs_initial_slice` and `config.fair_quantum`.
     pub fn new(config: &PolicyConfig) -> Self {
-        let n = config.workers.max(1);
+        let cores = Cores::new("sfs", config);
+        let n = cores.len();
         Self {
-            cores: Cores::new(n),
+            cores,
             level: vec![Level::Filter; n],
             budget: vec![0; n],
             filter: VecDeque::new(),
@@ -108,8 +110,6 @@ impl Sfs {
             full_window: false,
             demotions: 0,
             bypassed: 0,
-            admission: config.admission,
-            stats: PolicyStats::default(),
         }
     }
 
@@ -187,17 +187,13 @@ impl Sfs {
         }
     }
 
-    fn queued_total(&self) -> usize {
-        self.filter.len() + self.fair.len()
-    }
-
     /// Places a new FILTER request: the first idle worker, else preempt a level-2 worker.
     fn place(&mut self, req: Request, now: Nanos, out: &mut Vec<Action>) {
         self.filter.push_back(req);
         let mut victim: Option<(WorkerId, Nanos)> = None;
         let mut pending = 0usize;
         for w in 0..self.cores.len() {
-            self.stats.workers_inspected += 1;
+            self.cores.stats.workers_inspected += 1;
             let Some(run) = self.cores.get(w) else {
                 // An idle worker means both queues were empty: it runs the new request.
                 self.dispatch(w, now, out);
@@ -214,90 +210,59 @@ impl Sfs {
         }
         if self.filter.len() > pending
             && let Some((w, _)) = victim
-            && self.cores.preempt(w, out)
         {
-            self.stats.preemptions += 1;
+            self.cores.preempt(w, out);
         }
     }
 }
 
-impl Policy for Sfs {
-    fn name(&self) -> &'static str {
-        "sfs"
+impl algorithm::Algorithm for Sfs {
+    algorithm::cores_field!();
+
+    const LOCAL_ORDER: LocalOrder = LocalOrder::Central;
+
+    fn arrival_seen(&mut self, now: Nanos) {
+        self.observe_arrival(now);
     }
 
-    fn workers(&self) -> usize {
-        self.cores.len()
+    fn arrive(&mut self, now: Nanos, req: Request, out: &mut Vec<Action>) {
+        self.place(req, now, out);
     }
 
-    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
-        match event {
-            Event::Arrival(req) => {
-                self.observe_arrival(now);
-                let queued = self.queued_total();
-                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
-                    return;
+    /// To the level-2 tail: a FILTER request preempted at the end of its slice is demoted.
+    fn requeue(&mut self, worker: WorkerId, req: Request) {
+        if self.level[worker] == Level::Filter {
+            self.demotions += 1;
+        }
+        self.fair.push_back(req);
+    }
+
+    fn run_next(&mut self, worker: WorkerId, now: Nanos, out: &mut Vec<Action>) {
+        self.dispatch(worker, now, out);
+    }
+
+    fn waiting(&self) -> usize {
+        self.filter.len() + self.fair.len()
+    }
+
+    fn slice(&self, worker: WorkerId) -> Option<Nanos> {
+        self.budget.get(worker).copied()
+    }
+
+    /// A FILTER slice used up or a level-2 quantum over: to the level-2 tail once the driver
+    /// confirms if anyone waits; else the request keeps its core, a FILTER one demoted in place.
+    fn tick(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        for w in 0..self.cores.len() {
+            let waiting = !self.filter.is_empty() || !self.fair.is_empty();
+            let lengths = (self.budget[w], self.quantum);
+            if self.cores.end_slice(w, now, lengths, |_| waiting, out) == Some(SliceEnd::Renewed) {
+                if self.level[w] == Level::Filter {
+                    self.level[w] = Level::Fair;
+                    self.demotions += 1;
                 }
-                self.place(req, now, out);
-            }
-            Event::Started { worker, id } => {
-                if self.cores.started(worker, id, now) {
-                    out.push(Action::WakeAt(now.saturating_add(self.budget[worker])));
-                }
-            }
-            Event::Completed { worker, id, executed } => {
-                if self.cores.finish(worker, id, executed).is_some() {
-                    self.dispatch(worker, now, out);
-                }
-            }
-            Event::Preempted { worker, id, executed } => {
-                if let Some(req) = self.cores.finish(worker, id, executed) {
-                    if self.level[worker] == Level::Filter {
-                        self.demotions += 1;
-                    }
-                    self.fair.push_back(req);
-                    self.dispatch(worker, now, out);
-                }
-            }
-            Event::Tick => {
-                for w in 0..self.cores.len() {
-                    let waiting = !self.filter.is_empty() || !self.fair.is_empty();
-                    let (budget, quantum) = (self.budget[w], self.quantum);
-                    let Some(run) = self.cores.get_mut(w) else { continue };
-                    if run.preempt_pending || run.since.is_none() || run.in_slice(now) < budget {
-                        continue;
-                    }
-                    if waiting {
-                        // FILTER slice used up (demotion) or level-2 quantum over: to the
-                        // level-2 tail once the driver confirms.
-                        if self.cores.preempt(w, out) {
-                            self.stats.preemptions += 1;
-                        }
-                    } else {
-                        // Nobody waits: keep the core. A FILTER request is demoted in place.
-                        run.slice_start = Some(now);
-                        if self.level[w] == Level::Filter {
-                            self.level[w] = Level::Fair;
-                            self.demotions += 1;
-                        }
-                        self.budget[w] = quantum;
-                        out.push(Action::WakeAt(now.saturating_add(quantum)));
-                    }
-                }
+                self.budget[w] = self.quantum;
             }
         }
-    }
-
-    fn queued(&self) -> usize {
-        self.queued_total()
-    }
-
-    fn local_order(&self) -> LocalOrder {
-        LocalOrder::Central
-    }
-
-    fn stats(&self) -> PolicyStats {
-        self.stats
     }
 }
 

@@ -9,8 +9,11 @@
 
 use std::collections::VecDeque;
 
-use super::core::{self, Cores};
-use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
+use super::algorithm;
+use super::core::Cores;
+use super::{Action, LocalOrder, PolicyConfig, WorkerId};
+#[cfg(test)]
+use super::{Event, Policy};
 use crate::request::{Nanos, Request};
 
 /// Global FIFO feeding per-worker round robin.
@@ -37,129 +40,72 @@ pub struct Sledge {
     local: Vec<VecDeque<Request>>,
     quantum: Nanos,
     batch: usize,
-    admission: Admission,
-    stats: PolicyStats,
 }
 
 impl Sledge {
     /// A Sledge scheduler for `config.workers` workers with `config.sledge_quantum` and
     /// `config.sledge_batch`.
     pub fn new(config: &PolicyConfig) -> Self {
-        let n = config.workers.max(1);
+        let cores = Cores::new("sledge", config);
         Self {
-            cores: Cores::new(n),
             global: VecDeque::new(),
-            local: (0..n).map(|_| VecDeque::new()).collect(),
+            local: (0..cores.len()).map(|_| VecDeque::new()).collect(),
+            cores,
             quantum: config.sledge_quantum.max(1),
             batch: config.sledge_batch.max(1),
-            admission: config.admission,
-            stats: PolicyStats::default(),
-        }
-    }
-
-    fn is_idle(&self, w: WorkerId) -> bool {
-        self.cores.is_idle(w) && self.local[w].is_empty()
-    }
-
-    fn queued_total(&self) -> usize {
-        self.global.len() + self.local.iter().map(VecDeque::len).sum::<usize>()
-    }
-
-    /// Worker `w` is free: refill its local queue from the global one if it is empty, then run
-    /// the local head.
-    fn run_next(&mut self, w: WorkerId, out: &mut Vec<Action>) {
-        if self.local[w].is_empty() {
-            let take = self.batch.min(self.global.len());
-            for req in self.global.drain(..take) {
-                out.push(Action::Enqueue { worker: w, id: req.id });
-                self.local[w].push_back(req);
-            }
-        }
-        if let Some(next) = self.local[w].pop_front() {
-            self.cores.run(w, next, out);
         }
     }
 }
 
-impl Policy for Sledge {
-    fn name(&self) -> &'static str {
-        "sledge"
-    }
+impl algorithm::Algorithm for Sledge {
+    algorithm::cores_field!();
 
-    fn workers(&self) -> usize {
-        self.local.len()
-    }
+    const LOCAL_ORDER: LocalOrder = LocalOrder::RoundRobin;
 
-    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
-        match event {
-            Event::Arrival(req) => {
-                let queued = self.queued_total();
-                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
-                    return;
-                }
-                let mut idle = None;
-                for w in 0..self.local.len() {
-                    self.stats.workers_inspected += 1;
-                    if self.is_idle(w) {
-                        idle = Some(w);
-                        break;
-                    }
-                }
-                match idle {
-                    Some(w) => {
-                        out.push(Action::Enqueue { worker: w, id: req.id });
-                        self.cores.run(w, req, out);
-                    }
-                    None => self.global.push_back(req),
-                }
+    /// The first idle worker (nothing runs, nothing local), else the global queue.
+    fn arrive(&mut self, _now: Nanos, req: Request, out: &mut Vec<Action>) {
+        let local = &self.local;
+        match self.cores.scan(0, |cores, w| cores.is_idle(w) && local[w].is_empty()) {
+            Some(w) => {
+                out.push(Action::Enqueue { worker: w, id: req.id });
+                self.cores.run(w, req, out);
             }
-            Event::Started { worker, id } => {
-                if self.cores.started(worker, id, now) {
-                    out.push(Action::WakeAt(now.saturating_add(self.quantum)));
-                }
-            }
-            Event::Completed { worker, id, executed } => {
-                if self.cores.finish(worker, id, executed).is_some() {
-                    self.run_next(worker, out);
-                }
-            }
-            Event::Preempted { worker, id, executed } => {
-                if let Some(req) = self.cores.finish(worker, id, executed) {
-                    self.local[worker].push_back(req);
-                    self.run_next(worker, out);
-                }
-            }
-            Event::Tick => {
-                for w in 0..self.local.len() {
-                    let quantum = self.quantum;
-                    let waiting = !self.local[w].is_empty();
-                    let Some(run) = self.cores.get_mut(w) else { continue };
-                    if run.preempt_pending || run.since.is_none() || run.in_slice(now) < quantum {
-                        continue;
-                    }
-                    if waiting {
-                        if self.cores.preempt(w, out) {
-                            self.stats.preemptions += 1;
-                        }
-                    } else {
-                        run.slice_start = Some(now);
-                        out.push(Action::WakeAt(now.saturating_add(quantum)));
-                    }
-                }
-            }
+            None => self.global.push_back(req),
         }
     }
 
-    fn queued(&self) -> usize {
-        self.queued_total()
+    /// To the tail of the worker's local queue.
+    fn requeue(&mut self, worker: WorkerId, req: Request) {
+        self.local[worker].push_back(req);
     }
 
-    fn local_order(&self) -> LocalOrder {
-        LocalOrder::RoundRobin
+    /// Refill the local queue from the global one if it is empty, then run the local head.
+    fn run_next(&mut self, worker: WorkerId, _now: Nanos, out: &mut Vec<Action>) {
+        let local = &mut self.local[worker];
+        if local.is_empty() {
+            let take = self.batch.min(self.global.len());
+            for req in self.global.drain(..take) {
+                out.push(Action::Enqueue { worker, id: req.id });
+                local.push_back(req);
+            }
+        }
+        if let Some(next) = local.pop_front() {
+            self.cores.run(worker, next, out);
+        }
     }
 
-    fn stats(&self) -> PolicyStats {
-        self.stats
+    fn waiting(&self) -> usize {
+        self.global.len() + self.local.iter().map(VecDeque::len).sum::<usize>()
+    }
+
+    fn slice(&self, _worker: WorkerId) -> Option<Nanos> {
+        Some(self.quantum)
+    }
+
+    /// A slice over is preempted only if the worker's local queue holds others.
+    fn tick(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        let local = &self.local;
+        self.cores.end_slices(now, self.quantum, |w, _| !local[w].is_empty(), out);
     }
 }
 

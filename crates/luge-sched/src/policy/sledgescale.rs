@@ -2,8 +2,12 @@
 //! dispatch and preemption) of SledgeScale §3.3, with the zero-remaining-slack rule
 //! of §3.2, sharpened as `docs/scheduling.md` ("SledgeScale decisions") explains.
 
-use super::core::{self, Cores};
-use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
+use super::algorithm;
+use super::core::Cores;
+use super::edf;
+use super::{Action, LocalOrder, PolicyConfig, WorkerId};
+#[cfg(test)]
+use super::{Event, Policy};
 use crate::queue::{DeadlineQueue, EdfQueue};
 use crate::request::{Nanos, Request};
 
@@ -37,22 +41,13 @@ pub enum WaitTime {
 pub struct SledgeScale {
     cores: Cores,
     queues: Vec<DeadlineQueue>,
-    admission: Admission,
-    stats: PolicyStats,
     steal: bool,
 }
 
 impl SledgeScale {
     /// A SledgeScale dispatcher for `config.workers` workers.
     pub fn new(config: &PolicyConfig) -> Self {
-        let n = config.workers.max(1);
-        Self {
-            cores: Cores::new(n),
-            queues: (0..n).map(|_| DeadlineQueue::new()).collect(),
-            admission: config.admission,
-            stats: PolicyStats::default(),
-            steal: false,
-        }
+        Self::build("sledgescale", config, false)
     }
 
     /// Luge's extension (`sledgescale-steal`): Algorithm 2 unchanged, but a worker that becomes
@@ -62,7 +57,12 @@ impl SledgeScale {
     /// worker can idle while another still has waiting work. Stealing the earliest deadline
     /// keeps the group's EDF order and makes the group work-conserving. Not in the paper.
     pub fn with_stealing(config: &PolicyConfig) -> Self {
-        Self { steal: true, ..Self::new(config) }
+        Self::build("sledgescale-steal", config, true)
+    }
+
+    fn build(name: &'static str, config: &PolicyConfig, steal: bool) -> Self {
+        let cores = Cores::new(name, config);
+        Self { queues: (0..cores.len()).map(|_| DeadlineQueue::new()).collect(), cores, steal }
     }
 
     /// Algorithm 1 for worker `w` at `now`.
@@ -97,7 +97,7 @@ impl SledgeScale {
         let mut p: Option<(WorkerId, Nanos)> = None;
         let mut c: Option<(WorkerId, Nanos)> = None;
         for w in 0..self.queues.len() {
-            self.stats.workers_inspected += 1;
+            self.cores.stats.workers_inspected += 1;
             match self.wait_time(w, req, now) {
                 WaitTime::Empty => return (w, false),
                 WaitTime::Preemptible => {
@@ -121,18 +121,9 @@ impl SledgeScale {
         }
     }
 
-    /// Worker `w` just became idle at `now`: shed what its queue can no longer finish in time,
-    /// then run the most urgent request that can still make it.
-    fn run_next(&mut self, w: WorkerId, now: Nanos, out: &mut Vec<Action>) {
-        let queue = &mut self.queues[w];
-        core::shed_doomed(&mut self.stats, &self.admission, queue, now, out);
-        if let Some(next) = core::pop_runnable(&mut self.stats, &self.admission, queue, now, out) {
-            self.cores.run(w, next, out);
-            return;
-        }
-        if !self.steal {
-            return;
-        }
+    /// Luge's stealing ([`SledgeScale::with_stealing`]): the idle worker `w`, its own queue
+    /// empty, takes the most urgent request queued on another worker.
+    fn steal_for(&mut self, w: WorkerId, now: Nanos, out: &mut Vec<Action>) {
         // The most urgent head among the other workers' queues, shedding heads that can no
         // longer make it here either.
         loop {
@@ -140,11 +131,11 @@ impl SledgeScale {
                 .filter(|&v| v != w)
                 .filter_map(|v| self.queues[v].peek().map(|r| (r.key(), v)))
                 .min();
-            self.stats.workers_inspected += self.queues.len() as u64 - 1;
+            self.cores.stats.workers_inspected += self.queues.len() as u64 - 1;
             let Some((key, v)) = victim else { return };
             let Some(req) = self.queues[v].remove(key) else { return };
-            if core::lost(&self.admission, now, &req) {
-                core::shed(&mut self.stats, req, out);
+            if self.cores.lost(now, &req) {
+                self.cores.shed(req, out);
                 continue;
             }
             out.push(Action::Enqueue { worker: w, id: req.id });
@@ -152,81 +143,33 @@ impl SledgeScale {
             return;
         }
     }
-
-    fn queued_total(&self) -> usize {
-        self.queues.iter().map(EdfQueue::len).sum()
-    }
 }
 
-impl Policy for SledgeScale {
-    fn name(&self) -> &'static str {
-        if self.steal { "sledgescale-steal" } else { "sledgescale" }
+impl algorithm::Algorithm for SledgeScale {
+    algorithm::cores_field!();
+
+    const LOCAL_ORDER: LocalOrder = LocalOrder::Edf;
+
+    /// Algorithm 2: the worker chosen, preempted if it allows.
+    fn arrive(&mut self, now: Nanos, req: Request, out: &mut Vec<Action>) {
+        let (w, preempt) = self.choose(&req, now);
+        edf::bind(&mut self.cores, &mut self.queues[w], (w, preempt), now, req, out);
     }
 
-    fn workers(&self) -> usize {
-        self.queues.len()
+    fn requeue(&mut self, worker: WorkerId, req: Request) {
+        self.queues[worker].insert(req);
     }
 
-    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
-        match event {
-            Event::Arrival(req) => {
-                let queued = self.queued_total();
-                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
-                    return;
-                }
-                let (w, preempt) = self.choose(&req, now);
-                let at = core::starts(self.cores.get(w), preempt, now, &req);
-                if !core::passes_the_wait(
-                    &mut self.stats,
-                    &self.admission,
-                    &self.queues[w],
-                    at,
-                    &req,
-                    out,
-                ) {
-                    return;
-                }
-                out.push(Action::Enqueue { worker: w, id: req.id });
-                if self.cores.is_idle(w) && self.queues[w].is_empty() {
-                    self.cores.run(w, req, out);
-                } else {
-                    self.queues[w].insert(req);
-                    // Admitted ahead of others: shed what it pushed past its deadline.
-                    let queue = &mut self.queues[w];
-                    core::shed_doomed(&mut self.stats, &self.admission, queue, at.0, out);
-                    if preempt && self.cores.preempt(w, out) {
-                        self.stats.preemptions += 1;
-                    }
-                }
-            }
-            Event::Started { worker, id } => {
-                self.cores.started(worker, id, now);
-            }
-            Event::Completed { worker, id, executed } => {
-                if self.cores.finish(worker, id, executed).is_some() {
-                    self.run_next(worker, now, out);
-                }
-            }
-            Event::Preempted { worker, id, executed } => {
-                if let Some(req) = self.cores.finish(worker, id, executed) {
-                    self.queues[worker].insert(req);
-                    self.run_next(worker, now, out);
-                }
-            }
-            Event::Tick => {}
+    /// EDF on the worker (§3.3); with stealing, from another worker's queue if its own is empty.
+    fn run_next(&mut self, worker: WorkerId, now: Nanos, out: &mut Vec<Action>) {
+        let ran = edf::run_next(&mut self.cores, &mut self.queues[worker], worker, now, out);
+        if !ran && self.steal {
+            self.steal_for(worker, now, out);
         }
     }
 
-    fn queued(&self) -> usize {
-        self.queued_total()
-    }
-
-    fn local_order(&self) -> LocalOrder {
-        LocalOrder::Edf
-    }
-
-    fn stats(&self) -> PolicyStats {
-        self.stats
+    fn waiting(&self) -> usize {
+        self.queues.iter().map(EdfQueue::len).sum()
     }
 }
 

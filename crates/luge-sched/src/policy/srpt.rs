@@ -5,8 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use super::core::{self, Cores};
-use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats, WorkerId};
+use super::algorithm;
+use super::core::Cores;
+use super::{Action, LocalOrder, PolicyConfig, WorkerId};
+#[cfg(test)]
+use super::{Event, Policy};
 use crate::request::{Nanos, Request, RequestId};
 
 /// Preemptive SRPT, late binding.
@@ -30,19 +33,12 @@ use crate::request::{Nanos, Request, RequestId};
 pub struct Srpt {
     cores: Cores,
     queue: BTreeMap<(Nanos, RequestId), Request>,
-    admission: Admission,
-    stats: PolicyStats,
 }
 
 impl Srpt {
     /// An SRPT scheduler for `config.workers` workers.
     pub fn new(config: &PolicyConfig) -> Self {
-        Self {
-            cores: Cores::new(config.workers.max(1)),
-            queue: BTreeMap::new(),
-            admission: config.admission,
-            stats: PolicyStats::default(),
-        }
+        Self { cores: Cores::new("srpt", config), queue: BTreeMap::new() }
     }
 
     fn enqueue(&mut self, req: Request) {
@@ -57,74 +53,41 @@ impl Srpt {
             .max_by_key(|(_, r)| (r.remaining_at(now), r.req.id))
             .map(|(w, r)| (w, r.remaining_at(now)))
     }
-
-    fn run_shortest(&mut self, w: WorkerId, out: &mut Vec<Action>) {
-        if let Some((_, next)) = self.queue.pop_first() {
-            self.cores.run(w, next, out);
-        }
-    }
 }
 
-impl Policy for Srpt {
-    fn name(&self) -> &'static str {
-        "srpt"
-    }
+impl algorithm::Algorithm for Srpt {
+    algorithm::cores_field!();
 
-    fn workers(&self) -> usize {
-        self.cores.len()
-    }
+    const LOCAL_ORDER: LocalOrder = LocalOrder::Central;
 
-    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
-        match event {
-            Event::Arrival(req) => {
-                let queued = self.queue.len();
-                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
-                    return;
-                }
-                let idle = self.cores.first_idle();
-                let looked = idle.map_or(self.cores.len(), |w| w + 1);
-                self.stats.workers_inspected += looked as u64;
-                if let Some(w) = idle {
-                    self.cores.run(w, req, out);
-                    return;
-                }
-                let victim = self.victim(now);
-                self.enqueue(req);
-                if let Some((w, left)) = victim
-                    && req.remaining() < left
-                    && self.cores.preempt(w, out)
-                {
-                    self.stats.preemptions += 1;
-                }
-            }
-            Event::Started { worker, id } => {
-                self.cores.started(worker, id, now);
-            }
-            Event::Completed { worker, id, executed } => {
-                if self.cores.finish(worker, id, executed).is_some() {
-                    self.run_shortest(worker, out);
-                }
-            }
-            Event::Preempted { worker, id, executed } => {
-                if let Some(req) = self.cores.finish(worker, id, executed) {
-                    self.enqueue(req);
-                    self.run_shortest(worker, out);
-                }
-            }
-            Event::Tick => {}
+    /// The first idle worker, else the queue, preempting the victim if the newcomer is shorter.
+    fn arrive(&mut self, now: Nanos, req: Request, out: &mut Vec<Action>) {
+        if let Some(w) = self.cores.scan_for_idle() {
+            self.cores.run(w, req, out);
+            return;
+        }
+        let victim = self.victim(now);
+        self.enqueue(req);
+        if let Some((w, left)) = victim
+            && req.remaining() < left
+        {
+            self.cores.preempt(w, out);
         }
     }
 
-    fn queued(&self) -> usize {
+    fn requeue(&mut self, _worker: WorkerId, req: Request) {
+        self.enqueue(req);
+    }
+
+    /// The queued request with the least remaining work.
+    fn run_next(&mut self, worker: WorkerId, _now: Nanos, out: &mut Vec<Action>) {
+        if let Some((_, next)) = self.queue.pop_first() {
+            self.cores.run(worker, next, out);
+        }
+    }
+
+    fn waiting(&self) -> usize {
         self.queue.len()
-    }
-
-    fn local_order(&self) -> LocalOrder {
-        LocalOrder::Central
-    }
-
-    fn stats(&self) -> PolicyStats {
-        self.stats
     }
 }
 

@@ -12,8 +12,11 @@
 
 use std::collections::VecDeque;
 
-use super::core::{self, Cores};
-use super::{Action, Admission, Event, LocalOrder, Policy, PolicyConfig, PolicyStats};
+use super::algorithm;
+use super::core::Cores;
+use super::{Action, LocalOrder, PolicyConfig, WorkerId};
+#[cfg(test)]
+use super::{Event, Policy};
 use crate::request::{Nanos, Request};
 
 /// Central FIFO queue with fixed-quantum round-robin preemption.
@@ -32,12 +35,9 @@ use crate::request::{Nanos, Request};
 ///   including the first idle one, or all of them.
 #[derive(Debug, Clone)]
 pub struct TimeSliced {
-    name: &'static str,
     quantum: Nanos,
     cores: Cores,
     queue: VecDeque<Request>,
-    admission: Admission,
-    stats: PolicyStats,
 }
 
 impl TimeSliced {
@@ -52,99 +52,50 @@ impl TimeSliced {
     }
 
     fn with_quantum(name: &'static str, quantum: Nanos, config: &PolicyConfig) -> Self {
-        Self {
-            name,
-            quantum: quantum.max(1),
-            cores: Cores::new(config.workers.max(1)),
-            queue: VecDeque::new(),
-            admission: config.admission,
-            stats: PolicyStats::default(),
-        }
+        Self { quantum: quantum.max(1), cores: Cores::new(name, config), queue: VecDeque::new() }
     }
 
     /// The preemption quantum.
     pub fn quantum(&self) -> Nanos {
         self.quantum
     }
-
-    fn run_head(&mut self, w: usize, out: &mut Vec<Action>) {
-        if let Some(next) = self.queue.pop_front() {
-            self.cores.run(w, next, out);
-        }
-    }
 }
 
-impl Policy for TimeSliced {
-    fn name(&self) -> &'static str {
-        self.name
-    }
+impl algorithm::Algorithm for TimeSliced {
+    algorithm::cores_field!();
 
-    fn workers(&self) -> usize {
-        self.cores.len()
-    }
+    const LOCAL_ORDER: LocalOrder = LocalOrder::Central;
 
-    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
-        match event {
-            Event::Arrival(req) => {
-                let queued = self.queue.len();
-                if !core::admit(&mut self.stats, &self.admission, now, &req, queued, out) {
-                    return;
-                }
-                let idle = self.cores.first_idle();
-                let looked = idle.map_or(self.cores.len(), |w| w + 1);
-                self.stats.workers_inspected += looked as u64;
-                match idle {
-                    Some(w) => self.cores.run(w, req, out),
-                    None => self.queue.push_back(req),
-                }
-            }
-            Event::Started { worker, id } => {
-                if self.cores.started(worker, id, now) {
-                    out.push(Action::WakeAt(now.saturating_add(self.quantum)));
-                }
-            }
-            Event::Completed { worker, id, executed } => {
-                if self.cores.finish(worker, id, executed).is_some() {
-                    self.run_head(worker, out);
-                }
-            }
-            Event::Preempted { worker, id, executed } => {
-                if let Some(req) = self.cores.finish(worker, id, executed) {
-                    self.queue.push_back(req);
-                    self.run_head(worker, out);
-                }
-            }
-            Event::Tick => {
-                for w in 0..self.cores.len() {
-                    let quantum = self.quantum;
-                    let waiting = !self.queue.is_empty();
-                    let Some(run) = self.cores.get_mut(w) else { continue };
-                    if run.preempt_pending || run.since.is_none() || run.in_slice(now) < quantum {
-                        continue;
-                    }
-                    if waiting {
-                        if self.cores.preempt(w, out) {
-                            self.stats.preemptions += 1;
-                        }
-                    } else {
-                        run.slice_start = Some(now);
-                        out.push(Action::WakeAt(now.saturating_add(quantum)));
-                    }
-                }
-            }
+    fn arrive(&mut self, _now: Nanos, req: Request, out: &mut Vec<Action>) {
+        match self.cores.scan_for_idle() {
+            Some(w) => self.cores.run(w, req, out),
+            None => self.queue.push_back(req),
         }
     }
 
-    fn queued(&self) -> usize {
+    /// To the tail of the queue.
+    fn requeue(&mut self, _worker: WorkerId, req: Request) {
+        self.queue.push_back(req);
+    }
+
+    fn run_next(&mut self, worker: WorkerId, _now: Nanos, out: &mut Vec<Action>) {
+        if let Some(next) = self.queue.pop_front() {
+            self.cores.run(worker, next, out);
+        }
+    }
+
+    fn waiting(&self) -> usize {
         self.queue.len()
     }
 
-    fn local_order(&self) -> LocalOrder {
-        LocalOrder::Central
+    fn slice(&self, _worker: WorkerId) -> Option<Nanos> {
+        Some(self.quantum)
     }
 
-    fn stats(&self) -> PolicyStats {
-        self.stats
+    /// Every slice over is preempted if anyone waits, else renewed.
+    fn tick(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        let waiting = !self.queue.is_empty();
+        self.cores.end_slices(now, self.quantum, |_, _| waiting, out);
     }
 }
 

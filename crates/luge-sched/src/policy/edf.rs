@@ -1,0 +1,76 @@
+//! Early binding to per-worker EDF queues, the part SledgeScale's dispatcher (SledgeScale §3.3,
+//! Alg. 2) and its early-binding baselines (§4: `rr`, `jsq`, `lld`) share once they have picked
+//! a worker: admission on the wait there, the binding (`Enqueue`), running at once on an empty
+//! worker or queueing by deadline, shedding what the newcomer pushed past its deadline; and what
+//! a freed EDF worker runs next.
+
+use super::core::{Cores, Running};
+use super::{Action, WorkerId};
+use crate::queue::{DeadlineQueue, EdfQueue};
+use crate::request::{Nanos, Request};
+
+/// Where a newcomer's work starts on a worker whose running request is `running`, and where the
+/// queued requests behind it start: `(start, rest_start)`. `preempts` says `req` will preempt the
+/// running request; then, and when a preemption of the running request is already in flight and
+/// `req` is more urgent than it, `req` does not wait for the running request (only the queued
+/// requests behind `req` still count it).
+pub(crate) fn starts(
+    running: Option<&Running>,
+    preempts: bool,
+    now: Nanos,
+    req: &Request,
+) -> (Nanos, Nanos) {
+    let rest_start = now.saturating_add(running.map_or(0, |r| r.remaining_at(now)));
+    let jumps_ahead =
+        running.is_some_and(|r| preempts || (r.preempt_pending && req.key() < r.req.key()));
+    (if jumps_ahead { now } else { rest_start }, rest_start)
+}
+
+/// Binds the admitted `req`, arriving at `now`, to worker `w` whose EDF queue is `queue`, the
+/// worker the policy picked: refused if it fails admission on the wait there; else `Enqueue`d,
+/// and run at once if the worker is idle with an empty queue, or queued, shedding what it pushed
+/// past its deadline and preempting the running request if `preempt`.
+pub(crate) fn bind(
+    cores: &mut Cores,
+    queue: &mut DeadlineQueue,
+    (w, preempt): (WorkerId, bool),
+    now: Nanos,
+    req: Request,
+    out: &mut Vec<Action>,
+) {
+    let at = starts(cores.get(w), preempt, now, &req);
+    if !cores.passes_the_wait(queue, at, &req, out) {
+        return;
+    }
+    out.push(Action::Enqueue { worker: w, id: req.id });
+    if cores.is_idle(w) && queue.is_empty() {
+        cores.run(w, req, out);
+        return;
+    }
+    queue.insert(req);
+    // Admitted ahead of others: shed what it pushed past its deadline.
+    cores.shed_doomed(queue, at.0, out);
+    if preempt {
+        cores.preempt(w, out);
+    }
+}
+
+/// Worker `w`, whose EDF queue is `queue`, just became idle at `now`: shed what its queue can no
+/// longer finish in time, then run the most urgent request that can still make it. Returns
+/// whether one runs.
+pub(crate) fn run_next(
+    cores: &mut Cores,
+    queue: &mut DeadlineQueue,
+    w: WorkerId,
+    now: Nanos,
+    out: &mut Vec<Action>,
+) -> bool {
+    cores.shed_doomed(queue, now, out);
+    match cores.pop_runnable(queue, now, out) {
+        Some(next) => {
+            cores.run(w, next, out);
+            true
+        }
+        None => false,
+    }
+}
