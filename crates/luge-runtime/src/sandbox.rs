@@ -23,15 +23,16 @@ use crate::signals::{Signals, TaskClock};
 use crate::store::{MemoryLimiter, SandboxState};
 use crate::wasi::{self, GuestExit, OutputCapExceeded, WasiCtx};
 
-/// The epoch callback ended the guest because its budget ran out.
-#[derive(Debug, thiserror::Error)]
-#[error("execution budget exceeded")]
-struct BudgetExceeded;
-
-/// The epoch callback ended the guest because the runtime is shutting down.
-#[derive(Debug, thiserror::Error)]
-#[error("aborted by shutdown")]
-struct Aborted;
+/// Why the epoch callback ended the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum Stopped {
+    /// Its execution budget ran out.
+    #[error("execution budget exceeded")]
+    Budget,
+    /// The runtime is shutting down.
+    #[error("aborted by shutdown")]
+    Aborted,
+}
 
 /// What a finished sandbox produced.
 #[derive(Debug)]
@@ -98,10 +99,10 @@ async fn run(
         }
         let now = signals.clock.now();
         if signals.abort.load(Ordering::Relaxed) {
-            return Err(wasmtime::Error::new(Aborted));
+            return Err(wasmtime::Error::new(Stopped::Aborted));
         }
         if now >= clock.budget_end.load(Ordering::Relaxed) {
-            return Err(wasmtime::Error::new(BudgetExceeded));
+            return Err(wasmtime::Error::new(Stopped::Budget));
         }
         let worker = clock.worker.load(Ordering::Relaxed);
         if let Some(w) = signals.workers.get(worker)
@@ -163,11 +164,10 @@ fn classify(
     if err.downcast_ref::<OutputCapExceeded>().is_some() {
         return Err(Failure::OutputTooLarge { cap: limits.max_output_bytes });
     }
-    if err.downcast_ref::<BudgetExceeded>().is_some() {
-        return Err(Failure::Killed { budget: limits.max_execution });
-    }
-    if err.downcast_ref::<Aborted>().is_some() {
-        return Err(Failure::Rejected(Rejection::ShuttingDown));
+    match err.downcast_ref::<Stopped>() {
+        Some(Stopped::Budget) => return Err(Failure::Killed { budget: limits.max_execution }),
+        Some(Stopped::Aborted) => return Err(Failure::Rejected(Rejection::ShuttingDown)),
+        None => {}
     }
     if state.limiter.hit {
         return Err(memory_limit);

@@ -153,15 +153,9 @@ impl Gate {
         self.metrics.record(name, self.protocol, outcome);
         let (label, timing) = (outcome_label(&outcome.result), outcome.timing);
         match &outcome.result {
-            Err(failure @ Failure::Internal(_)) => tracing::warn!(
-                request_id = outcome.request_id,
-                function = name,
-                tenant = function.config.tenant,
-                ?client,
-                ?client_id,
-                outcome = label,
-                "{failure}"
-            ),
+            Err(failure @ Failure::Internal(_)) => {
+                tracing::warn!(request_id = outcome.request_id, function = name, "{failure}");
+            }
             _ => tracing::debug!(
                 request_id = outcome.request_id,
                 function = name,

@@ -8,15 +8,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
-const LUGE: &str = env!("CARGO_BIN_EXE_luge");
+mod common;
+
+use common::{LUGE, Server};
 
 /// One scenario at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -219,56 +220,10 @@ fn overload_answers_every_request_past_capacity() {
     done(&dir);
 }
 
-/// A `luge serve` on ephemeral ports.
-struct Server {
-    child: Child,
-    http: String,
-    rpc: String,
-}
-
-impl Server {
-    fn start() -> Self {
-        let mut child = Command::new(LUGE)
-            .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0"])
-            .env("RUST_LOG", "error")
-            .env("XDG_CACHE_HOME", cache())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let (mut http, mut rpc) = (None, None);
-        while http.is_none() || rpc.is_none() {
-            let line = lines.next().expect("banner ended early").unwrap();
-            if let Some(rest) = line.trim().strip_prefix("HTTP") {
-                let url = rest.split_whitespace().next().unwrap();
-                http = Some(url.trim_end_matches("/<route>").to_owned());
-            } else if let Some(rest) = line.trim().strip_prefix("UDP-RPC") {
-                rpc = Some(rest.trim().to_owned());
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
-        Self { child, http: http.unwrap(), rpc: rpc.unwrap() }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid of our own child process.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let start = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none()
-            && start.elapsed() < Duration::from_secs(20)
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
 #[test]
 fn run_drives_a_running_server_over_both_protocols() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let server = Server::start();
+    let server = Server::start(&[], &cache());
     let csv = std::env::temp_dir().join(format!("luge-bench-test-{}.csv", std::process::id()));
     let targets = [format!("udp://{}", server.rpc), server.http.clone()];
     for target in &targets {

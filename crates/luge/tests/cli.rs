@@ -3,71 +3,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-const LUGE: &str = env!("CARGO_BIN_EXE_luge");
+mod common;
 
-struct Server {
-    child: Child,
-    http: String,
-    rpc: String,
-}
+use common::{LUGE, Server};
 
-impl Server {
-    fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(LUGE)
-            .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0"])
-            .args(extra)
-            .env("RUST_LOG", "error")
-            .env("XDG_CACHE_HOME", std::env::temp_dir().join("luge-cli-test-cache"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let (mut http, mut rpc) = (None, None);
-        while http.is_none() || rpc.is_none() {
-            let line = lines.next().expect("banner ended early").unwrap();
-            if let Some(rest) = line.trim().strip_prefix("HTTP") {
-                let url = rest.split_whitespace().next().unwrap();
-                http = Some(url.trim_end_matches("/<route>").to_owned());
-            } else if let Some(rest) = line.trim().strip_prefix("UDP-RPC") {
-                rpc = Some(rest.trim().to_owned());
-            }
-        }
-        // Keep draining the banner so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Self { child, http: http.unwrap(), rpc: rpc.unwrap() }
-    }
-
-    fn invoke(&self, args: &[&str]) -> std::process::Output {
-        Command::new(LUGE)
-            .arg("invoke")
-            .args(args)
-            .args(["--url", &self.http, "--rpc-addr", &self.rpc])
-            .output()
-            .unwrap()
-    }
-
-    fn stop(mut self) -> i32 {
-        // SAFETY: kill(2) on the pid of our own child process.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code().unwrap_or(-1);
-            }
-            assert!(start.elapsed() < Duration::from_secs(20), "server did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+fn cache() -> std::path::PathBuf {
+    std::env::temp_dir().join("luge-cli-test-cache")
 }
 
 #[test]
 fn serve_invoke_and_stop() {
-    let server = Server::start(&[]);
+    let server = Server::start(&[], &cache());
     let out = server.invoke(&["hello", "--data", "edge"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.stdout, b"Hello, edge!\n");
@@ -127,7 +75,7 @@ fn manifest_errors_stop_start_up_with_file_and_line() {
 fn the_edge_manifest_serves_the_c_functions() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let manifest = root.join("examples/edge.toml");
-    let server = Server::start(&["--manifest", manifest.to_str().unwrap()]);
+    let server = Server::start(&["--manifest", manifest.to_str().unwrap()], &cache());
     for (name, size) in [("resize", "small"), ("ekf", "medium"), ("ocr", "small")] {
         let input = root.join(format!("functions/build/inputs/{name}-{size}.in"));
         let expected =

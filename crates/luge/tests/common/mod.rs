@@ -1,0 +1,91 @@
+//! What the `luge` binary's integration tests share: a `luge serve` on ephemeral ports.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test file uses a part
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub const LUGE: &str = env!("CARGO_BIN_EXE_luge");
+
+/// A `luge serve` on ephemeral ports, stopped with SIGTERM when dropped.
+pub struct Server {
+    child: Option<Child>,
+    /// `http://IP:PORT`.
+    pub http: String,
+    /// `IP:PORT` of UDP-RPC.
+    pub rpc: String,
+}
+
+impl Server {
+    /// Starts `luge serve` with `extra` arguments and its AoT cache under `cache`, and reads
+    /// the addresses from its banner.
+    pub fn start(extra: &[&str], cache: &Path) -> Self {
+        let mut child = Command::new(LUGE)
+            .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0"])
+            .args(extra)
+            .env("RUST_LOG", "error")
+            .env("XDG_CACHE_HOME", cache)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut http, mut rpc) = (None, None);
+        while http.is_none() || rpc.is_none() {
+            let line = lines.next().expect("banner ended early").unwrap();
+            if let Some(rest) = line.trim().strip_prefix("HTTP") {
+                let url = rest.split_whitespace().next().unwrap();
+                http = Some(url.trim_end_matches("/<route>").to_owned());
+            } else if let Some(rest) = line.trim().strip_prefix("UDP-RPC") {
+                rpc = Some(rest.trim().to_owned());
+            }
+        }
+        // Keep draining the banner so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Self { child: Some(child), http: http.unwrap(), rpc: rpc.unwrap() }
+    }
+
+    /// `luge invoke` against this server.
+    pub fn invoke(&self, args: &[&str]) -> std::process::Output {
+        Command::new(LUGE)
+            .arg("invoke")
+            .args(args)
+            .args(["--url", &self.http, "--rpc-addr", &self.rpc])
+            .output()
+            .unwrap()
+    }
+
+    /// Sends SIGTERM and waits (at most 20 s) for the exit code.
+    pub fn stop(mut self) -> i32 {
+        let mut child = self.child.take().unwrap();
+        terminate(&child);
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "server did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else { return };
+        terminate(&child);
+        let start = Instant::now();
+        while child.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn terminate(child: &Child) {
+    // SAFETY: kill(2) on the pid of our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+}
