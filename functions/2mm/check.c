@@ -6,22 +6,12 @@
 #include "../common/kernel.h"
 
 int main(int argc, char **argv) {
-    char *in, *out;
-    size_t in_len, out_len;
-    tool_check_args(argc, argv, &in, &in_len, &out, &out_len);
-    int d[4];
-    uint64_t seed;
-    kernel_read_request(in, "2mm", 4, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_check_begin(&req, argc, argv, "2mm", 4);
     size_t ni = d[0], nj = d[1], nk = d[2], nl = d[3];
-    double *A = malloc(sizeof(double) * ni * nk), *B = malloc(sizeof(double) * nk * nj);
-    double *C = malloc(sizeof(double) * nj * nl), *D = malloc(sizeof(double) * ni * nl);
+    double *A = kernel_data(&req, ni * nk), *B = kernel_data(&req, nk * nj);
+    double *C = kernel_data(&req, nj * nl), *D = kernel_data(&req, ni * nl);
     double *T = malloc(sizeof(double) * ni * nj);
-    luge_rng g;
-    kernel_rng(&g, "2mm", seed);
-    kernel_fill(&g, A, ni * nk);
-    kernel_fill(&g, B, nk * nj);
-    kernel_fill(&g, C, nj * nl);
-    kernel_fill(&g, D, ni * nl);
     for (size_t i = 0; i < ni; i++) {
         for (size_t j = 0; j < nj; j++) {
             double s = 0;
@@ -40,6 +30,6 @@ int main(int argc, char **argv) {
             D[i * nl + l] = 1.2 * D[i * nl + l] + s;
         }
     }
-    kernel_check_summary(out, "2mm", 4, d, seed, D, ni, nl, 1e-12);
+    kernel_check_end(&req, D, ni, nl, 1e-12);
     return 0;
 }

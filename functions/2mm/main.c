@@ -30,23 +30,15 @@ static void mul_acc(double *out, const double *a, const double *b, size_t n, siz
 }
 
 static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
-    int32_t d[4];
-    uint64_t seed;
-    kernel_header(in, len, "2mm", 4, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_begin(&req, in, len, 4);
     const size_t ni = (size_t)d[0], nj = (size_t)d[1], nk = (size_t)d[2], nl = (size_t)d[3];
-    double *A = (double *)luge_alloc(ni * nk, sizeof(double));
-    double *B = (double *)luge_alloc(nk * nj, sizeof(double));
-    double *C = (double *)luge_alloc(nj * nl, sizeof(double));
-    double *D = (double *)luge_alloc(ni * nl, sizeof(double));
+    double *A = kernel_data(&req, ni * nk);
+    double *B = kernel_data(&req, nk * nj);
+    double *C = kernel_data(&req, nj * nl);
+    double *D = kernel_data(&req, ni * nl);
     double *T = (double *)luge_alloc(ni * nj, sizeof(double)); /* zeroed */
-    luge_rng g;
-    kernel_rng(&g, "2mm", seed);
-    kernel_fill(&g, A, ni * nk);
-    kernel_fill(&g, B, nk * nj);
-    kernel_fill(&g, C, nj * nl);
-    kernel_fill(&g, D, ni * nl);
     mul_acc(T, A, B, ni, nk, nj, 0.0, 1.5);
     mul_acc(D, T, C, ni, nj, nl, 1.2, 1.0);
-    kernel_put_head(out, "2mm", 4, d, seed);
-    kernel_put_summary(out, D, ni, nl);
+    kernel_respond(out, &req, D, ni, nl);
 }

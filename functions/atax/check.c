@@ -6,19 +6,11 @@
 #include "../common/kernel.h"
 
 int main(int argc, char **argv) {
-    char *in, *out;
-    size_t in_len, out_len;
-    tool_check_args(argc, argv, &in, &in_len, &out, &out_len);
-    int d[2];
-    uint64_t seed;
-    kernel_read_request(in, "atax", 2, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_check_begin(&req, argc, argv, "atax", 2);
     size_t m = d[0], n = d[1];
-    double *A = malloc(sizeof(double) * m * n), *x = malloc(sizeof(double) * n);
+    double *A = kernel_data(&req, m * n), *x = kernel_data(&req, n);
     double *t = malloc(sizeof(double) * m), *y = malloc(sizeof(double) * n);
-    luge_rng g;
-    kernel_rng(&g, "atax", seed);
-    kernel_fill(&g, A, m * n);
-    kernel_fill(&g, x, n);
     for (size_t i = 0; i < m; i++) {
         t[i] = 0;
         for (size_t j = 0; j < n; j++) {
@@ -31,6 +23,6 @@ int main(int argc, char **argv) {
             y[j] += A[i * n + j] * t[i];
         }
     }
-    kernel_check_summary(out, "atax", 2, d, seed, y, 1, n, 1e-12);
+    kernel_check_end(&req, y, 1, n, 1e-12);
     return 0;
 }

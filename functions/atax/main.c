@@ -10,17 +10,12 @@
 #include "../common/kernel.h"
 
 static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
-    int32_t d[2];
-    uint64_t seed;
-    kernel_header(in, len, "atax", 2, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_begin(&req, in, len, 2);
     const size_t m = (size_t)d[0], n = (size_t)d[1];
-    double *A = (double *)luge_alloc(m * n, sizeof(double));
-    double *x = (double *)luge_alloc(n, sizeof(double));
+    double *A = kernel_data(&req, m * n);
+    double *x = kernel_data(&req, n);
     double *y = (double *)luge_alloc(n, sizeof(double)); /* zeroed */
-    luge_rng g;
-    kernel_rng(&g, "atax", seed);
-    kernel_fill(&g, A, m * n);
-    kernel_fill(&g, x, n);
     for (size_t i = 0; i < m; i++) {
         const double *a = A + i * n;
         double t = 0.0;
@@ -31,6 +26,5 @@ static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
             y[j] += a[j] * t;
         }
     }
-    kernel_put_head(out, "atax", 2, d, seed);
-    kernel_put_summary(out, y, 1, n);
+    kernel_respond(out, &req, y, 1, n);
 }

@@ -7,9 +7,8 @@
 
 int main(int argc, char **argv) {
     static const int count[3] = {1, 4, 16};
-    int size = tool_size_arg(argc, argv);
     luge_rng g;
-    luge_rng_seed(&g, 0xc1a55000u + (uint64_t)size);
+    int size = tool_gen_begin(argc, argv, &g, 0xc1a55000u);
     unsigned char px[32 * 32 * 3];
     for (int i = 0; i < count[size]; i++) {
         scene_paint(&g, 32, 32, 3, 2 + (int)luge_rng_below(&g, 4), 3.0, px);

@@ -19,6 +19,10 @@
  *   wsum <sum of element(i, j) * ((7 i + 3 j) mod 11 + 1)>     (catches misplaced values)
  *   corners <(0,0)> <(0,c-1)> <(r-1,0)> <(r-1,c-1)>
  * with 17 significant digits (integers for floyd-warshall).
+ *
+ * A kernel's luge_run (main.c) is kernel_begin, kernel_data for each array in fill order, the
+ * kernel's own loops, kernel_respond; its checker (check.c) mirrors it with kernel_check_begin,
+ * kernel_data, an independent reference computation and kernel_check_end.
  */
 #ifndef LUGE_KERNEL_H
 #define LUGE_KERNEL_H
@@ -40,10 +44,6 @@ static uint64_t kernel_hash(const char *name) {
     return h;
 }
 
-static inline void kernel_rng(luge_rng *g, const char *name, uint64_t seed) {
-    luge_rng_seed(g, seed ^ kernel_hash(name));
-}
-
 /* Fills n doubles with uniform values in [0, 1). */
 static void kernel_fill(luge_rng *g, double *a, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -54,41 +54,81 @@ static void kernel_fill(luge_rng *g, double *a, size_t n) {
 /* The weight of element (i, j) in wsum. */
 static inline int kernel_weight(size_t i, size_t j) { return (int)((7 * i + 3 * j) % 11) + 1; }
 
-#ifdef LUGE_H /* the function side: parse the header, print the summary */
+/* One request as a kernel and its checker both see it, filled by kernel_begin (function) or
+ * kernel_check_begin (checker): the request's dimensions and seed, and the stream the kernel's
+ * data is drawn from, seeded with seed ^ kernel_hash(name). Both sides take their arrays from
+ * the stream with kernel_data, in the order the kernel documents, so they see the same data. */
+typedef struct {
+    const char *name;
+    int k; /* number of dimensions */
+    int32_t dims[KERNEL_MAX_DIMS];
+    uint64_t seed;
+    luge_rng rng;
+    const char *response; /* checker only: the response under check */
+} kernel_req;
 
-/* Parses "<name> d1 .. dk [seed s]" into dims and *seed. */
-static void kernel_header(const uint8_t *in, size_t len, const char *name, int k, int32_t *dims,
-                          uint64_t *seed) {
+/* Records the kernel's name and dimension count and seeds its data stream from req->seed. */
+static void kernel_req_seed(kernel_req *req, const char *name, int k) {
+    req->name = name;
+    req->k = k;
+    luge_rng_seed(&req->rng, req->seed ^ kernel_hash(name));
+}
+
+#ifdef LUGE_H /* the function side: parse the request, draw the data, print the summary */
+
+/* Starts a kernel's luge_run: parses "<LUGE_NAME> d1 .. dk [seed s]" (each dimension 1..4000,
+ * seed 1 by default) into req, seeds its data stream, and returns the dimensions. */
+static const int32_t *kernel_begin(kernel_req *req, const uint8_t *in, size_t len, int k) {
     luge_cursor c = luge_cursor_new(in, len);
-    luge_expect(&c, name, "request must start with the kernel name");
+    luge_expect(&c, LUGE_NAME, "request must start with the kernel name");
     for (int i = 0; i < k; i++) {
-        dims[i] = (int32_t)luge_int(&c, 1, KERNEL_MAX_DIM, "bad or missing dimension (1..4000)");
+        req->dims[i] =
+            (int32_t)luge_int(&c, 1, KERNEL_MAX_DIM, "bad or missing dimension (1..4000)");
     }
-    *seed = 1;
+    req->seed = 1;
     luge_skip_space(&c, 1);
     if (c.p != c.end) {
         luge_expect(&c, "seed", "expected 'seed <n>' or the end of the request");
-        *seed = (uint64_t)luge_int(&c, 0, INT64_MAX, "bad seed");
+        req->seed = (uint64_t)luge_int(&c, 0, INT64_MAX, "bad seed");
     }
     luge_expect_end(&c, "trailing data after the request");
+    kernel_req_seed(req, LUGE_NAME, k);
+    return req->dims;
 }
 
-static void kernel_put_head(luge_out *out, const char *name, int k, const int32_t *dims,
-                            uint64_t seed) {
+/* kernel_begin for the stencil kernels (jacobi-2d, seidel-2d), whose request is
+ * "<N> <TSTEPS>": returns N, which must be at least 3 (a grid with an interior), and sets
+ * *steps. */
+static size_t kernel_begin_grid(kernel_req *req, const uint8_t *in, size_t len, int32_t *steps) {
+    const int32_t *d = kernel_begin(req, in, len, 2);
+    if (d[0] < 3) {
+        luge_fail("N must be at least 3");
+    }
+    *steps = d[1];
+    return (size_t)d[0];
+}
+
+/* The next n values of the kernel's data stream, in a new luge_alloc array. */
+static double *kernel_data(kernel_req *req, size_t n) {
+    double *a = (double *)luge_alloc(n, sizeof(double));
+    kernel_fill(&req->rng, a, n);
+    return a;
+}
+
+/* Ends a kernel's luge_run: the kernel, dims and seed lines, then the summary of the r x c
+ * row-major result a (a vector is 1 x c). */
+static void kernel_respond(luge_out *out, const kernel_req *req, const double *a, size_t r,
+                           size_t c) {
     luge_put_str(out, "kernel ");
-    luge_put_str(out, name);
+    luge_put_str(out, req->name);
     luge_put_str(out, "\ndims");
-    for (int i = 0; i < k; i++) {
+    for (int i = 0; i < req->k; i++) {
         luge_put_char(out, ' ');
-        luge_put_i64(out, dims[i]);
+        luge_put_i64(out, req->dims[i]);
     }
     luge_put_str(out, "\nseed ");
-    luge_put_u64(out, seed);
+    luge_put_u64(out, req->seed);
     luge_put_char(out, '\n');
-}
-
-/* Summary of an r x c row-major double array (a vector is 1 x c). */
-static void kernel_put_summary(luge_out *out, const double *a, size_t r, size_t c) {
     double sum = 0.0, wsum = 0.0;
     for (size_t i = 0; i < r; i++) {
         for (size_t j = 0; j < c; j++) {
@@ -111,11 +151,17 @@ static void kernel_put_summary(luge_out *out, const double *a, size_t r, size_t 
 
 #endif /* LUGE_H */
 
-#ifdef LUGE_TOOLS_H /* the checker side */
+#ifdef LUGE_TOOLS_H /* the checker side: the same data, an independent reference */
 
-/* Reads "<name> d1 .. dk [seed s]" from a request file. */
-static void kernel_read_request(const char *in, const char *name, int k, int *dims,
-                                uint64_t *seed) {
+/* Starts a kernel's checker: reads the request and response files named on the command line
+ * (tool_check_args), parses the request "<name> d1 .. dk [seed s]" into req (keeping the
+ * response text in req->response), seeds the data stream, and returns the dimensions. */
+static const int32_t *kernel_check_begin(kernel_req *req, int argc, char **argv,
+                                         const char *name, int k) {
+    char *in, *out;
+    size_t in_len, out_len;
+    tool_check_args(argc, argv, &in, &in_len, &out, &out_len);
+    req->response = out;
     char word[64];
     int used;
     if (sscanf(in, "%63s%n", word, &used) != 1 || strcmp(word, name) != 0) {
@@ -123,27 +169,41 @@ static void kernel_read_request(const char *in, const char *name, int k, int *di
     }
     in += used;
     for (int i = 0; i < k; i++) {
-        if (sscanf(in, "%d%n", &dims[i], &used) != 1) {
+        int v;
+        if (sscanf(in, "%d%n", &v, &used) != 1) {
             tool_fail("request lacks dimension %d", i + 1);
         }
+        req->dims[i] = v;
         in += used;
     }
     unsigned long long s = 1;
     if (sscanf(in, " seed %llu", &s) < 1) {
         s = 1;
     }
-    *seed = s;
+    req->seed = s;
+    kernel_req_seed(req, name, k);
+    return req->dims;
 }
 
-/* Compares the response's summary lines with a reference array (relative tolerance tol). */
-static void kernel_check_summary(const char *out, const char *name, int k, const int *dims,
-                                 uint64_t seed, const double *a, size_t r, size_t c, double tol) {
+/* The next n values of the kernel's data stream, in a new malloc'd array. */
+static double *kernel_data(kernel_req *req, size_t n) {
+    double *a = malloc(sizeof(double) * n);
+    kernel_fill(&req->rng, a, n);
+    return a;
+}
+
+/* Ends a kernel's checker: compares the response's header and summary lines with the reference
+ * result a (r x c, row-major) within relative tolerance tol, failing the check on a mismatch,
+ * and prints the "ok" line. */
+static void kernel_check_end(const kernel_req *req, const double *a, size_t r, size_t c,
+                             double tol) {
+    const char *out = req->response;
     char head[256];
-    int n = snprintf(head, sizeof head, "kernel %s\ndims", name);
-    for (int i = 0; i < k; i++) {
-        n += snprintf(head + n, sizeof head - n, " %d", dims[i]);
+    int n = snprintf(head, sizeof head, "kernel %s\ndims", req->name);
+    for (int i = 0; i < req->k; i++) {
+        n += snprintf(head + n, sizeof head - n, " %d", (int)req->dims[i]);
     }
-    snprintf(head + n, sizeof head - n, "\nseed %llu\n", (unsigned long long)seed);
+    snprintf(head + n, sizeof head - n, "\nseed %llu\n", (unsigned long long)req->seed);
     if (strncmp(out, head, strlen(head)) != 0) {
         tool_fail("response header differs from the request");
     }

@@ -549,6 +549,15 @@ static void luge_read_pnm(luge_cursor *c, unsigned allowed, luge_image *img) {
     }
 }
 
+/* Parses a request that is exactly one binary Netpbm image of an `allowed` kind (as for
+ * luge_read_pnm) with nothing after it: the request of resize, sift, segment and ocr. */
+static void luge_read_request_pnm(const uint8_t *in, size_t len, unsigned allowed,
+                                  luge_image *img) {
+    luge_cursor c = luge_cursor_new(in, len);
+    luge_read_pnm(&c, allowed, img);
+    luge_expect_end(&c, "trailing data after the image");
+}
+
 /* Appends a P5 or P6 image (maxval 255). */
 static void luge_put_pnm(luge_out *o, int kind, int32_t w, int32_t h, const uint8_t *px) {
     luge_put_str(o, kind == 6 ? "P6\n" : "P5\n");

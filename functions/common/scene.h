@@ -2,7 +2,9 @@
  * scene.h — synthetic test pictures for the image functions' input generators (native only):
  * a smooth two-colour gradient, random filled discs and rectangles with soft (anti-aliased)
  * edges, and mild per-pixel noise — enough structure for resampling, keypoints and
- * classification to have something to do. Deterministic: every draw comes from luge_rng.
+ * classification to have something to do (scene_paint) — and the grey gradient canvas and noisy
+ * PGM output that the segment and sift generators draw their own shapes between.
+ * Deterministic: every draw comes from luge_rng.
  */
 #ifndef LUGE_SCENE_H
 #define LUGE_SCENE_H
@@ -72,6 +74,31 @@ static void scene_paint(luge_rng *g, int w, int h, int channels, int nshapes, do
         }
     }
     free(img);
+}
+
+/* A w x h grey canvas of doubles (row-major, malloc'd) holding the linear gradient
+ * base + gx * x / w + gy * y / h: the background the segment and sift generators draw on. */
+static double *scene_gradient(int w, int h, double base, double gx, double gy) {
+    double *img = malloc(sizeof(double) * w * h);
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            img[y * w + x] = base + gx * x / w + gy * y / h;
+        }
+    }
+    return img;
+}
+
+/* Writes a grey canvas to stdout as a binary PGM with the given comment lines, after adding
+ * Gaussian noise of the given sigma to every pixel (drawn from g in row-major order) and
+ * rounding and clamping it to a byte. */
+static void scene_write_noisy_pgm(luge_rng *g, const double *img, int w, int h, double sigma,
+                                  const char *const *comments, int ncomments) {
+    unsigned char *px = malloc((size_t)w * h);
+    for (int i = 0; i < w * h; i++) {
+        px[i] = tool_px(img[i] + sigma * luge_rng_gauss(g));
+    }
+    tool_write_pnm(stdout, 5, w, h, px, comments, ncomments);
+    free(px);
 }
 
 #endif /* LUGE_SCENE_H */

@@ -41,6 +41,15 @@ static int tool_size_arg(int argc, char **argv) {
     exit(2);
 }
 
+/* The start of a generator that draws random data: parses the size argument (tool_size_arg)
+ * and seeds g with the generator's own seed_base + size, so that every size has its own
+ * deterministic stream. Returns the size. */
+static int tool_gen_begin(int argc, char **argv, luge_rng *g, uint64_t seed_base) {
+    int size = tool_size_arg(argc, argv);
+    luge_rng_seed(g, seed_base + (uint64_t)size);
+    return size;
+}
+
 /* Checker failure: prints the reason and exits 1. */
 static void __attribute__((noreturn, format(printf, 1, 2))) tool_fail(const char *fmt, ...) {
     va_list ap;
@@ -170,6 +179,17 @@ static void tool_read_pnm(const char *buf, size_t len, tool_image *img) {
         pos += n;
     }
     img->bytes = pos;
+}
+
+/* Checker argument handling for the functions whose request is one Netpbm image (ocr, segment,
+ * sift): reads argv[1] (input) and argv[2] (output), parses the input image into img (its
+ * comments carry the generator's ground truth) and returns the output text, setting *out_len. */
+static char *tool_check_image_args(int argc, char **argv, tool_image *img, size_t *out_len) {
+    char *in, *out;
+    size_t in_len;
+    tool_check_args(argc, argv, &in, &in_len, &out, out_len);
+    tool_read_pnm(in, in_len, img);
+    return out;
 }
 
 /* Writes a Netpbm image with optional comment lines (each without the leading '#'). P4 takes one

@@ -8,17 +8,10 @@
 #include "../common/kernel.h"
 
 int main(int argc, char **argv) {
-    char *in, *out;
-    size_t in_len, out_len;
-    tool_check_args(argc, argv, &in, &in_len, &out, &out_len);
-    int d[2];
-    uint64_t seed;
-    kernel_read_request(in, "covariance", 2, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_check_begin(&req, argc, argv, "covariance", 2);
     int m = d[0], n = d[1];
-    double *x = malloc(sizeof(double) * n * m), *cov = malloc(sizeof(double) * m * m);
-    luge_rng g;
-    kernel_rng(&g, "covariance", seed);
-    kernel_fill(&g, x, (size_t)n * m);
+    double *x = kernel_data(&req, (size_t)n * m), *cov = malloc(sizeof(double) * m * m);
     for (int j = 0; j < m; j++) {
         double mu = 0;
         for (int k = 0; k < n; k++) {
@@ -41,6 +34,6 @@ int main(int argc, char **argv) {
             tool_fail("negative variance");
         }
     }
-    kernel_check_summary(out, "covariance", 2, d, seed, cov, m, m, 1e-12);
+    kernel_check_end(&req, cov, m, m, 1e-12);
     return 0;
 }

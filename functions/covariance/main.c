@@ -12,19 +12,15 @@
 #include "../common/kernel.h"
 
 static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
-    int32_t d[2];
-    uint64_t seed;
-    kernel_header(in, len, "covariance", 2, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_begin(&req, in, len, 2);
     const size_t m = (size_t)d[0], n = (size_t)d[1];
     if (n < 2) {
         luge_fail("covariance needs at least 2 samples");
     }
-    double *data = (double *)luge_alloc(n * m, sizeof(double));
+    double *data = kernel_data(&req, n * m);
     double *mean = (double *)luge_alloc(m, sizeof(double));
     double *cov = (double *)luge_alloc(m * m, sizeof(double));
-    luge_rng g;
-    kernel_rng(&g, "covariance", seed);
-    kernel_fill(&g, data, n * m);
     /* column means, accumulated row by row */
     for (size_t k = 0; k < n; k++) {
         for (size_t j = 0; j < m; j++) {
@@ -57,6 +53,5 @@ static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
             cov[j * m + i] = cov[i * m + j];
         }
     }
-    kernel_put_head(out, "covariance", 2, d, seed);
-    kernel_put_summary(out, cov, m, m);
+    kernel_respond(out, &req, cov, m, m);
 }

@@ -16,10 +16,9 @@ static double dot3(const double *a, const double *b) {
 
 int main(int argc, char **argv) {
     static const int epochs_of[3] = {1, 10, 200}, sats_of[3] = {4, 8, 10};
-    int size = tool_size_arg(argc, argv);
-    int epochs = epochs_of[size], m = sats_of[size];
     luge_rng g;
-    luge_rng_seed(&g, 0xe4f00000u + (uint64_t)size);
+    int size = tool_gen_begin(argc, argv, &g, 0xe4f00000u);
+    int epochs = epochs_of[size], m = sats_of[size];
 
     const double dt = 1.0, R_ORBIT = 26560e3, SAT_SPEED = 3874.0, SIGMA = 5.0;
     const double p0[3] = {4474350.0, 552210.0, 4490420.0}; /* ~45 N, 7 E */

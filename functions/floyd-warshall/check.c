@@ -7,23 +7,17 @@
 #include "../common/kernel.h"
 
 int main(int argc, char **argv) {
-    char *in, *out;
-    size_t in_len, out_len;
-    tool_check_args(argc, argv, &in, &in_len, &out, &out_len);
-    int d[1];
-    uint64_t seed;
-    kernel_read_request(in, "floyd-warshall", 1, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_check_begin(&req, argc, argv, "floyd-warshall", 1);
     int n = d[0];
     int *w = malloc(sizeof(int) * n * n); /* -1: no edge */
-    luge_rng g;
-    kernel_rng(&g, "floyd-warshall", seed);
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < n; j++) {
             if (i == j) {
                 w[i * n + j] = -1;
                 continue;
             }
-            uint64_t r = luge_rng_next(&g);
+            uint64_t r = luge_rng_next(&req.rng);
             w[i * n + j] = r % 10 < 3 ? (int)(1 + (r >> 32) % 100) : -1;
         }
     }
@@ -61,10 +55,10 @@ int main(int argc, char **argv) {
         }
     }
     double got;
-    tool_get_numbers(out, "unreachable", &got, 1);
+    tool_get_numbers(req.response, "unreachable", &got, 1);
     if (got != unreachable) {
         tool_fail("unreachable %.0f, reference %.0f", got, unreachable);
     }
-    kernel_check_summary(out, "floyd-warshall", 1, d, seed, res, n, n, 0.0);
+    kernel_check_end(&req, res, n, n, 0.0);
     return 0;
 }

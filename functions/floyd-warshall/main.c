@@ -18,20 +18,17 @@
 #define NO_PATH (1 << 29)
 
 static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
-    int32_t d[1];
-    uint64_t seed;
-    kernel_header(in, len, "floyd-warshall", 1, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_begin(&req, in, len, 1);
     const size_t n = (size_t)d[0];
     int32_t *dist = (int32_t *)luge_alloc(n * n, sizeof(int32_t));
-    luge_rng g;
-    kernel_rng(&g, "floyd-warshall", seed);
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; j < n; j++) {
             if (i == j) {
                 dist[i * n + j] = 0;
                 continue;
             }
-            uint64_t r = luge_rng_next(&g);
+            uint64_t r = luge_rng_next(&req.rng);
             dist[i * n + j] = r % 10 < 3 ? (int32_t)(1 + (r >> 32) % 100) : NO_PATH;
         }
     }
@@ -60,8 +57,7 @@ static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
             res[i] = (double)dist[i];
         }
     }
-    kernel_put_head(out, "floyd-warshall", 1, d, seed);
-    kernel_put_summary(out, res, n, n);
+    kernel_respond(out, &req, res, n, n);
     luge_put_str(out, "unreachable ");
     luge_put_i64(out, unreachable);
     luge_put_char(out, '\n');

@@ -7,20 +7,11 @@
 #include "../common/kernel.h"
 
 int main(int argc, char **argv) {
-    char *in, *out;
-    size_t in_len, out_len;
-    tool_check_args(argc, argv, &in, &in_len, &out, &out_len);
-    int d[3];
-    uint64_t seed;
-    kernel_read_request(in, "gemm", 3, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_check_begin(&req, argc, argv, "gemm", 3);
     size_t ni = d[0], nj = d[1], nk = d[2];
-    double *C = malloc(sizeof(double) * ni * nj), *A = malloc(sizeof(double) * ni * nk);
-    double *B = malloc(sizeof(double) * nk * nj);
-    luge_rng g;
-    kernel_rng(&g, "gemm", seed);
-    kernel_fill(&g, C, ni * nj);
-    kernel_fill(&g, A, ni * nk);
-    kernel_fill(&g, B, nk * nj);
+    double *C = kernel_data(&req, ni * nj), *A = kernel_data(&req, ni * nk);
+    double *B = kernel_data(&req, nk * nj);
     for (size_t i = 0; i < ni; i++) {
         for (size_t j = 0; j < nj; j++) {
             double s = 0;
@@ -30,6 +21,6 @@ int main(int argc, char **argv) {
             C[i * nj + j] = 1.2 * C[i * nj + j] + 1.5 * s;
         }
     }
-    kernel_check_summary(out, "gemm", 3, d, seed, C, ni, nj, 1e-12);
+    kernel_check_end(&req, C, ni, nj, 1e-12);
     return 0;
 }

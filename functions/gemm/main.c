@@ -11,18 +11,12 @@
 #include "../common/kernel.h"
 
 static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
-    int32_t d[3];
-    uint64_t seed;
-    kernel_header(in, len, "gemm", 3, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_begin(&req, in, len, 3);
     const size_t ni = (size_t)d[0], nj = (size_t)d[1], nk = (size_t)d[2];
-    double *C = (double *)luge_alloc(ni * nj, sizeof(double));
-    double *A = (double *)luge_alloc(ni * nk, sizeof(double));
-    double *B = (double *)luge_alloc(nk * nj, sizeof(double));
-    luge_rng g;
-    kernel_rng(&g, "gemm", seed);
-    kernel_fill(&g, C, ni * nj);
-    kernel_fill(&g, A, ni * nk);
-    kernel_fill(&g, B, nk * nj);
+    double *C = kernel_data(&req, ni * nj);
+    double *A = kernel_data(&req, ni * nk);
+    double *B = kernel_data(&req, nk * nj);
     const double alpha = 1.5, beta = 1.2;
 
     for (size_t i = 0; i < ni; i++) {
@@ -38,6 +32,5 @@ static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
             }
         }
     }
-    kernel_put_head(out, "gemm", 3, d, seed);
-    kernel_put_summary(out, C, ni, nj);
+    kernel_respond(out, &req, C, ni, nj);
 }

@@ -7,18 +7,10 @@
 #include "../common/kernel.h"
 
 int main(int argc, char **argv) {
-    char *in, *out;
-    size_t in_len, out_len;
-    tool_check_args(argc, argv, &in, &in_len, &out, &out_len);
-    int d[2];
-    uint64_t seed;
-    kernel_read_request(in, "jacobi-2d", 2, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_check_begin(&req, argc, argv, "jacobi-2d", 2);
     int n = d[0], steps = d[1];
-    double *A = malloc(sizeof(double) * n * n), *B = malloc(sizeof(double) * n * n);
-    luge_rng g;
-    kernel_rng(&g, "jacobi-2d", seed);
-    kernel_fill(&g, A, (size_t)n * n);
-    kernel_fill(&g, B, (size_t)n * n);
+    double *A = kernel_data(&req, (size_t)n * n), *B = kernel_data(&req, (size_t)n * n);
 #define AT(M, i, j) M[(size_t)(i) * n + (j)]
     for (int t = 0; t < steps; t++) {
         for (int i = 1; i < n - 1; i++) {
@@ -34,6 +26,6 @@ int main(int argc, char **argv) {
             }
         }
     }
-    kernel_check_summary(out, "jacobi-2d", 2, d, seed, A, n, n, 1e-12);
+    kernel_check_end(&req, A, n, n, 1e-12);
     return 0;
 }

@@ -24,24 +24,14 @@ static void sweep(double *dst, const double *src, size_t n) {
 }
 
 static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
-    int32_t d[2];
-    uint64_t seed;
-    kernel_header(in, len, "jacobi-2d", 2, d, &seed);
-    if (d[0] < 3) {
-        luge_fail("N must be at least 3");
-    }
-    const size_t n = (size_t)d[0];
-    const int32_t steps = d[1];
-    double *A = (double *)luge_alloc(n * n, sizeof(double));
-    double *B = (double *)luge_alloc(n * n, sizeof(double));
-    luge_rng g;
-    kernel_rng(&g, "jacobi-2d", seed);
-    kernel_fill(&g, A, n * n);
-    kernel_fill(&g, B, n * n);
+    kernel_req req;
+    int32_t steps;
+    const size_t n = kernel_begin_grid(&req, in, len, &steps);
+    double *A = kernel_data(&req, n * n);
+    double *B = kernel_data(&req, n * n);
     for (int32_t t = 0; t < steps; t++) {
         sweep(B, A, n);
         sweep(A, B, n);
     }
-    kernel_put_head(out, "jacobi-2d", 2, d, seed);
-    kernel_put_summary(out, A, n, n);
+    kernel_respond(out, &req, A, n, n);
 }

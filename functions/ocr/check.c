@@ -33,11 +33,9 @@ static int levenshtein(const char *a, int n, const char *b, int m) {
 }
 
 int main(int argc, char **argv) {
-    char *in, *out;
-    size_t in_len, out_len;
-    tool_check_args(argc, argv, &in, &in_len, &out, &out_len);
     tool_image img;
-    tool_read_pnm(in, in_len, &img);
+    size_t out_len;
+    const char *out = tool_check_image_args(argc, argv, &img, &out_len);
     char *truth = calloc(64 * 170, 1);
     int lines = 0;
     for (int c = 0; c < img.ncomments; c++) {

@@ -67,10 +67,9 @@ static void make_line(luge_rng *g, char *line, int max) {
 
 int main(int argc, char **argv) {
     static const int lines_of[3] = {1, 6, 30}, chars_of[3] = {20, 32, 70}, scale_of[3] = {2, 2, 3};
-    int size = tool_size_arg(argc, argv);
-    int nl = lines_of[size], maxc = chars_of[size], s = scale_of[size];
     luge_rng g;
-    luge_rng_seed(&g, 0x0c500000u + (uint64_t)size);
+    int size = tool_gen_begin(argc, argv, &g, 0x0c500000u);
+    int nl = lines_of[size], maxc = chars_of[size], s = scale_of[size];
     char text[64][128];
     int longest = 0;
     for (int l = 0; l < nl; l++) {

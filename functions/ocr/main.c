@@ -109,10 +109,8 @@ static char match(const ink_table *t, const glyph *glyphs, int32_t x0, int32_t x
 }
 
 static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
-    luge_cursor c = luge_cursor_new(in, len);
     luge_image img;
-    luge_read_pnm(&c, 1u << 4, &img);
-    luge_expect_end(&c, "trailing data after the image");
+    luge_read_request_pnm(in, len, 1u << 4, &img);
     const int32_t w = img.w, h = img.h;
     glyph glyphs[FONT_GLYPHS];
     load_glyphs(glyphs);

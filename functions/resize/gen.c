@@ -7,10 +7,9 @@
 
 int main(int argc, char **argv) {
     static const int dims[3][3] = {{64, 48, 1}, {112, 84, 3}, {640, 480, 3}};
-    int size = tool_size_arg(argc, argv);
-    int w = dims[size][0], h = dims[size][1], ch = dims[size][2];
     luge_rng g;
-    luge_rng_seed(&g, 0x5e517e00u + (uint64_t)size);
+    int size = tool_gen_begin(argc, argv, &g, 0x5e517e00u);
+    int w = dims[size][0], h = dims[size][1], ch = dims[size][2];
     unsigned char *px = malloc((size_t)w * h * ch);
     scene_paint(&g, w, h, ch, 6 + 4 * size, 4.0, px);
     const char *comment[] = {" luge resize test input"};

@@ -49,10 +49,8 @@ static inline __attribute__((always_inline)) void horizontal(const uint8_t *px, 
 }
 
 static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
-    luge_cursor c = luge_cursor_new(in, len);
     luge_image img;
-    luge_read_pnm(&c, (1u << 5) | (1u << 6), &img);
-    luge_expect_end(&c, "trailing data after the image");
+    luge_read_request_pnm(in, len, (1u << 5) | (1u << 6), &img);
 
     const int32_t w = img.w, h = img.h, ch = img.channels;
     const int32_t ow = w / 2 > 0 ? w / 2 : 1;

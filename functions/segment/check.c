@@ -9,11 +9,9 @@
 #include "../common/tools.h"
 
 int main(int argc, char **argv) {
-    char *in, *out;
-    size_t in_len, out_len;
-    tool_check_args(argc, argv, &in, &in_len, &out, &out_len);
     tool_image img;
-    tool_read_pnm(in, in_len, &img);
+    size_t out_len;
+    const char *out = tool_check_image_args(argc, argv, &img, &out_len);
     double v[8];
     tool_get_numbers(out, "segment", v, 2);
     if (v[0] != img.w || v[1] != img.h) {

@@ -6,21 +6,15 @@
  *   small: 48x48 (4 shapes), medium: 150x150 (about SledgeScale's 1.1 ms Segmentation
  *   natively), large: 640x480.
  */
-#include "../common/tools.h"
+#include "../common/scene.h"
 
 int main(int argc, char **argv) {
     static const int dims[3][3] = {{48, 48, 2}, {150, 150, 4}, {640, 480, 8}};
     static const double levels[3] = {110, 165, 220};
-    int size = tool_size_arg(argc, argv);
-    int w = dims[size][0], h = dims[size][1], grid = dims[size][2];
     luge_rng g;
-    luge_rng_seed(&g, 0x5e600000u + (uint64_t)size);
-    double *img = malloc(sizeof(double) * w * h);
-    for (int y = 0; y < h; y++) {
-        for (int x = 0; x < w; x++) {
-            img[y * w + x] = 40.0 + 20.0 * x / w;
-        }
-    }
+    int size = tool_gen_begin(argc, argv, &g, 0x5e600000u);
+    int w = dims[size][0], h = dims[size][1], grid = dims[size][2];
+    double *img = scene_gradient(w, h, 40.0, 20.0, 0.0); /* left to right, 40 .. 60 */
     char lines[80][64];
     const char *comments[80];
     int nc = 0;
@@ -60,10 +54,6 @@ int main(int argc, char **argv) {
             nc++;
         }
     }
-    unsigned char *px = malloc((size_t)w * h);
-    for (int i = 0; i < w * h; i++) {
-        px[i] = tool_px(img[i] + 6.0 * luge_rng_gauss(&g));
-    }
-    tool_write_pnm(stdout, 5, w, h, px, comments, nc);
+    scene_write_noisy_pgm(&g, img, w, h, 6.0, comments, nc);
     return 0;
 }

@@ -63,10 +63,8 @@ typedef struct {
 } component;
 
 static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
-    luge_cursor c = luge_cursor_new(in, len);
     luge_image img;
-    luge_read_pnm(&c, 1u << 5, &img);
-    luge_expect_end(&c, "trailing data after the image");
+    luge_read_request_pnm(in, len, 1u << 5, &img);
     const int32_t w = img.w, h = img.h;
     const size_t n = (size_t)w * (size_t)h;
     if (n > MAX_PIXELS) {

@@ -7,17 +7,10 @@
 #include "../common/kernel.h"
 
 int main(int argc, char **argv) {
-    char *in, *out;
-    size_t in_len, out_len;
-    tool_check_args(argc, argv, &in, &in_len, &out, &out_len);
-    int d[2];
-    uint64_t seed;
-    kernel_read_request(in, "seidel-2d", 2, d, &seed);
+    kernel_req req;
+    const int32_t *d = kernel_check_begin(&req, argc, argv, "seidel-2d", 2);
     int n = d[0], steps = d[1];
-    double *A = malloc(sizeof(double) * n * n);
-    luge_rng g;
-    kernel_rng(&g, "seidel-2d", seed);
-    kernel_fill(&g, A, (size_t)n * n);
+    double *A = kernel_data(&req, (size_t)n * n);
     for (int t = 0; t < steps; t++) {
         for (int i = 1; i < n - 1; i++) {
             for (int j = 1; j < n - 1; j++) {
@@ -33,6 +26,6 @@ int main(int argc, char **argv) {
             }
         }
     }
-    kernel_check_summary(out, "seidel-2d", 2, d, seed, A, n, n, 1e-12);
+    kernel_check_end(&req, A, n, n, 1e-12);
     return 0;
 }

@@ -13,18 +13,10 @@
 #include "../common/kernel.h"
 
 static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
-    int32_t d[2];
-    uint64_t seed;
-    kernel_header(in, len, "seidel-2d", 2, d, &seed);
-    if (d[0] < 3) {
-        luge_fail("N must be at least 3");
-    }
-    const size_t n = (size_t)d[0];
-    const int32_t steps = d[1];
-    double *A = (double *)luge_alloc(n * n, sizeof(double));
-    luge_rng g;
-    kernel_rng(&g, "seidel-2d", seed);
-    kernel_fill(&g, A, n * n);
+    kernel_req req;
+    int32_t steps;
+    const size_t n = kernel_begin_grid(&req, in, len, &steps);
+    double *A = kernel_data(&req, n * n);
     for (int32_t t = 0; t < steps; t++) {
         for (size_t i = 1; i + 1 < n; i++) {
             const double *up = A + (i - 1) * n, *dn = A + (i + 1) * n;
@@ -36,6 +28,5 @@ static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
             }
         }
     }
-    kernel_put_head(out, "seidel-2d", 2, d, seed);
-    kernel_put_summary(out, A, n, n);
+    kernel_respond(out, &req, A, n, n);
 }

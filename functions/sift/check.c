@@ -9,11 +9,9 @@
 #include "../common/tools.h"
 
 int main(int argc, char **argv) {
-    char *in, *out;
-    size_t in_len, out_len;
-    tool_check_args(argc, argv, &in, &in_len, &out, &out_len);
     tool_image img;
-    tool_read_pnm(in, in_len, &img);
+    size_t out_len;
+    const char *out = tool_check_image_args(argc, argv, &img, &out_len);
     int n, used;
     if (sscanf(out, "keypoints %d\n%n", &n, &used) != 1 || n < 0) {
         tool_fail("expected 'keypoints <n>'");

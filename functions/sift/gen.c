@@ -5,20 +5,14 @@
  * "# blob <cx> <cy> <sigma>" comment for the checker.
  *   small: 32x32, medium: 64x56 (about SledgeScale's 113 µs SIFT natively), large: 256x256.
  */
-#include "../common/tools.h"
+#include "../common/scene.h"
 
 int main(int argc, char **argv) {
     static const int dims[3][3] = {{32, 32, 2}, {64, 56, 6}, {256, 256, 48}};
-    int size = tool_size_arg(argc, argv);
-    int w = dims[size][0], h = dims[size][1], want = dims[size][2];
     luge_rng g;
-    luge_rng_seed(&g, 0x51f70000u + (uint64_t)size);
-    double *img = malloc(sizeof(double) * w * h);
-    for (int y = 0; y < h; y++) {
-        for (int x = 0; x < w; x++) {
-            img[y * w + x] = 110.0 + 30.0 * x / w + 20.0 * y / h;
-        }
-    }
+    int size = tool_gen_begin(argc, argv, &g, 0x51f70000u);
+    int w = dims[size][0], h = dims[size][1], want = dims[size][2];
+    double *img = scene_gradient(w, h, 110.0, 30.0, 20.0);
     double bx[64], by[64], bs[64];
     int n = 0;
     for (int tries = 0; n < want && tries < 10000; tries++) {
@@ -55,10 +49,6 @@ int main(int argc, char **argv) {
             }
         }
     }
-    unsigned char *px = malloc((size_t)w * h);
-    for (int i = 0; i < w * h; i++) {
-        px[i] = tool_px(img[i] + 1.5 * luge_rng_gauss(&g));
-    }
     char lines[65][64];
     const char *comments[65];
     snprintf(lines[0], sizeof lines[0], " luge sift test input: %d blobs", n);
@@ -67,6 +57,6 @@ int main(int argc, char **argv) {
         snprintf(lines[i + 1], sizeof lines[i + 1], " blob %.2f %.2f %.2f", bx[i], by[i], bs[i]);
         comments[i + 1] = lines[i + 1];
     }
-    tool_write_pnm(stdout, 5, w, h, px, comments, n + 1);
+    scene_write_noisy_pgm(&g, img, w, h, 1.5, comments, n + 1);
     return 0;
 }

@@ -261,10 +261,8 @@ static int refine(const octave_dog *o, int l, int x, int y, keypoint *kp) {
 }
 
 static void luge_run(const uint8_t *in, size_t len, luge_out *out) {
-    luge_cursor c = luge_cursor_new(in, len);
     luge_image img;
-    luge_read_pnm(&c, 1u << 5, &img);
-    luge_expect_end(&c, "trailing data after the image");
+    luge_read_request_pnm(in, len, 1u << 5, &img);
     const int W = img.w, H = img.h;
     if (W < 16 || H < 16) {
         luge_fail("image must be at least 16x16");
