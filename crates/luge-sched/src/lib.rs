@@ -10,7 +10,10 @@
 //! - [`Estimator`] — per-function percentile of recent executions (SledgeScale §4).
 //! - [`Policy`] — sans-I/O dispatch/scheduling state machines; see the [`policy`
 //!   contract](Policy) and [`PolicyKind`] for the list.
+//! - [`ContractChecker`] — that contract checked on every call, by any driver; [`Checked`] wraps
+//!   a policy in it.
 
+mod contract;
 mod ct_edf;
 mod estimator;
 mod policy;
@@ -18,6 +21,7 @@ mod queue;
 mod request;
 mod sum_tree;
 
+pub use crate::contract::{Checked, ContractChecker, ContractViolation};
 pub use crate::ct_edf::{CtEdfConfig, CtEdfQueue};
 pub use crate::estimator::{Estimator, EstimatorConfig};
 pub use crate::policy::{

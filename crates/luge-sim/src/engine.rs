@@ -2,16 +2,19 @@
 //! policies, workers executing requests, preemptions and timers, on a virtual nanosecond clock.
 //!
 //! It plays the *driver* role of the policy contract (`luge_sched::Policy`) exactly as the
-//! runtime will, and when [`SimConfig::check_contract`] is set it verifies the policy's half of
-//! that contract on every action: a `Run` targets an idle worker, early-binding EDF policies run
-//! the most urgent request bound to the worker, and every request ends exactly once.
+//! runtime will, and when [`SimConfig::check_contract`] is set it checks both sides of every call
+//! of every group's policy with a [`ContractChecker`]: a `Run` targets an idle worker,
+//! early-binding EDF policies run the most urgent request bound to the worker, every request ends
+//! exactly once, and the simulator's own `Started`, `Completed` and `Preempted` name runs in
+//! progress. Whether checked or not, it refuses to carry out a `Run` it cannot (on a worker
+//! outside the group or a busy one) and to answer a request twice.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
 use luge_sched::{
-    Action, Estimator, EstimatorConfig, Event, FunctionId, LocalOrder, Nanos, Policy, PolicyConfig,
-    PolicyKind, QueueKey, Request, RequestId,
+    Action, ContractChecker, ContractViolation, Estimator, EstimatorConfig, Event, FunctionId,
+    Nanos, Policy, PolicyConfig, PolicyKind, Request, RequestId,
 };
 
 use crate::overheads::Overheads;
@@ -59,7 +62,8 @@ pub struct SimConfig {
     pub estimator: EstimatorMode,
     /// Estimate for a function never seen (median mode only).
     pub default_estimate: Nanos,
-    /// Verify the policy contract on every action (cheap; on in tests).
+    /// Check the policy contract on every call with a [`ContractChecker`] (cheap; on in
+    /// tests).
     pub check_contract: bool,
     /// Estimates include a request's start-up on its worker (enqueue, context switch and sandbox
     /// start of the overhead model), as the runtime's do: its estimator measures a run from the
@@ -136,6 +140,8 @@ struct Current {
 
 struct Group {
     policy: Box<dyn Policy>,
+    /// With [`SimConfig::check_contract`]: the checker of every call of `policy`.
+    checker: Option<ContractChecker>,
     first_worker: usize,
     busy_until: Nanos,
     /// Tick times already scheduled (one event per distinct time).
@@ -168,9 +174,6 @@ struct Sim<'a> {
     groups: Vec<Group>,
     group_of_worker: Vec<usize>,
     current: Vec<Option<Current>>,
-    bound: Vec<BTreeSet<QueueKey>>,
-    /// Worker each request is bound to (contract checking), indexed by request id.
-    owner: Vec<Option<usize>>,
     records: Vec<Record>,
     estimator: Estimator,
     epoch: u64,
@@ -224,8 +227,10 @@ impl<'a> Sim<'a> {
                 cfg.workers / cfg.dispatchers + usize::from(g < cfg.workers % cfg.dispatchers);
             let mut pc = cfg.policy_config.clone();
             pc.workers = size;
+            let policy = cfg.policy.build(&pc);
             groups.push(Group {
-                policy: cfg.policy.build(&pc),
+                checker: cfg.check_contract.then(|| ContractChecker::for_policy(&policy)),
+                policy,
                 first_worker: first,
                 busy_until: 0,
                 ticks: BTreeSet::new(),
@@ -259,8 +264,6 @@ impl<'a> Sim<'a> {
             groups,
             group_of_worker,
             current: vec![None; cfg.workers],
-            bound: vec![BTreeSet::new(); cfg.workers],
-            owner: if cfg.check_contract { vec![None; jobs.len()] } else { Vec::new() },
             records,
             estimator: Estimator::new(EstimatorConfig {
                 default_estimate: cfg.default_estimate,
@@ -282,6 +285,10 @@ impl<'a> Sim<'a> {
         SimError::Contract { policy: self.groups[g].policy.name(), at: self.now, what }
     }
 
+    fn broke(&self, g: usize, v: &ContractViolation) -> SimError {
+        self.violation(g, v.to_string())
+    }
+
     fn run(&mut self) -> Result<(), SimError> {
         while let Some(Reverse((at, _, ev))) = self.heap.pop() {
             self.now = at;
@@ -301,15 +308,9 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        if self.cfg.check_contract {
-            for (i, r) in self.records.iter().enumerate() {
-                if r.outcome == Outcome::Pending {
-                    return Err(SimError::Contract {
-                        policy: self.groups[0].policy.name(),
-                        at: self.now,
-                        what: format!("request {i} was never completed or rejected"),
-                    });
-                }
+        for (g, group) in self.groups.iter().enumerate() {
+            if let Some(Err(v)) = group.checker.as_ref().map(ContractChecker::end) {
+                return Err(self.broke(g, &v));
             }
         }
         Ok(())
@@ -362,7 +363,7 @@ impl<'a> Sim<'a> {
             req = req.with_guessed_estimate();
         }
         let before = self.groups[g].policy.stats().workers_inspected;
-        self.feed_inner(g, Event::Arrival(req));
+        self.feed_inner(g, Event::Arrival(req))?;
         let inspected = self.groups[g].policy.stats().workers_inspected - before;
         let cost =
             self.cfg.overheads.dispatch_base + self.cfg.overheads.dispatch_per_worker * inspected;
@@ -371,14 +372,20 @@ impl<'a> Sim<'a> {
     }
 
     fn feed(&mut self, g: usize, ev: Event, cost: Nanos) -> Result<(), SimError> {
-        self.feed_inner(g, ev);
+        self.feed_inner(g, ev)?;
         self.apply(g, cost)
     }
 
-    /// Hands one event to group `g`'s policy; its actions land in `self.out` for [`Self::apply`].
-    fn feed_inner(&mut self, g: usize, ev: Event) {
+    /// Hands one event to group `g`'s policy, checking the call if asked to; its actions land in
+    /// `self.out` for [`Self::apply`].
+    fn feed_inner(&mut self, g: usize, ev: Event) -> Result<(), SimError> {
         self.out.clear();
-        self.groups[g].policy.on_event(self.now, ev, &mut self.out);
+        let group = &mut self.groups[g];
+        group.policy.on_event(self.now, ev, &mut self.out);
+        match group.checker.as_mut().map(|c| c.step(self.now, &ev, &self.out)) {
+            Some(Err(v)) => Err(self.broke(g, &v)),
+            _ => Ok(()),
+        }
     }
 
     /// Carries out the actions of the last policy call; they take effect `delay` from now.
@@ -389,23 +396,8 @@ impl<'a> Sim<'a> {
         let at = self.now + delay;
         for a in &actions {
             match *a {
-                Action::Enqueue { worker, id } => {
-                    if worker >= size {
-                        return Err(
-                            self.violation(g, format!("enqueue on worker {worker} of {size}"))
-                        );
-                    }
-                    if self.cfg.check_contract {
-                        // Binding to another worker moves the request (e.g. stealing).
-                        let key = self.key_of(id);
-                        if let Some(prev) = self.owner.get_mut(id.0 as usize)
-                            && let Some(old) = prev.replace(base + worker)
-                        {
-                            self.bound[old].remove(&key);
-                        }
-                        self.bound[base + worker].insert(key);
-                    }
-                }
+                // Informational: the request reaches its worker with its `Run`.
+                Action::Enqueue { .. } => {}
                 Action::Run { worker, req } => {
                     if worker >= size {
                         return Err(self.violation(g, format!("run on worker {worker} of {size}")));
@@ -425,13 +417,6 @@ impl<'a> Sim<'a> {
                     }
                 }
                 Action::Reject { req, reason } => {
-                    if self.cfg.check_contract
-                        && let Some(w) =
-                            self.owner.get_mut(req.id.0 as usize).and_then(Option::take)
-                    {
-                        // A shed request leaves the queue it was bound to.
-                        self.bound[w].remove(&req.key());
-                    }
                     self.finish_record(g, req.id, Outcome::Rejected(reason))?;
                 }
                 Action::WakeAt(t) => {
@@ -446,26 +431,9 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
-    fn key_of(&self, id: RequestId) -> QueueKey {
-        let j = &self.jobs[id.0 as usize];
-        QueueKey { deadline: j.arrival.saturating_add(j.relative_deadline), id }
-    }
-
     fn run_on(&mut self, g: usize, w: usize, req: Request, at: Nanos) -> Result<(), SimError> {
         if self.current[w].is_some() {
             return Err(self.violation(g, format!("run of {:?} on busy worker {w}", req.id)));
-        }
-        if self.cfg.check_contract && self.groups[g].policy.local_order() == LocalOrder::Edf {
-            let head = self.bound[w].first().copied();
-            if head != Some(req.key()) {
-                return Err(self.violation(
-                    g,
-                    format!(
-                        "EDF worker {w} ran {:?} but its most urgent bound request is {head:?}",
-                        req.id
-                    ),
-                ));
-            }
         }
         let rec = &self.records[req.id.0 as usize];
         let o = &self.cfg.overheads;
@@ -509,9 +477,6 @@ impl<'a> Sim<'a> {
         self.estimator.observe(job.function, job.execution + self.start_cost());
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;
-        if self.cfg.check_contract {
-            self.bound[w].remove(&cur.req.key());
-        }
         self.finish_record(g, id, Outcome::Completed)?;
         self.feed(g, Event::Completed { worker: local, id, executed: job.execution }, 0)
     }

@@ -8,6 +8,7 @@
 //! appends [`Action`]s to the output vector and returns. Nothing else moves time.
 //!
 //! Driver obligations:
+//! - Time never goes back: each call's `now` is at least the one before.
 //! - Request ids are unique and handed out in arrival order.
 //! - On [`Action::Run`] `{ worker, req }`, the worker is idle (the policy guarantees it) and the
 //!   driver starts or resumes `req` there, then reports [`Event::Started`] when it actually runs
@@ -23,14 +24,21 @@
 //! - On [`Action::WakeAt`] `t` the driver delivers an [`Event::Tick`] at some time ≥ `t` (it may
 //!   coalesce ticks and may deliver extra ones).
 //! - On [`Action::Reject`] the driver answers the request with the reason at once.
-//! - [`Action::Enqueue`] says that a request is now bound to a worker's local queue (early
-//!   binding). A simulator may ignore it; a runtime moves the request to that worker. Policies of
-//!   the early-binding family ([`LocalOrder::Edf`]) only ever `Run` the head of a worker's EDF queue,
-//!   so a runtime worker can pick its next request itself.
+//! - [`Action::Enqueue`] is informational: it reports that a request is now bound to a worker's
+//!   local queue (early binding). A driver may ignore it — the simulator and the runtime's
+//!   dispatcher do: the request reaches the worker with its `Run`, which carries it.
+//! - A driver never stops a request on its own: `Preempted` only answers a `Preempt`.
 //!
 //! Policy obligations: every arrival is eventually either `Run` to completion or `Reject`ed, and
-//! is never lost; at most one request is running per worker; a `Run` targets an idle worker.
-//! The conformance suite (`tests/conformance.rs`) checks these for every policy.
+//! is never lost; at most one request is running per worker; a `Run` targets an idle worker, with
+//! a request that is not running elsewhere and its execution so far; a `Preempt` names the
+//! request running on that worker; a `Reject` answers a request that is not running. Policies of
+//! the early-binding family ([`LocalOrder::Edf`]) only ever `Run` the most urgent request bound
+//! to the worker by their `Enqueue`s, the head of its EDF queue.
+//!
+//! [`ContractChecker`](crate::ContractChecker) checks both sides on every call, and
+//! [`Checked`](crate::Checked) wraps a policy in it; the conformance suites (this crate's,
+//! driving every policy directly, and the simulator's) run every policy under it.
 
 mod algorithm;
 mod core;
@@ -199,6 +207,34 @@ pub trait Policy: Send {
     fn local_order(&self) -> LocalOrder;
     /// Decision counters so far.
     fn stats(&self) -> PolicyStats;
+}
+
+/// A boxed policy, as [`PolicyKind::build`] makes them, is a policy (so that it can be wrapped,
+/// e.g. in [`Checked`](crate::Checked)).
+impl Policy for Box<dyn Policy> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    fn workers(&self) -> usize {
+        (**self).workers()
+    }
+
+    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
+        (**self).on_event(now, event, out);
+    }
+
+    fn queued(&self) -> usize {
+        (**self).queued()
+    }
+
+    fn local_order(&self) -> LocalOrder {
+        (**self).local_order()
+    }
+
+    fn stats(&self) -> PolicyStats {
+        (**self).stats()
+    }
 }
 
 /// Admission control and shedding (`docs/scheduling.md`, "Admission and shedding"). Rejected and

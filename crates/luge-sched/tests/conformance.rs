@@ -1,0 +1,221 @@
+//! Every policy, wrapped in `Checked`, driven directly by a small racy driver written here (no
+//! simulator): starts, completions and preemption deliveries arrive after random delays, so
+//! preemptions race completions and reach requests that have not started yet. No call may break
+//! the contract, and no request may be left unanswered once the driver has nothing left to do.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use luge_sched::{
+    Action, Admission, Checked, Event, FunctionId, Nanos, Policy, PolicyConfig, PolicyKind,
+    Request, RequestId, WorkerId,
+};
+
+/// What the driver has to do at some time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Due {
+    Arrival(u64),
+    Start { worker: WorkerId, run: u64 },
+    Complete { worker: WorkerId, run: u64 },
+    Stop { worker: WorkerId, run: u64 },
+    Tick,
+}
+
+/// A run handed to a worker.
+#[derive(Debug, Clone, Copy)]
+struct OnWorker {
+    req: Request,
+    run: u64,
+    since: Option<Nanos>,
+    stop_on_start: bool,
+}
+
+struct Driver {
+    policy: Checked<Box<dyn Policy>>,
+    rng: u64,
+    now: Nanos,
+    seq: u64,
+    runs: u64,
+    due: BinaryHeap<Reverse<(Nanos, u64, Due)>>,
+    workers: Vec<Option<OnWorker>>,
+    /// Actual execution of each request, by id.
+    execution: Vec<Nanos>,
+    requests: Vec<Request>,
+    /// Runs that completed, and runs stopped by a preemption.
+    completed: usize,
+    stopped: usize,
+}
+
+impl Driver {
+    fn next(&mut self) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
+    }
+
+    fn at(&mut self, t: Nanos, due: Due) {
+        self.seq += 1;
+        self.due.push(Reverse((t, self.seq, due)));
+    }
+
+    /// Up to 5 µs from now.
+    fn soon(&mut self) -> Nanos {
+        self.now + self.next() % 5_000
+    }
+
+    fn feed(&mut self, event: Event) {
+        let mut out = Vec::new();
+        self.policy.on_event(self.now, event, &mut out);
+        for action in out {
+            match action {
+                Action::Run { worker, req } => {
+                    self.runs += 1;
+                    let run = self.runs;
+                    let on = OnWorker { req, run, since: None, stop_on_start: false };
+                    self.workers[worker] = Some(on);
+                    let t = self.soon();
+                    self.at(t, Due::Start { worker, run });
+                }
+                Action::Preempt { worker, id } => {
+                    if let Some(on) = self.workers[worker].filter(|on| on.req.id == id) {
+                        let t = self.soon();
+                        self.at(t, Due::Stop { worker, run: on.run });
+                    }
+                }
+                Action::WakeAt(t) => self.at(t.max(self.now), Due::Tick),
+                Action::Enqueue { .. } | Action::Reject { .. } => {}
+            }
+        }
+    }
+
+    /// The run `run` on `worker`, if it is still the one there.
+    fn current(&self, worker: WorkerId, run: u64) -> Option<OnWorker> {
+        self.workers[worker].filter(|on| on.run == run)
+    }
+
+    fn stop(&mut self, worker: WorkerId, on: OnWorker, since: Nanos) {
+        self.workers[worker] = None;
+        self.stopped += 1;
+        let executed = on.req.executed + (self.now - since);
+        self.feed(Event::Preempted { worker, id: on.req.id, executed });
+    }
+
+    fn step(&mut self, due: Due) {
+        match due {
+            Due::Arrival(i) => self.feed(Event::Arrival(self.requests[i as usize])),
+            Due::Start { worker, run } => {
+                let Some(mut on) = self.current(worker, run) else { return };
+                on.since = Some(self.now);
+                self.workers[worker] = Some(on);
+                self.feed(Event::Started { worker, id: on.req.id });
+                if on.stop_on_start {
+                    self.stop(worker, on, self.now);
+                } else {
+                    let left = self.execution[on.req.id.0 as usize].saturating_sub(on.req.executed);
+                    self.at(self.now + left, Due::Complete { worker, run });
+                }
+            }
+            Due::Complete { worker, run } => {
+                let Some(on) = self.current(worker, run) else { return };
+                self.workers[worker] = None;
+                self.completed += 1;
+                let executed = self.execution[on.req.id.0 as usize];
+                self.feed(Event::Completed { worker, id: on.req.id, executed });
+            }
+            Due::Stop { worker, run } => {
+                let Some(mut on) = self.current(worker, run) else { return };
+                match on.since {
+                    Some(since) => self.stop(worker, on, since),
+                    None => {
+                        on.stop_on_start = true;
+                        self.workers[worker] = Some(on);
+                    }
+                }
+            }
+            Due::Tick => self.feed(Event::Tick),
+        }
+    }
+}
+
+/// `policy` on `workers` workers under a bimodal load of 300 requests, `load` per worker: the
+/// runs that completed and those stopped by a preemption.
+fn drive(
+    policy: PolicyKind,
+    seed: u64,
+    workers: usize,
+    load: f64,
+    admission: bool,
+) -> (usize, usize) {
+    let mut config = PolicyConfig::papers(workers);
+    if admission {
+        config.admission = Admission { max_queued: Some(20), ..Admission::default() };
+    }
+    config.sledge_batch = 1 + (seed % 5) as usize;
+    let mut d = Driver {
+        policy: Checked::new(policy.build(&config)),
+        rng: seed | 1,
+        now: 0,
+        seq: 0,
+        runs: 0,
+        due: BinaryHeap::new(),
+        workers: vec![None; workers],
+        execution: Vec::new(),
+        requests: Vec::new(),
+        completed: 0,
+        stopped: 0,
+    };
+    let gap = (0.8 * 20_000.0 + 0.2 * 500_000.0) / (load * workers as f64);
+    let mut t = 0;
+    for id in 0..300u64 {
+        t += (gap * 2.0 * (d.next() % 1_000) as f64 / 1_000.0) as Nanos;
+        let long = d.next().is_multiple_of(5);
+        let expected: Nanos = if long { 500_000 } else { 20_000 };
+        // Estimates are off by up to half either way.
+        let actual = expected / 2 + d.next() % expected;
+        let deadline = expected * (2 + d.next() % 18);
+        let class = u16::from(long);
+        let req = Request::new(RequestId(id), FunctionId(u32::from(long)), t, deadline, expected)
+            .with_class(class);
+        d.requests.push(req);
+        d.execution.push(actual);
+        d.at(t, Due::Arrival(id));
+    }
+    while let Some(Reverse((at, _, due))) = d.due.pop() {
+        d.now = at;
+        d.step(due);
+        if let Some(v) = d.policy.violation() {
+            panic!("{policy}: {v} at t={at} ns");
+        }
+    }
+    if let Err(v) = d.policy.end() {
+        panic!("{policy}: {v}");
+    }
+    (d.completed, d.stopped)
+}
+
+#[test]
+fn the_driver_completes_and_preempts() {
+    // The premise of the property below: requests run, and preemptions land (before and after
+    // the request started).
+    for policy in [PolicyKind::SledgeScale, PolicyKind::Shinjuku, PolicyKind::Srpt, PolicyKind::Sfs]
+    {
+        let (completed, stopped) = drive(policy, 7, 2, 1.2, false);
+        assert_eq!(completed, 300, "{policy}: every request completes");
+        assert!(stopped > 10, "{policy}: only {stopped} preemptions");
+    }
+}
+
+#[test]
+fn every_policy_keeps_the_contract_without_the_simulator() {
+    // Workloads of 1 to 5 workers, 0.3 to 1.5 load per worker, admission on and off.
+    for seed in 1..=32u64 {
+        let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
+        let (workers, load) = (1 + (x % 5) as usize, 0.3 + (x / 5 % 13) as f64 / 10.0);
+        for policy in PolicyKind::ALL {
+            drive(policy, x, workers, load, seed % 2 == 0);
+        }
+    }
+}
