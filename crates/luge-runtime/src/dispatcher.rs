@@ -96,6 +96,10 @@ pub(crate) struct Dispatcher {
     wake_at: Option<Nanos>,
     actions: Vec<Action>,
     turnaround: Turnaround,
+    /// Debug builds check every call of the policy against the driver contract, with the same
+    /// checker the simulator uses; a violation is recorded in `Signals::contract_violation`.
+    #[cfg(debug_assertions)]
+    contract: luge_sched::ContractChecker,
 }
 
 impl Dispatcher {
@@ -110,6 +114,8 @@ impl Dispatcher {
         grace: Duration,
     ) -> Self {
         let workers_len = workers.len();
+        #[cfg(debug_assertions)]
+        let contract = luge_sched::ContractChecker::for_policy(policy.as_ref());
         Self {
             shared,
             workers,
@@ -125,6 +131,8 @@ impl Dispatcher {
             wake_at: None,
             actions: Vec::new(),
             turnaround: Turnaround::new(workers_len),
+            #[cfg(debug_assertions)]
+            contract,
         }
     }
 
@@ -294,6 +302,11 @@ impl Dispatcher {
         let mut actions = std::mem::take(&mut self.actions);
         actions.clear();
         self.policy.on_event(now, event, &mut actions);
+        #[cfg(debug_assertions)]
+        if let Err(violation) = self.contract.step(now, &event, &actions) {
+            tracing::error!("policy contract broken: {violation}");
+            let _ = self.signals.contract_violation.set(violation.to_string());
+        }
         for action in actions.drain(..) {
             self.apply(now, action);
         }

@@ -2,7 +2,7 @@
 //! functions, submit requests (each gets exactly one [`Outcome`]), shut down gracefully.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -93,6 +93,7 @@ impl Runtime {
             workers: (0..config.workers).map(|_| WorkerSignals::default()).collect(),
             abort: AtomicBool::new(false),
             on_epoch: inline.then_some(worker::poll_inline as fn()),
+            contract_violation: OnceLock::new(),
         });
         let groups: Vec<Arc<GroupShared>> = (0..config.dispatchers)
             .map(|_| {
@@ -386,6 +387,8 @@ impl Runtime {
         {
             tracing::error!("the ticker thread panicked");
         }
+        let violation = inner.signals.contract_violation.get();
+        debug_assert!(violation.is_none(), "a dispatcher broke the policy contract: {violation:?}");
     }
 }
 

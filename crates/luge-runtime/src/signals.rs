@@ -8,6 +8,7 @@
 //! This module is the bottom layer of the runtime's threads: it knows nothing of tasks,
 //! policies or sandboxes.
 
+use std::sync::OnceLock;
 #[cfg(test)]
 use std::sync::atomic::Ordering;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
@@ -125,6 +126,10 @@ pub(crate) struct Signals {
     /// Run first by every epoch callback: the inline layout polls the dispatcher that shares
     /// the worker's thread (`Layout::Inline`); `None` in the threads layout.
     pub on_epoch: Option<fn()>,
+    /// The first policy-contract violation a dispatcher saw (checked in debug builds only;
+    /// `Runtime::shutdown` then fails a debug assertion, so every test that runs a runtime
+    /// also checks the contract).
+    pub contract_violation: OnceLock<String>,
 }
 
 impl Signals {

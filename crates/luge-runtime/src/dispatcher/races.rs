@@ -32,6 +32,8 @@ struct Rig {
     answered: Arc<Mutex<Vec<Outcome>>>,
     _registry: Registry,
     next_id: u64,
+    /// The test breaks the contract on purpose.
+    broken_on_purpose: bool,
 }
 
 impl Rig {
@@ -47,6 +49,7 @@ impl Rig {
             workers: vec![WorkerSignals::default()],
             abort: AtomicBool::new(false),
             on_epoch: None,
+            contract_violation: std::sync::OnceLock::new(),
         });
         let group = Arc::new(GroupShared {
             submissions: ArrayQueue::new(16),
@@ -73,6 +76,7 @@ impl Rig {
             answered: Arc::default(),
             _registry: registry,
             next_id: 0,
+            broken_on_purpose: false,
         }
     }
 
@@ -147,6 +151,16 @@ impl Rig {
     /// The ids answered so far and whether each succeeded.
     fn answers(&self) -> Vec<(u64, bool)> {
         self.answered.lock().unwrap().iter().map(|o| (o.request_id, o.is_ok())).collect()
+    }
+}
+
+/// Every rig also checks the dispatcher's calls of its policy against the driver contract
+/// (debug builds check it in every dispatcher).
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if !std::thread::panicking() && !self.broken_on_purpose {
+            assert_eq!(self.signals.contract_violation.get(), None, "policy contract broken");
+        }
     }
 }
 
@@ -275,4 +289,14 @@ fn an_undelivered_preemption_is_signalled_again_until_taken() {
     let after = rig.bumps();
     assert!(matches!(rig.dispatcher.step(), Step::Idle(None)));
     assert_eq!(rig.bumps(), after, "no bump once no flag is set");
+}
+
+/// The contract check is live in the dispatcher: an event no run explains is recorded.
+#[test]
+fn a_broken_contract_is_recorded() {
+    let mut rig = Rig::new();
+    rig.broken_on_purpose = true;
+    rig.dispatcher.feed(0, Event::Started { worker: 0, id: RequestId(99) });
+    let violation = rig.signals.contract_violation.get().expect("the violation is recorded");
+    assert!(violation.contains("99"), "{violation}");
 }
