@@ -6,6 +6,9 @@
 //! reserved for a shorter group, even if that core idles (§4.5, "High Bimodal": "long requests
 //! cannot use the cores reserved for short requests, even if idle").
 //!
+//! One file on purpose (above ~600 lines): DARC's grouping, reservation and borrowing are one
+//! algorithm; ~250 lines are its unit tests.
+//!
 //! # What is approximate versus DARC
 //!
 //! - **Demand.** DARC profiles each request type's mean service time and occurrence ratio and
