@@ -12,18 +12,25 @@
 //!   contract](Policy) and [`PolicyKind`] for the list.
 //! - [`ContractChecker`] — that contract checked on every call, by any driver; [`Checked`] wraps
 //!   a policy in it.
+//! - [`RunList`] — a sorted run list that merges a batch in one splice per insertion point
+//!   (HORSE §4.1, P²SM); [`Affine`] — `n` load updates `x ← a·x + b` coalesced into one (HORSE
+//!   §4.2).
 
+mod coalesce;
 mod contract;
 mod ct_edf;
 mod estimator;
+mod p2sm;
 mod policy;
 mod queue;
 mod request;
 mod sum_tree;
 
+pub use crate::coalesce::Affine;
 pub use crate::contract::{Checked, ContractChecker, ContractViolation};
 pub use crate::ct_edf::{CtEdfConfig, CtEdfQueue};
 pub use crate::estimator::{Estimator, EstimatorConfig};
+pub use crate::p2sm::{MergePlan, RunList, StalePlan};
 pub use crate::policy::{
     Action, Admission, Darc, EarlyBinding, EarlyChoice, Event, Fifo, LocalOrder, Policy,
     PolicyConfig, PolicyKind, PolicyStats, RejectReason, Sfs, Sledge, SledgeScale, Srpt,
