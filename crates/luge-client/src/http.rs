@@ -19,7 +19,7 @@ use hyper_util::rt::TokioExecutor;
 
 use luge_proto::{
     DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, OUTCOME_HEADER, QUEUEING_HEADER,
-    REQUEST_ID_HEADER,
+    READINESS_HEADER, REQUEST_ID_HEADER,
 };
 
 use crate::error::ClientError;
@@ -38,6 +38,8 @@ pub struct HttpResponse {
     pub execution: Option<Duration>,
     /// `Luge-Queueing-Ns`, if present.
     pub queueing: Option<Duration>,
+    /// `Luge-Readiness-Ns` (receipt to the first guest instruction), if present.
+    pub readiness: Option<Duration>,
     /// `Luge-Outcome`, if present.
     pub outcome: Option<String>,
     /// `Retry-After` in seconds (503, 429), if present.
@@ -60,6 +62,7 @@ impl HttpResponse {
             request_id: parse(headers, REQUEST_ID_HEADER),
             execution: parse(headers, EXECUTION_HEADER).map(Duration::from_nanos),
             queueing: parse(headers, QUEUEING_HEADER).map(Duration::from_nanos),
+            readiness: parse(headers, READINESS_HEADER).map(Duration::from_nanos),
             outcome: headers
                 .get(OUTCOME_HEADER)
                 .and_then(|v| v.to_str().ok())

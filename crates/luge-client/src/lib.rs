@@ -27,5 +27,5 @@ pub use crate::rpc::{CallOptions, RpcClient, RpcResponse};
 pub use crate::rpc_async::AsyncRpcClient;
 pub use luge_proto::{
     Backoff, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, OUTCOME_HEADER,
-    QUEUEING_HEADER, REQUEST_ID_HEADER, Status, StatusClass,
+    QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, Status, StatusClass,
 };

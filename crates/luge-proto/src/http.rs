@@ -17,6 +17,8 @@ pub const EXECUTION_HEADER: &str = "luge-execution-ns";
 pub const QUEUEING_HEADER: &str = "luge-queueing-ns";
 /// Response header: the outcome label (`ok`, `trap`, `killed`, …).
 pub const OUTCOME_HEADER: &str = "luge-outcome";
+/// Response header: readiness in ns, receipt to the first guest instruction (HORSE §2).
+pub const READINESS_HEADER: &str = "luge-readiness-ns";
 
 /// A registered function as the admin API reports it (`GET /admin/functions`,
 /// `GET|PUT /admin/functions/<name>`).

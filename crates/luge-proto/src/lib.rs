@@ -25,7 +25,7 @@ pub use crate::backoff::Backoff;
 pub use crate::dedup::{DedupCache, Seen};
 pub use crate::http::{
     DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, OUTCOME_HEADER,
-    QUEUEING_HEADER, REQUEST_ID_HEADER, micros, nanos,
+    QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, micros, nanos,
 };
 pub use crate::status::{Status, StatusClass};
 pub use crate::wire::{

@@ -24,9 +24,12 @@ impl Outcome {
 /// Time accounting of one request, for slowdown and RTE.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Timing {
-    /// From receipt by the node (or submission, `SubmitOptions::received`) until the first
-    /// instruction of its sandbox ran (or until rejection).
+    /// From receipt by the node (or submission, `SubmitOptions::received`) until a worker
+    /// started building its sandbox (or until rejection).
     pub queued: Duration,
+    /// Building its sandbox (instantiation from the pre-linked module), part of `executed`;
+    /// 0 if it never ran.
+    pub instantiation: Duration,
     /// Execution time on a worker, instantiation included, over all run segments.
     pub executed: Duration,
     /// From receipt by the node (or submission) to the answer.
@@ -41,6 +44,13 @@ impl Timing {
     /// UDP-RPC's `queueing_ns`, so the two protocols report the same quantity.
     pub fn queueing(&self) -> Duration {
         self.total.saturating_sub(self.executed)
+    }
+
+    /// Readiness as HORSE §2 defines it: from receipt until the first guest instruction ran —
+    /// parsing, admission, queueing, the hand-off to a worker and the sandbox's instantiation
+    /// (`queued + instantiation`). Behind HTTP's `Luge-Readiness-Ns` and the readiness metric.
+    pub fn readiness(&self) -> Duration {
+        self.queued.saturating_add(self.instantiation)
     }
 }
 

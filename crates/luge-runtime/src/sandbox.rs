@@ -93,6 +93,7 @@ async fn run(
     // the dispatcher until it lands (`Dispatcher::step`); checking at deadline 0 instead would
     // cost every request a callback (~0.3 µs, measured by `benches/runtime.rs`).
     store.set_epoch_deadline(1);
+    let (task_clock, timer) = (Arc::clone(&clock), Arc::clone(&signals));
     store.epoch_deadline_callback(move |_ctx| {
         if let Some(hook) = signals.on_epoch {
             hook();
@@ -114,7 +115,10 @@ async fn run(
         Ok(UpdateDeadline::Continue(1))
     });
     let outcome = async {
+        let building = timer.clock.now();
         let instance = function.pre.instantiate_async(&mut store).await.map_err(Stage::Start)?;
+        let built = timer.clock.now().saturating_sub(building);
+        task_clock.instantiation.store(built, Ordering::Relaxed);
         store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
         let entry =
             instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(Stage::Start)?;

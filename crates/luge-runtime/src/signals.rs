@@ -146,4 +146,6 @@ pub(crate) struct TaskClock {
     pub worker: AtomicUsize,
     /// Clock time at which the execution budget runs out during this segment.
     pub budget_end: AtomicU64,
+    /// How long building the task's sandbox took, ns (set once, before its first instruction).
+    pub instantiation: AtomicU64,
 }

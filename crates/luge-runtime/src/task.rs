@@ -3,7 +3,7 @@
 //! task's sandbox only as an opaque future to hand back to a worker.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
@@ -50,6 +50,7 @@ impl Task {
         let queued = self.first_run.unwrap_or(now).saturating_sub(self.received);
         let timing = Timing {
             queued: Duration::from_nanos(queued),
+            instantiation: Duration::from_nanos(self.clock.instantiation.load(Ordering::Relaxed)),
             executed: Duration::from_nanos(self.executed),
             total: Duration::from_nanos(now.saturating_sub(self.received)),
             preemptions: self.preemptions,

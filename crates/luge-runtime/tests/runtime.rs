@@ -68,9 +68,13 @@ fn builtin_functions_answer() {
     assert_eq!(ok(call(&rt, "spin", b"1000")), b"432f32487609ff83\n");
     assert_eq!(call(&rt, "fib", b"nope").result, Err(Failure::Exit(2)));
     let outcome = call(&rt, "spin", b"1000000");
-    assert!(
-        outcome.timing.executed > Duration::ZERO && outcome.timing.total >= outcome.timing.executed
-    );
+    let t = outcome.timing;
+    assert!(t.executed > Duration::ZERO && t.total >= t.executed, "{t:?}");
+    // Readiness: receipt to the first guest instruction, the sandbox's instantiation included
+    // (which is also part of the execution).
+    assert!(t.instantiation > Duration::ZERO && t.instantiation < t.executed, "{t:?}");
+    assert_eq!(t.readiness(), t.queued + t.instantiation);
+    assert!(t.readiness() <= t.total, "{t:?}");
 }
 
 #[test]

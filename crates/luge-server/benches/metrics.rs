@@ -21,6 +21,7 @@ fn outcome() -> Outcome {
         result: Ok(Vec::new()),
         timing: Timing {
             queued: Duration::from_micros(12),
+            instantiation: Duration::from_micros(8),
             executed: Duration::from_micros(30),
             total: Duration::from_micros(45),
             preemptions: 0,

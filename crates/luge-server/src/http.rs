@@ -76,6 +76,7 @@ const EXPECTED_US: HeaderName = HeaderName::from_static(luge_proto::EXPECTED_HEA
 const REQUEST_ID: HeaderName = HeaderName::from_static(luge_proto::REQUEST_ID_HEADER);
 const EXECUTION_NS: HeaderName = HeaderName::from_static(luge_proto::EXECUTION_HEADER);
 const QUEUEING_NS: HeaderName = HeaderName::from_static(luge_proto::QUEUEING_HEADER);
+const READINESS_NS: HeaderName = HeaderName::from_static(luge_proto::READINESS_HEADER);
 const OUTCOME: HeaderName = HeaderName::from_static(luge_proto::OUTCOME_HEADER);
 
 const OCTET_STREAM: &str = "application/octet-stream";

@@ -78,6 +78,7 @@ struct FunctionMetrics {
     latency: Histogram,
     execution: Histogram,
     queueing: Histogram,
+    readiness: Histogram,
 }
 
 impl FunctionMetrics {
@@ -87,7 +88,8 @@ impl FunctionMetrics {
         self.latency.observe(outcome.timing.total);
         if outcome.timing.executed > Duration::ZERO {
             self.execution.observe(outcome.timing.executed);
-            self.queueing.observe(outcome.timing.queued);
+            self.queueing.observe(outcome.timing.queueing());
+            self.readiness.observe(outcome.timing.readiness());
         }
     }
 }
@@ -167,12 +169,21 @@ impl Metrics {
             }
         }
         type Pick = fn(&FunctionMetrics) -> &Histogram;
-        let histograms: [(&str, &str, Pick); 3] = [
+        let histograms: [(&str, &str, Pick); 4] = [
             ("luge_request_duration_seconds", "Receipt by the node to answer.", |m| &m.latency),
             ("luge_execution_seconds", "Execution on a worker, instantiation included.", |m| {
                 &m.execution
             }),
-            ("luge_queueing_seconds", "Receipt by the node to first instruction.", |m| &m.queueing),
+            (
+                "luge_queueing_seconds",
+                "Time in the node not executing: receipt to answer minus execution.",
+                |m| &m.queueing,
+            ),
+            (
+                "luge_readiness_seconds",
+                "Receipt by the node to the first guest instruction (instantiation included).",
+                |m| &m.readiness,
+            ),
         ];
         for (name, help, pick) in histograms {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
@@ -228,6 +239,7 @@ mod tests {
             result,
             timing: Timing {
                 queued: us(5),
+                instantiation: us(executed_us / 2),
                 executed: us(executed_us),
                 total: us(5 + executed_us),
                 preemptions: 0,
@@ -296,6 +308,10 @@ mod tests {
         assert!(out.contains("x_bucket{function=\"f\",le=\"0.00001\"} 15\n"), "{out}");
         assert!(out.contains("x_count{function=\"f\"} 15\n"), "{out}");
         assert!(out.contains("x_sum{function=\"f\"} 0.00015\n"), "{out}");
+        // Queueing is receipt to answer minus execution (5 µs here), readiness is queueing up to
+        // the sandbox (5 µs) plus its instantiation (5 µs), as the HTTP headers report them.
+        assert_eq!(f.queueing.sum_ns.load(Ordering::Relaxed), n * 5_000);
+        assert_eq!(f.readiness.sum_ns.load(Ordering::Relaxed), n * 10_000);
     }
 
     #[test]

@@ -472,6 +472,12 @@ async fn queueing_counts_from_the_request_head_like_udp_rpc() {
     assert_ok(&answer, b"hi");
     let queueing: u64 = answer.header("luge-queueing-ns").unwrap().parse().unwrap();
     assert!(queueing >= 60_000_000, "queueing {queueing} ns misses the body read");
+    // Readiness counts from the same receipt to the first guest instruction.
+    let readiness: u64 = answer.header("luge-readiness-ns").unwrap().parse().unwrap();
+    assert!(readiness >= 60_000_000, "readiness {readiness} ns misses the body read");
+    assert!(
+        readiness <= queueing + answer.header("luge-execution-ns").unwrap().parse::<u64>().unwrap()
+    );
 }
 
 #[tokio::test]

@@ -39,6 +39,7 @@ impl Shared {
         headers.insert(REQUEST_ID, HeaderValue::from(meta.request_id));
         headers.insert(EXECUTION_NS, HeaderValue::from(nanos(meta.timing.executed)));
         headers.insert(QUEUEING_NS, HeaderValue::from(nanos(meta.timing.queueing())));
+        headers.insert(READINESS_NS, HeaderValue::from(nanos(meta.timing.readiness())));
         headers.insert(OUTCOME, HeaderValue::from_static(meta.label));
         if status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(self.config.retry_after_secs));
