@@ -39,5 +39,5 @@ pub use crate::error::{Error, RegisterError};
 pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing, TrapKind};
 pub use crate::registry::Function;
 pub use crate::reply::Ticket;
-pub use crate::runtime::{Runtime, SubmitOptions};
+pub use crate::runtime::{Health, Runtime, SubmitOptions};
 pub use luge_sched::PolicyKind;

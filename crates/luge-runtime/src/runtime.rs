@@ -34,6 +34,15 @@ pub struct SubmitOptions {
     pub received: Option<Instant>,
 }
 
+/// What [`Runtime::health`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// Accepting, every thread alive, not saturated.
+    Ready,
+    /// Not ready to take requests, and why.
+    NotReady(&'static str),
+}
+
 /// A running Luge runtime. Dropping it shuts it down (as [`Runtime::shutdown`]).
 pub struct Runtime {
     inner: Arc<Inner>,
@@ -248,6 +257,29 @@ impl Runtime {
     /// Sandboxes alive right now (running or preempted), from the pooling allocator.
     pub fn live_sandboxes(&self) -> u64 {
         self.inner.registry.engine().pooling_allocator_metrics().map_or(0, |m| m.core_instances())
+    }
+
+    /// Whether the runtime can take requests now, and if not why (what `/readyz` reports).
+    pub fn health(&self) -> Health {
+        let inner = &self.inner;
+        if !inner.accepting.load(Ordering::SeqCst) {
+            return Health::NotReady("shutting down");
+        }
+        let threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        if threads.iter().any(JoinHandle::is_finished) {
+            return Health::NotReady("a runtime thread has stopped");
+        }
+        drop(threads);
+        // The dispatchers cannot keep up when their submission queues are nearly full.
+        let saturated =
+            inner.groups.iter().any(|g| g.submissions.len() * 10 >= g.submissions.capacity() * 9);
+        if saturated {
+            return Health::NotReady("saturated: the submission queues are 90 % full");
+        }
+        if self.live_sandboxes() >= u64::from(inner.config.max_sandboxes) {
+            return Health::NotReady("saturated: every sandbox slot is in use");
+        }
+        Health::Ready
     }
 
     /// Every registered function, by id.

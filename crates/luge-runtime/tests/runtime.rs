@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use luge_runtime::{
-    BadRequest, CodeOpt, Error, Failure, FunctionConfig, Layout, Limits, Outcome, PolicyKind,
-    RegisterError, Rejection, Runtime, RuntimeConfig, SubmitOptions, TrapKind,
+    BadRequest, CodeOpt, Error, Failure, FunctionConfig, Health, Layout, Limits, Outcome,
+    PolicyKind, RegisterError, Rejection, Runtime, RuntimeConfig, SubmitOptions, TrapKind,
 };
 
 const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
@@ -481,4 +481,36 @@ fn a_spinning_runtime_shuts_down() {
         tx.send(()).unwrap();
     });
     rx.recv_timeout(Duration::from_secs(20)).expect("spin-mode shutdown hung");
+}
+
+/// `Runtime::health` (behind `/readyz`): ready while it can take requests, not ready while
+/// every sandbox slot is in use, and not ready once shut down.
+#[test]
+fn health_says_when_the_runtime_cannot_take_requests() {
+    let config = RuntimeConfig { max_sandboxes: 1, ..RuntimeConfig::default() };
+    let rt = Runtime::start(config).unwrap();
+    register(&rt, "spin", SPIN, |c| {
+        c.relative_deadline = Duration::from_secs(20);
+        c.limits.max_execution = Duration::from_secs(20);
+    });
+    assert_eq!(rt.health(), Health::Ready);
+    let long = rt.submit("spin", b"100000000".to_vec(), SubmitOptions::default());
+    let start = Instant::now();
+    while rt.live_sandboxes() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the request never started");
+        std::thread::yield_now();
+    }
+    assert!(
+        matches!(rt.health(), Health::NotReady(why) if why.contains("sandbox slot")),
+        "{:?}",
+        rt.health()
+    );
+    assert!(long.wait_timeout(Duration::from_secs(60)).unwrap().is_ok());
+    let start = Instant::now();
+    while rt.health() != Health::Ready {
+        assert!(start.elapsed() < Duration::from_secs(10), "still {:?}", rt.health());
+        std::thread::yield_now();
+    }
+    rt.shutdown();
+    assert_eq!(rt.health(), Health::NotReady("shutting down"));
 }

@@ -47,7 +47,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use luge_proto::nanos;
 use luge_runtime::{
-    BadRequest, Failure, Function, FunctionConfig, Outcome, Rejection, Runtime, Timing,
+    BadRequest, Failure, Function, FunctionConfig, Health, Outcome, Rejection, Runtime, Timing,
 };
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
@@ -479,12 +479,31 @@ async fn handle(
         Action::Health => {
             shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(TEXT), "ok".into())
         }
+        Action::Ready => ready(&shared),
         Action::Metrics => metrics(&shared).await,
         Action::ListFunctions => list_functions(&shared).await,
         Action::Function(name) => admin_function(&shared, &name, request).await,
         Action::Invoke => invoke(&shared, &path, request, received, peer).await,
         Action::MethodNotAllowed(allow) => shared.method_not_allowed(allow),
         Action::NotFound => shared.not_found(&path),
+    }
+}
+
+/// `GET /readyz`: 200 when this front end and the runtime can take requests (not draining,
+/// every runtime thread alive, not saturated), else 503 with the reason and `Retry-After`.
+fn ready(shared: &Shared) -> Response<Full<Bytes>> {
+    let health = if shared.gate.is_draining() {
+        Health::NotReady("draining")
+    } else {
+        shared.runtime.health()
+    };
+    match health {
+        Health::Ready => {
+            shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(TEXT), "ready".into())
+        }
+        Health::NotReady(why) => {
+            shared.error(StatusCode::SERVICE_UNAVAILABLE, "not_ready", format!("not ready: {why}"))
+        }
     }
 }
 

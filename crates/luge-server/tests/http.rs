@@ -754,3 +754,23 @@ fn the_admin_client_speaks_the_servers_json() {
     assert!(matches!(admin.remove("greet"), Err(ClientError::Refused { status: 404, .. })));
     assert!(matches!(admin.id_of("greet"), Err(ClientError::Refused { status: 404, .. })));
 }
+
+/// `/readyz` says whether the node can take requests: 200 while serving, 503 with the reason
+/// once the runtime behind the listener stops (e.g. a load balancer should drain the node).
+#[tokio::test]
+async fn readyz_follows_the_runtime() {
+    let node = node();
+    let c = client();
+    let ready = send(&c, Method::GET, &node.url("/readyz"), &[], "").await;
+    assert_eq!((ready.status, ready.text().as_str()), (StatusCode::OK, "ready"));
+    let runtime = Arc::clone(&node.runtime);
+    tokio::task::spawn_blocking(move || runtime.shutdown()).await.unwrap();
+    let gone = send(&c, Method::GET, &node.url("/readyz"), &[], "").await;
+    assert_eq!(gone.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(gone.header("luge-outcome"), Some("not_ready"));
+    assert!(gone.text().contains("shutting down"), "{}", gone.text());
+    assert!(gone.header("retry-after").is_some());
+    // Liveness is not readiness: the process is still up.
+    let health = send(&c, Method::GET, &node.url("/healthz"), &[], "").await;
+    assert_eq!(health.status, StatusCode::OK);
+}

@@ -9,6 +9,8 @@ use super::*;
 pub(super) enum Action {
     /// `GET /healthz`.
     Health,
+    /// `GET /readyz`.
+    Ready,
     /// `GET /metrics`.
     Metrics,
     /// `GET /admin/functions`.
@@ -29,9 +31,12 @@ impl Action {
         let get = method == Method::GET;
         match path {
             "/healthz" if get => Self::Health,
+            "/readyz" if get => Self::Ready,
             "/metrics" if get => Self::Metrics,
             "/admin/functions" if get => Self::ListFunctions,
-            "/healthz" | "/metrics" | "/admin/functions" => Self::MethodNotAllowed("GET"),
+            "/healthz" | "/readyz" | "/metrics" | "/admin/functions" => {
+                Self::MethodNotAllowed("GET")
+            }
             p if p.starts_with("/admin/functions/") => {
                 Self::Function(p.trim_start_matches("/admin/functions/").to_owned())
             }
@@ -77,7 +82,7 @@ pub(super) fn check_route(route: &str) -> Result<(), HttpError> {
     } else if !route.bytes().all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#') {
         Some("only printable ASCII without `?` and `#` is allowed")
     } else if is_reserved(route) {
-        Some("reserved for the server (`/metrics`, `/healthz`, `/admin/…`)")
+        Some("reserved for the server (`/metrics`, `/healthz`, `/readyz`, `/admin/…`)")
     } else {
         None
     };
@@ -88,7 +93,7 @@ pub(super) fn check_route(route: &str) -> Result<(), HttpError> {
 }
 
 pub(super) fn is_reserved(path: &str) -> bool {
-    matches!(path, "/metrics" | "/healthz" | "/admin") || path.starts_with("/admin/")
+    matches!(path, "/metrics" | "/healthz" | "/readyz" | "/admin") || path.starts_with("/admin/")
 }
 
 /// A function name the admin API accepts (it becomes the path segment of its default route).
@@ -141,6 +146,8 @@ mod tests {
         let (get, post, put) = (Method::GET, Method::POST, Method::PUT);
         assert_eq!(Action::parse(&get, "/healthz"), Action::Health);
         assert_eq!(Action::parse(&get, "/metrics"), Action::Metrics);
+        assert_eq!(Action::parse(&get, "/readyz"), Action::Ready);
+        assert_eq!(Action::parse(&post, "/readyz"), Action::MethodNotAllowed("GET"));
         assert_eq!(Action::parse(&get, "/admin/functions"), Action::ListFunctions);
         assert_eq!(Action::parse(&post, "/metrics"), Action::MethodNotAllowed("GET"));
         assert_eq!(Action::parse(&put, "/admin/functions"), Action::MethodNotAllowed("GET"));
@@ -174,7 +181,7 @@ mod tests {
             assert!(check_route(bad).is_err(), "{bad:?} accepted");
         }
         assert!(check_name("echo-2.v_1").is_ok());
-        for bad in ["", "a/b", "a b", "metrics", "healthz", "admin", "é"] {
+        for bad in ["", "a/b", "a b", "metrics", "healthz", "readyz", "admin", "é"] {
             assert!(check_name(bad).is_err(), "{bad:?} accepted");
         }
     }
