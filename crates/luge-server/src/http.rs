@@ -53,6 +53,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 
 use crate::metrics::{Metrics, Protocol};
+use crate::request_log::RequestLog;
 use crate::status::{http_status, outcome_label};
 use crate::submit::{Call, FunctionKey, Gate};
 
@@ -121,6 +122,8 @@ pub struct HttpConfig {
     pub retry_after_secs: u32,
     /// Largest module accepted by `PUT /admin/functions/<name>`.
     pub max_module_bytes: u64,
+    /// Which answered requests get a line in the request log (`luge::request`).
+    pub request_log: RequestLog,
 }
 
 impl Default for HttpConfig {
@@ -134,6 +137,7 @@ impl Default for HttpConfig {
             body_read_timeout: Duration::from_secs(30),
             retry_after_secs: 1,
             max_module_bytes: 64 << 20,
+            request_log: RequestLog::Off,
         }
     }
 }
@@ -257,7 +261,12 @@ impl HttpServer {
         let (phase, _) = watch::channel(Phase::Running);
         let max_connections =
             config.max_connections.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize);
-        let gate = Arc::new(Gate::new(Arc::clone(&runtime), Arc::clone(&metrics), Protocol::Http));
+        let gate = Arc::new(Gate::new(
+            Arc::clone(&runtime),
+            Arc::clone(&metrics),
+            Protocol::Http,
+            config.request_log,
+        ));
         let shared = Arc::new(Shared {
             runtime,
             metrics,

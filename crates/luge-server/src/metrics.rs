@@ -26,7 +26,7 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Protocol::Http => "http",
             Protocol::Rpc => "rpc",

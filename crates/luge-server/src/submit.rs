@@ -24,7 +24,7 @@ use luge_runtime::{
 };
 
 use crate::metrics::{Metrics, Protocol};
-use crate::status::outcome_label;
+use crate::request_log::{Entry, RequestLog, Sampler};
 
 /// Bit set in the ids of requests a front end answers without the runtime, so they never
 /// collide with the runtime's ids.
@@ -69,15 +69,22 @@ pub struct Gate {
     /// Submitted to the runtime and not answered yet.
     in_flight: AtomicUsize,
     next_local_id: AtomicU64,
+    log: Sampler,
 }
 
 impl Gate {
     /// A gate for `protocol`'s front end.
-    pub fn new(runtime: Arc<Runtime>, metrics: Arc<Metrics>, protocol: Protocol) -> Self {
+    pub fn new(
+        runtime: Arc<Runtime>,
+        metrics: Arc<Metrics>,
+        protocol: Protocol,
+        log: RequestLog,
+    ) -> Self {
         Self {
             runtime,
             metrics,
             protocol,
+            log: Sampler::new(log),
             draining: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             next_local_id: AtomicU64::new(1),
@@ -113,7 +120,8 @@ impl Gate {
         if self.draining.load(Ordering::SeqCst) {
             let failure = Failure::Rejected(Rejection::ShuttingDown);
             let outcome = self.local(Err(failure), Some(received));
-            self.account(&function, &outcome, client, client_id);
+            let deadline = deadline.unwrap_or(function.config.relative_deadline);
+            self.account(&function, &outcome, (client, client_id), deadline);
             reply(outcome);
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             return;
@@ -121,8 +129,9 @@ impl Gate {
         let options = SubmitOptions { deadline, expected, received: Some(received) };
         let gate = Arc::clone(self);
         let answered = Arc::clone(&function);
+        let relative = deadline.unwrap_or(function.config.relative_deadline);
         self.runtime.submit_to(&function, payload, options, move |outcome| {
-            gate.account(&answered, &outcome, client, client_id);
+            gate.account(&answered, &outcome, (client, client_id), relative);
             reply(outcome);
             // After the reply is rendered (and, for UDP-RPC, cached), so that zero in flight
             // means every answer is out.
@@ -134,39 +143,35 @@ impl Gate {
     /// recorded, under a local id. Its time in the node counts from `received`.
     pub fn refuse(&self, function: &Function, failure: Failure, received: Instant) -> Outcome {
         let outcome = self.local(Err(failure), Some(received));
-        self.account(function, &outcome, None, None);
+        self.account(function, &outcome, (None, None), function.config.relative_deadline);
         outcome
     }
 
-    /// Records one answered request in the metrics and logs it: at debug level (refusals,
-    /// traps and limits are caused by clients and guests, are counted in /metrics, and at
-    /// overload would write tens of thousands of lines a second), or as a warning when the
-    /// node itself failed.
+    /// Records one answered request in the metrics and the request log (`RequestLog`: off by
+    /// default, as refusals, traps and limits are caused by clients and guests, are counted in
+    /// /metrics, and at overload would write tens of thousands of lines a second); a failure
+    /// of the node itself is always a warning.
     fn account(
         &self,
         function: &Function,
         outcome: &Outcome,
-        client: Option<SocketAddr>,
-        client_id: Option<u64>,
+        (client, client_id): (Option<SocketAddr>, Option<u64>),
+        deadline: Duration,
     ) {
         let name = function.config.name.as_str();
         self.metrics.record(name, self.protocol, outcome);
-        let (label, timing) = (outcome_label(&outcome.result), outcome.timing);
-        match &outcome.result {
-            Err(failure @ Failure::Internal(_)) => {
-                tracing::warn!(request_id = outcome.request_id, function = name, "{failure}");
-            }
-            _ => tracing::debug!(
-                request_id = outcome.request_id,
-                function = name,
-                tenant = function.config.tenant,
-                ?client,
-                ?client_id,
-                outcome = label,
-                queueing_ns = timing.queueing().as_nanos() as u64,
-                execution_ns = timing.executed.as_nanos() as u64,
-                "answered"
-            ),
+        let entry = Entry {
+            protocol: self.protocol,
+            function: name,
+            tenant: function.config.tenant,
+            client,
+            client_id,
+            deadline,
+            outcome,
+        };
+        self.log.record(&entry);
+        if let Err(failure @ Failure::Internal(_)) = &outcome.result {
+            tracing::warn!(request_id = outcome.request_id, function = name, "{failure}");
         }
     }
 

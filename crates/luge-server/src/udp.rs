@@ -73,6 +73,7 @@ use luge_proto::{
 use luge_runtime::{Outcome, Runtime};
 
 use crate::metrics::{Metrics, Protocol};
+use crate::request_log::RequestLog;
 use crate::status::rpc_status;
 use crate::submit::{Call, FunctionKey, Gate};
 
@@ -105,6 +106,8 @@ pub struct UdpConfig {
     /// Replies to invalid datagrams allowed per second (§7 asks servers to rate-limit them);
     /// the excess is counted and dropped.
     pub invalid_replies_per_sec: u32,
+    /// Which answered requests get a line in the request log (`luge::request`).
+    pub request_log: RequestLog,
 }
 
 impl Default for UdpConfig {
@@ -118,6 +121,7 @@ impl Default for UdpConfig {
             recv_buffer_bytes: 4 << 20,
             send_buffer_bytes: 4 << 20,
             invalid_replies_per_sec: 1_000,
+            request_log: RequestLog::Off,
         }
     }
 }
@@ -346,7 +350,8 @@ impl UdpServer {
         } else {
             socket.set_read_timeout(Some(READ_TIMEOUT)).map_err(UdpError::Socket)?;
         }
-        let gate = Arc::new(Gate::new(runtime, Arc::clone(&metrics), Protocol::Rpc));
+        let gate =
+            Arc::new(Gate::new(runtime, Arc::clone(&metrics), Protocol::Rpc, config.request_log));
         let shared = Arc::new(Shared {
             socket,
             metrics,

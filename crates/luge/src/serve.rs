@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use luge_runtime::{PolicyKind, Runtime, WaitMode};
-use luge_server::{HttpConfig, Node, NodeConfig, NodeError, UdpConfig};
+use luge_server::{HttpConfig, Node, NodeConfig, NodeError, RequestLog, UdpConfig};
 
 use crate::manifest::{BUILTINS, Manifest};
 
@@ -38,6 +38,10 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Request log: one line per answered request on the `luge::request` target — `off`,
+    /// `all`, or n for one request in n.
+    #[arg(long, default_value = "off")]
+    request_log: RequestLog,
 }
 
 /// How logs are written to stderr.
@@ -122,11 +126,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
             http: Some(HttpConfig {
                 addr: server.http,
                 threads: server.http_threads,
+                request_log: args.request_log,
                 ..HttpConfig::default()
             }),
             udp: Some(UdpConfig {
                 addr: server.rpc,
                 busy_poll: server.rpc_busy_poll,
+                request_log: args.request_log,
                 ..UdpConfig::default()
             }),
         },
