@@ -68,11 +68,15 @@ impl Registry {
     ) -> Result<Self, Error> {
         let mut linker = Linker::new(&engine);
         wasi::add_to_linker(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
-        if let Some(dir) = &cache_dir {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                Error::Config(format!("cannot create cache directory {}: {e}", dir.display()))
-            })?;
-        }
+        // The cache only saves compile time: a directory that cannot be made (read-only or full
+        // disk, a file in the way) means compiling every start, not refusing to serve.
+        let cache_dir = cache_dir.filter(|dir| match std::fs::create_dir_all(dir) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), "serving without the AoT cache: {e}");
+                false
+            }
+        });
         Ok(Self { engine, linker, cache_dir, max_memory_bytes, functions: RwLock::default() })
     }
 
@@ -161,10 +165,15 @@ impl Registry {
         }
         let module = Module::new(&self.engine, bytes)
             .map_err(|e| reject(name, RegisterError::Invalid(format!("{e:#}"))))?;
-        let artifact =
-            module.serialize().map_err(|e| reject(name, RegisterError::Cache(format!("{e:#}"))))?;
-        write_atomically(&path, &artifact)
-            .map_err(|e| reject(name, RegisterError::Cache(format!("{}: {e}", path.display()))))?;
+        // A failed write (read-only or full disk) costs the next start a compile, nothing more.
+        match module.serialize() {
+            Ok(artifact) => {
+                if let Err(e) = write_atomically(&path, &artifact) {
+                    tracing::warn!(path = %path.display(), "cannot cache the artifact: {e}");
+                }
+            }
+            Err(e) => tracing::warn!(function = name, "cannot serialize the artifact: {e:#}"),
+        }
         Ok((module, false))
     }
 
@@ -217,7 +226,9 @@ impl Registry {
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -381,12 +381,48 @@ fn compiled_modules_are_cached_on_disk() {
     assert!(!f.from_cache);
     drop(first);
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-    let second = Runtime::start(config).unwrap();
+    let second = Runtime::start(config.clone()).unwrap();
     let f = second.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
     assert!(f.from_cache, "second start must load the artifact");
     assert_eq!(ok(call(&second, "echo", b"cached")), b"cached");
-    drop(second);
+    // Nothing may hold the module any more: it maps the artifact (a node's artifacts must not be
+    // changed in place while it runs; Luge itself only ever replaces them by renaming).
+    drop((f, second));
+    // A corrupt artifact (from a crash, a bad disk, a different build) is ignored, recompiled
+    // and replaced.
+    let artifact = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    std::fs::write(&artifact, b"not an artifact").unwrap();
+    let third = Runtime::start(config.clone()).unwrap();
+    let f = third.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
+    assert!(!f.from_cache, "a corrupt artifact must not load");
+    assert_eq!(ok(call(&third, "echo", b"recompiled")), b"recompiled");
+    drop((f, third));
+    assert!(std::fs::read(&artifact).unwrap().len() > 1000, "the artifact was not replaced");
+    // An artifact that cannot be written (here a directory is in its way) costs a compile,
+    // not the registration.
+    std::fs::remove_file(&artifact).unwrap();
+    std::fs::create_dir(&artifact).unwrap();
+    let fourth = Runtime::start(config).unwrap();
+    let f = fourth.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
+    assert!(!f.from_cache);
+    assert_eq!(ok(call(&fourth, "echo", b"uncached")), b"uncached");
+    drop((f, fourth));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A cache directory that cannot be created (a file is in the way; the same for a read-only or
+/// full disk) means serving without the cache, not refusing to start.
+#[test]
+fn an_unusable_cache_directory_means_serving_without_it() {
+    let file = std::env::temp_dir().join(format!("luge-cache-file-{}", std::process::id()));
+    std::fs::write(&file, b"").unwrap();
+    let config = RuntimeConfig { cache_dir: Some(file.join("cache")), ..RuntimeConfig::default() };
+    let rt = Runtime::start(config).unwrap();
+    let f = rt.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
+    assert!(!f.from_cache);
+    assert_eq!(ok(call(&rt, "echo", b"no cache")), b"no cache");
+    drop(rt);
+    std::fs::remove_file(&file).unwrap();
 }
 
 #[test]
