@@ -10,6 +10,7 @@
 //! fiber stack) goes back to the dispatcher, which may resume it on any worker of its group.
 
 use std::cell::RefCell;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
@@ -197,7 +198,30 @@ pub(crate) fn finish(
     let Segment { mut task, mut future, start } = segment;
     let flag = &signals.workers[me.index].preempt;
     let mut cx = Context::from_waker(Waker::noop());
-    match future.as_mut().poll(&mut cx) {
+    // A panic in the host while it runs a sandbox (a bug in the WASI layer or below) ends that
+    // request with an internal error; the worker, and every other request, go on.
+    let polled = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+    let polled = match polled {
+        Ok(poll) => poll,
+        Err(panic) => {
+            drop(future);
+            let _ = flag.compare_exchange(task.sched.0, 0, Ordering::AcqRel, Ordering::Relaxed);
+            let now = signals.clock.now();
+            task.executed += now.saturating_sub(start);
+            let what = panic_text(panic.as_ref());
+            tracing::error!(
+                request_id = task.id,
+                function = %task.function.config.name,
+                "the host panicked running a sandbox: {what}"
+            );
+            let failure = Failure::Internal(format!("the host panicked running it: {what}"));
+            let (sched, function, executed) = (task.sched, task.function.id, task.executed);
+            task.answer(now, Err(failure));
+            send(me, dispatcher, WorkerEvent::Completed { sched, function, executed }, true);
+            return;
+        }
+    };
+    match polled {
         Poll::Ready(done) => {
             drop(future); // return the pool slot before answering
             // A preemption that lost the race with completion must not stay pending (race 2).
@@ -223,4 +247,13 @@ pub(crate) fn finish(
             send(me, dispatcher, WorkerEvent::Preempted { task }, true);
         }
     }
+}
+
+/// The message of a caught panic.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }

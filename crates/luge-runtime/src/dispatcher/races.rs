@@ -300,3 +300,29 @@ fn a_broken_contract_is_recorded() {
     let violation = rig.signals.contract_violation.get().expect("the violation is recorded");
     assert!(violation.contains("99"), "{violation}");
 }
+
+/// A panic in the host while it runs a sandbox is contained to that request: it is answered
+/// with an internal error, the worker reports the run as ended, and the next request runs.
+#[test]
+fn a_host_panic_ends_only_its_own_request() {
+    let mut rig = Rig::new();
+    let a = rig.submit(100 * MS, MS);
+    rig.dispatcher.step();
+    let mut task = rig.handed().unwrap();
+    task.state = TaskState::Suspended(Box::pin(async { panic!("injected host bug") }));
+    rig.execute(task);
+    assert_eq!(rig.events(), ["started", "completed"]);
+    let b = rig.submit(100 * MS, MS);
+    rig.dispatcher.step();
+    rig.execute(rig.handed().expect("the worker goes on"));
+    rig.dispatcher.step();
+    let answered = rig.answered.lock().unwrap();
+    assert_eq!(answered.len(), 2);
+    assert_eq!(answered[0].request_id, a);
+    assert!(
+        matches!(&answered[0].result, Err(crate::outcome::Failure::Internal(m)) if m.contains("injected host bug")),
+        "{:?}",
+        answered[0].result
+    );
+    assert_eq!((answered[1].request_id, answered[1].is_ok()), (b, true));
+}
