@@ -160,3 +160,58 @@ fn the_request_log_writes_one_json_line_per_request() {
         }
     }
 }
+
+/// SIGTERM under load: every request sent before the signal gets an answer (its result, or a
+/// refusal such as "shutting down"), none is lost, and the exit is clean.
+#[test]
+fn sigterm_under_load_answers_every_request_sent_before_it() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use luge_client::{AdminClient, CallOptions, RpcClient};
+
+    let server = Server::start(&[], &cache());
+    let id = AdminClient::new(&server.http).unwrap().id_of("spin").unwrap();
+    let rpc: std::net::SocketAddr = server.rpc.parse().unwrap();
+    let signalled: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..6)
+        .map(|_| {
+            let (signalled, stop) = (Arc::clone(&signalled), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut client = RpcClient::connect(rpc).unwrap();
+                let opts = CallOptions::default()
+                    .with_deadline(Duration::from_secs(5))
+                    .with_timeout(Duration::from_secs(3));
+                let mut sent_before = 0;
+                let mut lost = Vec::new();
+                while !stop.load(Ordering::SeqCst) {
+                    let sent = Instant::now();
+                    let before = signalled.lock().unwrap().is_none_or(|s| sent < s);
+                    let answer = client.call(id, b"300000", opts);
+                    if before {
+                        sent_before += 1;
+                        if let Err(e) = answer {
+                            lost.push(e.to_string());
+                        }
+                    } else if answer.is_err() {
+                        break; // the node is gone: nothing more will be answered
+                    }
+                }
+                (sent_before, lost)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    *signalled.lock().unwrap() = Some(Instant::now());
+    assert_eq!(server.stop(), 0, "SIGTERM under load must be a clean exit");
+    stop.store(true, Ordering::SeqCst);
+    let mut total = 0;
+    for c in clients {
+        let (sent, lost) = c.join().unwrap();
+        assert!(lost.is_empty(), "requests sent before SIGTERM went unanswered: {lost:?}");
+        total += sent;
+    }
+    assert!(total > 20, "the load was too light to mean anything: {total} requests");
+}
