@@ -180,18 +180,22 @@ pub fn run_point(
     ))
 }
 
+/// The output directory of an experiment and the files written into it, in order: what every
+/// experiment ends with (its CSV, its SVG charts, then `summary.md`).
 struct Writer {
     dir: PathBuf,
     files: Vec<PathBuf>,
 }
 
 impl Writer {
+    /// Creates `dir` (and its parents).
     fn new(dir: &Path) -> Result<Self, ExperimentError> {
         std::fs::create_dir_all(dir)
             .map_err(|source| ExperimentError::Io { path: dir.to_owned(), source })?;
         Ok(Self { dir: dir.to_owned(), files: Vec::new() })
     }
 
+    /// Writes the file `name` of the directory.
     fn write(&mut self, name: &str, text: &str) -> Result<(), ExperimentError> {
         let path = self.dir.join(name);
         std::fs::write(&path, text)
@@ -199,6 +203,38 @@ impl Writer {
         self.files.push(path);
         Ok(())
     }
+
+    /// Writes `summary` as `summary.md`, the last file, and returns what the experiment produced.
+    fn finish(mut self, summary: String) -> Result<ExperimentOutput, ExperimentError> {
+        self.write("summary.md", &summary)?;
+        Ok(ExperimentOutput { summary, files: self.files })
+    }
+}
+
+/// The head of a Markdown table of `columns` (`a | b | …`): their row, then the separator row.
+fn md_head(columns: &str) -> String {
+    format!("| {columns} |\n|{}\n", "---|".repeat(columns.split(" | ").count()))
+}
+
+/// What an experiment writes a point at a time: `results.csv` and the table of its summary.
+struct Tables {
+    /// The CSV: its header, then a row per point.
+    csv: String,
+    /// The summary: `# title`, the set-up, the table's head, then a row per point.
+    md: String,
+}
+
+impl Tables {
+    /// Starts the CSV with the header `csv` (comma-separated columns) and the summary with
+    /// `title`, the `setup` paragraph and the head of a table of `md` (`a | b | …`).
+    fn new(title: &str, setup: &str, csv: &str, md: &str) -> Self {
+        Self { csv: format!("{csv}\n"), md: format!("# {title}\n\n{setup}\n\n{}", md_head(md)) }
+    }
+}
+
+/// Every policy at every x, policy by policy: the points of a sweep, in CSV row order.
+fn grid(policies: &[PolicyKind], xs: &[f64]) -> Vec<(PolicyKind, f64)> {
+    policies.iter().flat_map(|&p| xs.iter().map(move |&x| (p, x))).collect()
 }
 
 /// Which metric a sustainable-load target constrains.
@@ -238,18 +274,54 @@ struct LoadSweep {
     config: PolicyConfig,
 }
 
-fn base_config(
-    opts: &ExperimentOptions,
-    policy: PolicyKind,
-    workers: usize,
-    pc: &PolicyConfig,
-) -> SimConfig {
-    let mut cfg = SimConfig::new(policy, workers);
-    cfg.overheads = opts.overheads;
-    cfg.policy_config = pc.clone();
-    // The papers' estimators saw execution only.
-    cfg.estimate_start_cost = false;
-    cfg
+/// One experiment being run: which, with what options, and where its progress goes.
+struct Run<'a> {
+    exp: Experiment,
+    opts: &'a ExperimentOptions,
+    progress: &'a (dyn Fn(&str, usize, usize) + Sync),
+}
+
+impl Run<'_> {
+    /// Requests per point: `full`, or a 50th of it (at least 2 000) in quick mode.
+    fn requests(&self, full: usize) -> usize {
+        if self.opts.quick { (full / 50).max(2_000) } else { full }
+    }
+
+    /// `policy` on `workers` workers with `pc`, as the papers ran it: the options' overheads,
+    /// estimates of execution only.
+    fn config(&self, policy: PolicyKind, workers: usize, pc: &PolicyConfig) -> SimConfig {
+        let mut cfg = SimConfig::new(policy, workers);
+        cfg.overheads = self.opts.overheads;
+        cfg.policy_config = pc.clone();
+        // The papers' estimators saw execution only.
+        cfg.estimate_start_cost = false;
+        cfg
+    }
+
+    /// Simulates `requests` requests of `dist` at `load` (utilisation of `cfg`'s workers), with
+    /// the options' seed, on the machine `cfg`.
+    fn at_load(
+        &self,
+        dist: &ServiceDist,
+        load: f64,
+        cfg: &SimConfig,
+        requests: usize,
+    ) -> Result<Report, SimError> {
+        run_point(&spec_at(dist, load, cfg.workers, self.opts.seed), cfg, requests)
+    }
+
+    /// Runs every point in parallel, reporting progress under the experiment's name, and
+    /// collects the reports, in point order, or the first error.
+    fn points<T: Sync>(
+        &self,
+        points: &[T],
+        run: impl Fn(&T) -> Result<Report, SimError> + Sync,
+    ) -> Result<Vec<Report>, SimError> {
+        let name = self.exp.name();
+        sweep(points, self.opts.threads, run, |d, t| (self.progress)(name, d, t))
+            .into_iter()
+            .collect()
+    }
 }
 
 fn spec_at(dist: &ServiceDist, load: f64, workers: usize, seed: u64) -> WorkloadSpec {
@@ -265,16 +337,13 @@ fn fmt_opt(v: Option<f64>) -> String {
 const CSV_HEADER: &str = "policy,x,offered_rps,throughput_rps,goodput_rps,latency_p50_us,latency_p99_us,latency_p999_us,slowdown_p50,slowdown_p99,slowdown_p999,deadline_miss_rate,rejected,preemptions,utilization";
 
 fn csv_row(policy: &str, x: f64, offered: f64, r: &Report) -> String {
+    let (lat, sd) = (&r.latency_us, &r.slowdown);
+    // latency_p50_us … slowdown_p999, in the header's order.
+    let percentiles = [lat.p50, lat.p99, lat.p999, sd.p50, sd.p99, sd.p999].map(fmt_opt).join(",");
     format!(
-        "{policy},{x:.4},{offered:.1},{:.1},{:.1},{},{},{},{},{},{},{:.5},{},{},{:.4}\n",
+        "{policy},{x:.4},{offered:.1},{:.1},{:.1},{percentiles},{:.5},{},{},{:.4}\n",
         r.throughput_rps,
         r.goodput_rps,
-        fmt_opt(r.latency_us.p50),
-        fmt_opt(r.latency_us.p99),
-        fmt_opt(r.latency_us.p999),
-        fmt_opt(r.slowdown.p50),
-        fmt_opt(r.slowdown.p99),
-        fmt_opt(r.slowdown.p999),
         r.deadline_miss_rate,
         r.rejected,
         r.preemptions,
@@ -302,49 +371,23 @@ fn series_of(
         .collect()
 }
 
-/// Runs every point in parallel and collects the reports, in point order, or the first error.
-fn run_points<T: Sync>(
-    points: &[T],
-    opts: &ExperimentOptions,
-    name: &str,
-    run: impl Fn(&T) -> Result<Report, SimError> + Sync,
-    progress: &(dyn Fn(&str, usize, usize) + Sync),
-) -> Result<Vec<Report>, SimError> {
-    sweep(points, opts.threads, run, |d, t| progress(name, d, t)).into_iter().collect()
-}
-
-fn requests(opts: &ExperimentOptions, full: usize) -> usize {
-    if opts.quick { (full / 50).max(2_000) } else { full }
-}
-
 fn run_load_sweep(
-    exp: Experiment,
+    run: &Run<'_>,
     sw: &LoadSweep,
-    opts: &ExperimentOptions,
     full_requests: usize,
-    progress: &(dyn Fn(&str, usize, usize) + Sync),
 ) -> Result<ExperimentOutput, ExperimentError> {
-    let n = requests(opts, full_requests);
+    let (exp, opts) = (run.exp, run.opts);
+    let n = run.requests(full_requests);
     let loads: Vec<f64> = if opts.quick {
         sw.loads.iter().copied().step_by(sw.loads.len().div_ceil(3).max(1)).collect()
     } else {
         sw.loads.clone()
     };
-    let points: Vec<(PolicyKind, f64)> =
-        sw.policies.iter().flat_map(|&p| loads.iter().map(move |&l| (p, l))).collect();
-    let reports = run_points(
-        &points,
-        opts,
-        exp.name(),
-        |&(policy, load)| {
-            run_point(
-                &spec_at(&sw.dist, load, sw.workers, opts.seed),
-                &base_config(opts, policy, sw.workers, &sw.config),
-                n,
-            )
-        },
-        progress,
-    )?;
+    let at = |policy: PolicyKind, load: f64| {
+        run.at_load(&sw.dist, load, &run.config(policy, sw.workers, &sw.config), n)
+    };
+    let points = grid(&sw.policies, &loads);
+    let reports = run.points(&points, |&(p, l)| at(p, l))?;
     let mut w = Writer::new(&opts.out_dir)?;
     let mean = sw.dist.mean();
     let rps = |load: f64| load * sw.workers as f64 * 1e9 / mean;
@@ -354,7 +397,6 @@ fn run_load_sweep(
     }
     w.write("results.csv", &csv)?;
     let xs: Vec<f64> = loads.iter().map(|&l| rps(l) / 1000.0).collect();
-    let x_label = "offered load (k requests/s)";
     type Metric = Box<dyn Fn(&Report) -> Option<f64>>;
     let charts: [(&str, &str, bool, Metric); 3] = [
         ("p999_latency.svg", "p99.9 latency (µs)", true, Box::new(|r: &Report| r.latency_us.p999)),
@@ -367,12 +409,8 @@ fn run_load_sweep(
         ),
     ];
     for (file, label, log_y, f) in charts {
-        let chart = Chart {
-            title: format!("{} — {label}", exp.title()),
-            x_label: x_label.into(),
-            y_label: label.into(),
-            log_y,
-        };
+        let title = format!("{} — {label}", exp.title());
+        let chart = Chart { log_y, ..Chart::new(title, "offered load (k requests/s)", label) };
         w.write(file, &svg(&chart, &series_of(&sw.policies, &xs, &reports, f)))?;
     }
     // Sustainable load by bisection, per policy, in parallel.
@@ -380,21 +418,7 @@ fn run_load_sweep(
     let bisect = sweep(
         &sw.policies,
         opts.threads,
-        |&policy| {
-            max_sustainable(
-                0.05,
-                1.0,
-                tol,
-                |l| {
-                    run_point(
-                        &spec_at(&sw.dist, l, sw.workers, opts.seed),
-                        &base_config(opts, policy, sw.workers, &sw.config),
-                        n,
-                    )
-                },
-                |r| sw.target.meets(r),
-            )
-        },
+        |&policy| max_sustainable(0.05, 1.0, tol, |l| at(policy, l), |r| sw.target.meets(r)),
         |_, _| {},
     );
     let sustainable: Vec<f64> = bisect.into_iter().collect::<Result<_, _>>()?;
@@ -407,9 +431,7 @@ fn run_load_sweep(
         opts.overheads.to_string().trim().replace('\n', ", ")
     );
     let _ = writeln!(md, "Sustainable load at {} (bisection to ±{tol}):\n", sw.target.describe());
-    md.push_str(
-        "| policy | load ρ | requests/s | ratio SledgeScale ÷ policy |\n|---|---|---|---|\n",
-    );
+    md.push_str(&md_head("policy | load ρ | requests/s | ratio SledgeScale ÷ policy"));
     let ss = sw.policies.iter().position(|&p| p == PolicyKind::SledgeScale).map(|i| sustainable[i]);
     for (p, s) in sw.policies.iter().zip(&sustainable) {
         let ratio = match ss {
@@ -420,9 +442,8 @@ fn run_load_sweep(
         let _ = writeln!(md, "| {} | {s:.3} | {:.0} | {ratio} |", p.name(), rps(*s));
     }
     let _ = writeln!(md, "\nPaper: {}\n", sw.paper);
-    md.push_str("| policy | load | p99.9 latency µs | p99.9 slowdown | miss rate |\n|---|---|---|---|---|\n");
-    for (i, &(p, l)) in points.iter().enumerate() {
-        let r = &reports[i];
+    md.push_str(&md_head("policy | load | p99.9 latency µs | p99.9 slowdown | miss rate"));
+    for (&(p, l), r) in points.iter().zip(&reports) {
         let _ = writeln!(
             md,
             "| {} | {l:.2} | {} | {} | {:.2} % |",
@@ -432,8 +453,7 @@ fn run_load_sweep(
             r.deadline_miss_rate * 100.0
         );
     }
-    w.write("summary.md", &md)?;
-    Ok(ExperimentOutput { summary: md, files: w.files })
+    w.finish(md)
 }
 
 /// Runs one named experiment; `progress(name, done, total)` reports simulation points.
@@ -450,6 +470,7 @@ pub fn run_experiment(
     };
     // The papers' figures queue everything: reproduce them with admission off.
     let pc = PolicyConfig::papers(1);
+    let run = Run { exp, opts, progress };
     match exp {
         Experiment::Fig8 => {
             let config = PolicyConfig { sledge_batch: 5, sledge_quantum: 1_000_000, ..pc };
@@ -467,10 +488,10 @@ pub fn run_experiment(
                 paper: "SledgeScale keeps low slowdown and miss rate at every load; LL(D) beats RR at low load and converges with it; Sledge (batch 5, RR) is worst.",
                 config,
             };
-            run_load_sweep(exp, &sw, opts, 200_000, progress)
+            run_load_sweep(&run, &sw, 200_000)
         }
         Experiment::Fig9 => run_load_sweep(
-            exp,
+            &run,
             &LoadSweep {
                 dist: preset(Preset::Fixed),
                 policies: trio,
@@ -480,12 +501,10 @@ pub fn run_experiment(
                 paper: "at p99.9 latency ≤ 200 µs SledgeScale sustains 1.47× the load of DARC and Shinjuku (late binding leaves workers idle on the real machine).",
                 config: pc,
             },
-            opts,
             200_000,
-            progress,
         ),
         Experiment::Fig10 => run_load_sweep(
-            exp,
+            &run,
             &LoadSweep {
                 dist: preset(Preset::Exponential),
                 policies: trio,
@@ -495,12 +514,10 @@ pub fn run_experiment(
                 paper: "at p99.9 slowdown ≤ 50 SledgeScale sustains 3.2× Shinjuku and 1.6× DARC; 44 k vs 26 k rps before DARC drops.",
                 config: pc,
             },
-            opts,
             200_000,
-            progress,
         ),
         Experiment::Fig11 => run_load_sweep(
-            exp,
+            &run,
             &LoadSweep {
                 dist: preset(Preset::LogNormal),
                 policies: trio,
@@ -510,13 +527,11 @@ pub fn run_experiment(
                 paper: "at p99.9 slowdown ≤ 200 SledgeScale sustains 5.9× DARC and 47× Shinjuku.",
                 config: pc,
             },
-            opts,
             // Shinjuku's 15 µs quantum over a mean of 11 ms costs ~10⁸ events per 100 k requests.
             100_000,
-            progress,
         ),
         Experiment::Fig12 => run_load_sweep(
-            exp,
+            &run,
             &LoadSweep {
                 dist: preset(Preset::HighBimodal),
                 policies: trio,
@@ -526,13 +541,11 @@ pub fn run_experiment(
                 paper: "SledgeScale best; DARC reserves 1 core for short and 5 for long and is limited to ~85 % load; Shinjuku suffers from context switches.",
                 config: pc,
             },
-            opts,
             200_000,
-            progress,
         ),
-        Experiment::Fig13 => fig13::run(opts, progress),
-        Experiment::EdgeRt => edgert::run(opts, progress),
-        Experiment::Sfs => sfs::run(opts, progress),
-        Experiment::Overload => overload::run(opts, progress),
+        Experiment::Fig13 => fig13::run(&run),
+        Experiment::EdgeRt => edgert::run(&run),
+        Experiment::Sfs => sfs::run(&run),
+        Experiment::Overload => overload::run(&run),
     }
 }

@@ -25,6 +25,18 @@ pub struct Chart {
     pub log_y: bool,
 }
 
+impl Chart {
+    /// A chart with a linear y axis (`Chart { log_y: true, ..Chart::new(…) }` for a
+    /// logarithmic one).
+    pub fn new(
+        title: impl Into<String>,
+        x_label: impl Into<String>,
+        y_label: impl Into<String>,
+    ) -> Self {
+        Self { title: title.into(), x_label: x_label.into(), y_label: y_label.into(), log_y: false }
+    }
+}
+
 const W: f64 = 720.0;
 const H: f64 = 440.0;
 const L: f64 = 80.0;

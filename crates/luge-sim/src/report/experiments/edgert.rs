@@ -5,12 +5,9 @@ use super::*;
 
 /// Edge-RT Fig. 11: light 40 µs (deadline 10 ms) / heavy 5 ms (500 ms), light = 80 % of the work;
 /// 60–100 % utilisation of 4 workers; bounded queues so overload is dropped, as in Edge-RT.
-pub(super) fn run(
-    opts: &ExperimentOptions,
-    progress: &(dyn Fn(&str, usize, usize) + Sync),
-) -> Result<ExperimentOutput, ExperimentError> {
-    let exp = Experiment::EdgeRt;
-    let n = requests(opts, 200_000);
+pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
+    let opts = run.opts;
+    let n = run.requests(200_000);
     let workers = 4;
     let loads: Vec<f64> = if opts.quick { vec![0.6, 1.0] } else { vec![0.6, 0.7, 0.8, 0.9, 1.0] };
     let policies =
@@ -20,29 +17,17 @@ pub(super) fn run(
         ..PolicyConfig::papers(workers)
     };
     let dist = ServiceDist::preset(Preset::EdgeRtBimodal);
-    let points: Vec<(PolicyKind, f64)> =
-        policies.iter().flat_map(|&p| loads.iter().map(move |&l| (p, l))).collect();
-    let reports = run_points(
-        &points,
-        opts,
-        exp.name(),
-        |&(p, l)| {
-            run_point(
-                &spec_at(&dist, l, workers, opts.seed),
-                &base_config(opts, p, workers, &config),
-                n,
-            )
-        },
-        progress,
-    )?;
-    let mut w = Writer::new(&opts.out_dir)?;
-    let mut csv = String::from(
-        "policy,load,light_met,light_missed,light_dropped,heavy_met,heavy_missed,heavy_dropped\n",
-    );
-    let mut md = format!(
-        "# {}\n\n{workers} workers, queues bounded at {} requests, {n} requests per point. Shares of light (class 0) and heavy (class 1) requests.\n\n| policy | load | light met | light missed | light dropped | heavy met | heavy dropped |\n|---|---|---|---|---|---|---|\n",
-        exp.title(),
-        256 * workers
+    let points = grid(&policies, &loads);
+    let reports =
+        run.points(&points, |&(p, l)| run.at_load(&dist, l, &run.config(p, workers, &config), n))?;
+    let mut t = Tables::new(
+        run.exp.title(),
+        &format!(
+            "{workers} workers, queues bounded at {} requests, {n} requests per point. Shares of light (class 0) and heavy (class 1) requests.",
+            256 * workers
+        ),
+        "policy,load,light_met,light_missed,light_dropped,heavy_met,heavy_missed,heavy_dropped",
+        "policy | load | light met | light missed | light dropped | heavy met | heavy dropped",
     );
     for (&(p, l), r) in points.iter().zip(&reports) {
         let split = |c: u16| {
@@ -59,7 +44,7 @@ pub(super) fn run(
         let light_dropped = dropped.min(light_bad);
         let light_missed = light_bad - light_dropped;
         let _ = writeln!(
-            csv,
+            t.csv,
             "{},{l:.2},{:.5},{:.5},{:.5},{:.5},{:.5},{:.5}",
             p.name(),
             1.0 - light_bad,
@@ -70,7 +55,7 @@ pub(super) fn run(
             0.0
         );
         let _ = writeln!(
-            md,
+            t.md,
             "| {} | {l:.1} | {:.1} % | {:.1} % | {:.1} % | {:.1} % | — |",
             p.name(),
             (1.0 - light_bad) * 100.0,
@@ -79,19 +64,13 @@ pub(super) fn run(
             (1.0 - heavy_bad) * 100.0
         );
     }
-    md.push_str("\nPaper: Edge-RT meets > 98 % of light deadlines up to 90 % utilisation; EdgeOS (round robin) misses most above 80 %.\n");
-    w.write("results.csv", &csv)?;
-    let xs: Vec<f64> = loads.clone();
-    let chart = Chart {
-        title: exp.title().into(),
-        x_label: "utilisation".into(),
-        y_label: "light deadlines met".into(),
-        log_y: false,
-    };
-    let met = series_of(&policies, &xs, &reports, |r| {
+    t.md.push_str("\nPaper: Edge-RT meets > 98 % of light deadlines up to 90 % utilisation; EdgeOS (round robin) misses most above 80 %.\n");
+    let mut w = Writer::new(&opts.out_dir)?;
+    w.write("results.csv", &t.csv)?;
+    let met = series_of(&policies, &loads, &reports, |r| {
         r.per_class.iter().find(|c| c.class == 0).map(|c| 1.0 - c.deadline_miss_rate)
     });
+    let chart = Chart::new(run.exp.title(), "utilisation", "light deadlines met");
     w.write("light_met.svg", &svg(&chart, &met))?;
-    w.write("summary.md", &md)?;
-    Ok(ExperimentOutput { summary: md, files: w.files })
+    w.finish(t.md)
 }

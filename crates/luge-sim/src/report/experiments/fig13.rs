@@ -4,12 +4,9 @@ use super::*;
 
 /// Fig. 13: SD-VBS at a fixed 14.4 k rps on 6 workers; Segmentation and Classification have
 /// deadlines of 2 × execution, SIFT's deadline goes from 1.13 ms to 11.3 ms.
-pub(super) fn run(
-    opts: &ExperimentOptions,
-    progress: &(dyn Fn(&str, usize, usize) + Sync),
-) -> Result<ExperimentOutput, ExperimentError> {
-    let exp = Experiment::Fig13;
-    let n = requests(opts, 200_000);
+pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
+    let opts = run.opts;
+    let n = run.requests(200_000);
     let workers = 6;
     let sift_deadlines: Vec<u64> = if opts.quick {
         vec![1_130_000, 11_300_000]
@@ -32,36 +29,24 @@ pub(super) fn run(
             points.push((p, d, dist_for(d)?));
         }
     }
-    let reports = run_points(
-        &points,
-        opts,
-        exp.name(),
-        |(policy, _, dist)| {
-            let spec = WorkloadSpec::new(dist.clone())
-                .with_rate(Rate::PerSecond(14_400.0))
-                .with_seed(opts.seed);
-            run_point(
-                &spec,
-                &base_config(opts, *policy, workers, &PolicyConfig::papers(workers)),
-                n,
-            )
-        },
-        progress,
-    )?;
-    let mut w = Writer::new(&opts.out_dir)?;
-    let mut csv = String::from(
-        "policy,sift_deadline_ms,deadline_miss_rate,sift_p999_us,segmentation_p999_us,classification_p999_us,sift_miss,segmentation_miss,classification_miss\n",
-    );
-    let mut md = format!(
-        "# {}\n\n6 workers, 14.4 k rps (≈ 53 % load), {n} requests per point.\n\n| policy | SIFT deadline ms | miss rate | SIFT p99.9 µs | Seg. p99.9 µs | Class. p99.9 µs |\n|---|---|---|---|---|---|\n",
-        exp.title()
+    let reports = run.points(&points, |(policy, _, dist)| {
+        let spec = WorkloadSpec::new(dist.clone())
+            .with_rate(Rate::PerSecond(14_400.0))
+            .with_seed(opts.seed);
+        run_point(&spec, &run.config(*policy, workers, &PolicyConfig::papers(workers)), n)
+    })?;
+    let mut t = Tables::new(
+        run.exp.title(),
+        &format!("6 workers, 14.4 k rps (≈ 53 % load), {n} requests per point."),
+        "policy,sift_deadline_ms,deadline_miss_rate,sift_p999_us,segmentation_p999_us,classification_p999_us,sift_miss,segmentation_miss,classification_miss",
+        "policy | SIFT deadline ms | miss rate | SIFT p99.9 µs | Seg. p99.9 µs | Class. p99.9 µs",
     );
     for ((p, d, _), r) in points.iter().zip(&reports) {
         let class = |c: u16| r.per_class.iter().find(|x| x.class == c);
         let p999 = |c: u16| fmt_opt(class(c).and_then(|x| x.latency_us.p999));
         let miss = |c: u16| class(c).map_or(0.0, |x| x.deadline_miss_rate);
         let _ = writeln!(
-            csv,
+            t.csv,
             "{},{:.2},{:.5},{},{},{},{:.5},{:.5},{:.5}",
             p.name(),
             *d as f64 / 1e6,
@@ -74,7 +59,7 @@ pub(super) fn run(
             miss(2)
         );
         let _ = writeln!(
-            md,
+            t.md,
             "| {} | {:.2} | {:.2} % | {} | {} | {} |",
             p.name(),
             *d as f64 / 1e6,
@@ -84,19 +69,12 @@ pub(super) fn run(
             p999(2)
         );
     }
-    md.push_str("\nPaper: as SIFT's deadline grows SledgeScale's miss rate falls (it postpones SIFT to serve Segmentation and Classification); DARC's stays constant.\n");
-    w.write("results.csv", &csv)?;
+    t.md.push_str("\nPaper: as SIFT's deadline grows SledgeScale's miss rate falls (it postpones SIFT to serve Segmentation and Classification); DARC's stays constant.\n");
+    let mut w = Writer::new(&opts.out_dir)?;
+    w.write("results.csv", &t.csv)?;
     let xs: Vec<f64> = sift_deadlines.iter().map(|&d| d as f64 / 1e6).collect();
-    let chart = Chart {
-        title: exp.title().into(),
-        x_label: "SIFT deadline (ms)".into(),
-        y_label: "deadline-miss rate".into(),
-        log_y: false,
-    };
-    w.write(
-        "deadline_miss.svg",
-        &svg(&chart, &series_of(&policies, &xs, &reports, |r| Some(r.deadline_miss_rate))),
-    )?;
-    w.write("summary.md", &md)?;
-    Ok(ExperimentOutput { summary: md, files: w.files })
+    let chart = Chart::new(run.exp.title(), "SIFT deadline (ms)", "deadline-miss rate");
+    let series = series_of(&policies, &xs, &reports, |r| Some(r.deadline_miss_rate));
+    w.write("deadline_miss.svg", &svg(&chart, &series))?;
+    w.finish(t.md)
 }

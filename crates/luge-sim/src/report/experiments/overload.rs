@@ -14,10 +14,7 @@ use std::fmt::Write as _;
 use luge_sched::{Admission, PolicyConfig, PolicyKind};
 use luge_workload::{Preset, ServiceDist};
 
-use super::{
-    ExperimentError, ExperimentOptions, ExperimentOutput, Writer, base_config, requests, run_point,
-    run_points, spec_at,
-};
+use super::{ExperimentError, ExperimentOutput, Run, Tables, Writer, md_head};
 use crate::record::Report;
 use crate::report::plot::{Chart, Series, svg};
 
@@ -59,12 +56,8 @@ fn us(v: Option<f64>) -> String {
 }
 
 /// Runs the overload experiment.
-pub(super) fn run(
-    opts: &ExperimentOptions,
-    progress: &(dyn Fn(&str, usize, usize) + Sync),
-) -> Result<ExperimentOutput, ExperimentError> {
-    let name = "overload";
-    let n = requests(opts, 200_000);
+pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
+    let n = run.requests(200_000);
     let workers = 2;
     let multiples = [1.0, 1.5, 2.0, 5.0];
     let mixes = [("fixed", Preset::Fixed), ("high-bimodal", Preset::HighBimodal)];
@@ -82,25 +75,20 @@ pub(super) fn run(
             points.push(("high-bimodal", ServiceDist::preset(Preset::HighBimodal), c, load));
         }
     }
-    let reports = run_points(
-        &points,
-        opts,
-        name,
-        |(_, dist, c, load)| {
-            let pc = PolicyConfig { admission: c.admission, ..PolicyConfig::papers(workers) };
-            let mut cfg = base_config(opts, c.policy, workers, &pc);
-            // As in the runtime: estimates include a request's start-up on its worker.
-            cfg.estimate_start_cost = true;
-            run_point(&spec_at(dist, *load, workers, opts.seed), &cfg, n)
-        },
-        progress,
-    )?;
-    let mut w = Writer::new(&opts.out_dir)?;
-    let mut csv = String::from(
-        "mix,contender,offered_x_capacity,goodput_rps,goodput_share_of_capacity,goodput_vs_1x,useful_utilization,refused_share,met_share_of_completed,p99_us\n",
-    );
-    let mut md = format!(
-        "# Overload: admission on the wait and shedding\n\n{workers} workers, {n} requests per point, deadlines 10× execution, Poisson arrivals. Goodput = answers within their deadline per second; capacity = workers ÷ mean execution (start-up costs not included, so the fixed 10 µs mix cannot reach 100 %); useful work = share of worker time spent executing requests that met their deadline.\n\n| mix | contender | offered | goodput / capacity | goodput / own 1× | useful work | refused | completed within deadline |\n|---|---|---|---|---|---|---|---|\n"
+    let reports = run.points(&points, |(_, dist, c, load)| {
+        let pc = PolicyConfig { admission: c.admission, ..PolicyConfig::papers(workers) };
+        let mut cfg = run.config(c.policy, workers, &pc);
+        // As in the runtime: estimates include a request's start-up on its worker.
+        cfg.estimate_start_cost = true;
+        run.at_load(dist, *load, &cfg, n)
+    })?;
+    let mut t = Tables::new(
+        "Overload: admission on the wait and shedding",
+        &format!(
+            "{workers} workers, {n} requests per point, deadlines 10× execution, Poisson arrivals. Goodput = answers within their deadline per second; capacity = workers ÷ mean execution (start-up costs not included, so the fixed 10 µs mix cannot reach 100 %); useful work = share of worker time spent executing requests that met their deadline."
+        ),
+        "mix,contender,offered_x_capacity,goodput_rps,goodput_share_of_capacity,goodput_vs_1x,useful_utilization,refused_share,met_share_of_completed,p99_us",
+        "mix | contender | offered | goodput / capacity | goodput / own 1× | useful work | refused | completed within deadline",
     );
     let mut charts: Vec<(String, Vec<Series>)> = Vec::new();
     let part1 = mixes.len() * contenders.len() * multiples.len();
@@ -111,7 +99,7 @@ pub(super) fn run(
         let refused = r.rejected as f64 / r.requests.max(1) as f64;
         let met = r.requests as f64 * (1.0 - r.deadline_miss_rate) / r.completed.max(1) as f64;
         let _ = writeln!(
-            csv,
+            t.csv,
             "{mix},{},{m},{:.1},{:.4},{:.4},{:.4},{refused:.4},{met:.4},{}",
             c.label,
             r.goodput_rps,
@@ -121,7 +109,7 @@ pub(super) fn run(
             r.latency_us.p99.map_or(String::new(), |v| format!("{v:.1}")),
         );
         let _ = writeln!(
-            md,
+            t.md,
             "| {mix} | {} | {m}× | {:.1} % | {:.1} % | {:.1} % | {:.1} % | {:.2} % |",
             c.label,
             100.0 * r.goodput_rps / capacity,
@@ -141,7 +129,8 @@ pub(super) fn run(
             None => series.push(Series { name: c.label.into(), points: vec![point] }),
         }
     }
-    md.push_str("\n## High-bimodal near saturation: short requests' p99 against SRPT\n\n| load | Luge p99 (µs) | SRPT p99 (µs) | ratio | Luge refused |\n|---|---|---|---|---|\n");
+    t.md.push_str("\n## High-bimodal near saturation: short requests' p99 against SRPT\n\n");
+    t.md.push_str(&md_head("load | Luge p99 (µs) | SRPT p99 (µs) | ratio | Luge refused"));
     let tail = &reports[part1..];
     for (pair, load) in tail.chunks(2).zip([0.9, 0.95]) {
         let [luge, srpt] = pair else { continue };
@@ -150,28 +139,24 @@ pub(super) fn run(
             _ => "∞".into(),
         };
         let _ = writeln!(
-            md,
+            t.md,
             "| {load} | {} | {} | {ratio} | {:.2} % |",
             us(short_p99(luge)),
             us(short_p99(srpt)),
             100.0 * luge.rejected as f64 / luge.requests.max(1) as f64,
         );
         let _ = writeln!(
-            csv,
+            t.csv,
             "high-bimodal,short_p99_vs_srpt,{load},,,,,,{}",
             short_p99(luge).map_or(String::new(), |v| format!("{v:.1}"))
         );
     }
-    w.write("results.csv", &csv)?;
+    let mut w = Writer::new(&run.opts.out_dir)?;
+    w.write("results.csv", &t.csv)?;
     for (mix, series) in &charts {
-        let chart = Chart {
-            title: format!("Goodput under overload, {mix}"),
-            x_label: "offered load (× capacity)".into(),
-            y_label: "goodput / capacity".into(),
-            log_y: false,
-        };
+        let title = format!("Goodput under overload, {mix}");
+        let chart = Chart::new(title, "offered load (× capacity)", "goodput / capacity");
         w.write(&format!("goodput_{mix}.svg"), &svg(&chart, series))?;
     }
-    w.write("summary.md", &md)?;
-    Ok(ExperimentOutput { summary: md, files: w.files })
+    w.finish(t.md)
 }

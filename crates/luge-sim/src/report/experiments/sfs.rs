@@ -5,46 +5,36 @@ use super::*;
 
 /// SFS §VIII: Azure mix on 4 workers at 50–100 % load; policies are told nothing true about
 /// execution times (the median-of-256 estimator), as SFS assumes.
-pub(super) fn run(
-    opts: &ExperimentOptions,
-    progress: &(dyn Fn(&str, usize, usize) + Sync),
-) -> Result<ExperimentOutput, ExperimentError> {
-    let exp = Experiment::Sfs;
-    let n = requests(opts, 50_000);
+pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
+    let opts = run.opts;
+    let n = run.requests(50_000);
     let workers = 4;
     let loads: Vec<f64> =
         if opts.quick { vec![0.5, 0.9] } else { vec![0.5, 0.6, 0.7, 0.8, 0.9, 1.0] };
     let policies = [PolicyKind::Sfs, PolicyKind::Ps, PolicyKind::Fifo, PolicyKind::Srpt];
     let dist = ServiceDist::preset(Preset::Azure);
-    let points: Vec<(PolicyKind, f64)> =
-        policies.iter().flat_map(|&p| loads.iter().map(move |&l| (p, l))).collect();
+    let points = grid(&policies, &loads);
     let config_for = |p: PolicyKind| {
-        let mut cfg = base_config(opts, p, workers, &PolicyConfig::papers(workers));
+        let mut cfg = run.config(p, workers, &PolicyConfig::papers(workers));
         // SRPT is the oracle reference; everything else schedules blind.
         if p != PolicyKind::Srpt {
             cfg.estimator = crate::engine::EstimatorMode::Median256;
         }
         cfg
     };
-    let reports = run_points(
-        &points,
-        opts,
-        exp.name(),
-        |&(p, l)| run_point(&spec_at(&dist, l, workers, opts.seed), &config_for(p), n),
-        progress,
-    )?;
-    let mut w = Writer::new(&opts.out_dir)?;
-    let mut csv = String::from(
-        "policy,load,rte_mean,rte_p50,latency_p50_ms,latency_p99_ms,slowdown_p50,slowdown_p99\n",
-    );
-    let mut md = format!(
-        "# {}\n\n{workers} workers, {n} requests per point; SRPT has oracle execution times, the others the median-of-256 estimate.\n\n| policy | load | mean RTE | median RTE | p50 latency ms | p99 latency ms |\n|---|---|---|---|---|---|\n",
-        exp.title()
+    let reports = run.points(&points, |&(p, l)| run.at_load(&dist, l, &config_for(p), n))?;
+    let mut t = Tables::new(
+        run.exp.title(),
+        &format!(
+            "{workers} workers, {n} requests per point; SRPT has oracle execution times, the others the median-of-256 estimate."
+        ),
+        "policy,load,rte_mean,rte_p50,latency_p50_ms,latency_p99_ms,slowdown_p50,slowdown_p99",
+        "policy | load | mean RTE | median RTE | p50 latency ms | p99 latency ms",
     );
     for (&(p, l), r) in points.iter().zip(&reports) {
         let ms = |v: Option<f64>| v.map_or_else(|| "inf".into(), |v| format!("{:.1}", v / 1000.0));
         let _ = writeln!(
-            csv,
+            t.csv,
             "{},{l:.2},{:.4},{},{},{},{},{}",
             p.name(),
             r.rte.mean,
@@ -55,7 +45,7 @@ pub(super) fn run(
             fmt_opt(r.slowdown.p99)
         );
         let _ = writeln!(
-            md,
+            t.md,
             "| {} | {l:.1} | {:.3} | {} | {} | {} |",
             p.name(),
             r.rte.mean,
@@ -64,14 +54,10 @@ pub(super) fn run(
             ms(r.latency_us.p99)
         );
     }
-    md.push_str("\nPaper: SFS approximates SRTF: most short functions reach RTE ≈ 1 where CFS (PS) gives them far less; FIFO suffers from head-of-line blocking.\n");
-    w.write("results.csv", &csv)?;
-    let chart = Chart {
-        title: exp.title().into(),
-        x_label: "load".into(),
-        y_label: "mean RTE".into(),
-        log_y: false,
-    };
+    t.md.push_str("\nPaper: SFS approximates SRTF: most short functions reach RTE ≈ 1 where CFS (PS) gives them far less; FIFO suffers from head-of-line blocking.\n");
+    let mut w = Writer::new(&opts.out_dir)?;
+    w.write("results.csv", &t.csv)?;
+    let chart = Chart::new(run.exp.title(), "load", "mean RTE");
     w.write(
         "rte.svg",
         &svg(&chart, &series_of(&policies, &loads, &reports, |r| Some(r.rte.mean))),
@@ -113,13 +99,11 @@ pub(super) fn run(
         series.push(Series { name: p.name().into(), points: cdf });
     }
     w.write("rte_cdf.csv", &cdf_csv)?;
-    let chart = Chart {
-        title: format!("{} — RTE CDF at load {cdf_load}", exp.title()),
-        x_label: "RTE (execution ÷ turnaround)".into(),
-        y_label: "fraction of requests".into(),
-        log_y: false,
-    };
+    let chart = Chart::new(
+        format!("{} — RTE CDF at load {cdf_load}", run.exp.title()),
+        "RTE (execution ÷ turnaround)",
+        "fraction of requests",
+    );
     w.write("rte_cdf.svg", &svg(&chart, &series))?;
-    w.write("summary.md", &md)?;
-    Ok(ExperimentOutput { summary: md, files: w.files })
+    w.finish(t.md)
 }
