@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 use luge_workload::WorkloadSpec;
 
 use crate::calibrate::{self, Calibration, CalibrationOptions};
-use crate::drive::{Schedule, drive};
+use crate::drive::{Schedule, Transport, drive};
 use crate::error::BenchError;
 use crate::http::HttpSetup;
 use crate::ledger::Ledger;
@@ -250,19 +250,8 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
             let rx = sock.try_clone().map_err(|e| BenchError::io("cloning the UDP socket", e))?;
             let base = random_base();
             let mut transport = UdpTransport::new(sock, base, config.send_expected);
-            thread::scope(|s| {
-                let receiver = s.spawn(|| udp::receive(&rx, base, &ledger, &done));
-                let progress = config
-                    .progress
-                    .then(|| s.spawn(|| progress_line(&ledger, config.duration, &done)));
-                let pacer = s.spawn(|| drive(&plan, &ledger, &mut transport, schedule));
-                let _ = pacer.join();
-                done.store(true, Ordering::Relaxed);
-                let _ = receiver.join();
-                if let Some(p) = progress {
-                    let _ = p.join();
-                }
-            });
+            let receiver = || udp::receive(&rx, base, &ledger, &done);
+            pace(&config, &plan, &ledger, &mut transport, schedule, &done, Some(receiver));
         }
         Wire::Http(setup) => {
             let mut transport = setup.transport(
@@ -271,17 +260,7 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
                 config.timeout,
                 config.send_expected,
             )?;
-            thread::scope(|s| {
-                let progress = config
-                    .progress
-                    .then(|| s.spawn(|| progress_line(&ledger, config.duration, &done)));
-                let pacer = s.spawn(|| drive(&plan, &ledger, &mut transport, schedule));
-                let _ = pacer.join();
-                done.store(true, Ordering::Relaxed);
-                if let Some(p) = progress {
-                    let _ = p.join();
-                }
-            });
+            pace(&config, &plan, &ledger, &mut transport, schedule, &done, None::<fn()>);
             drop(transport);
             setup.shutdown();
         }
@@ -337,6 +316,34 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
         notes,
         samples,
     })
+}
+
+/// Sends `plan` through `transport` on a pacing thread, beside `receiver` (the UDP receive
+/// loop; HTTP transports receive on their own threads) and the progress line if asked for; when
+/// the pacer is done, sets `done` and waits for the others to see it.
+fn pace<T: Transport + Send>(
+    config: &RunConfig,
+    plan: &Plan,
+    ledger: &Ledger,
+    transport: &mut T,
+    schedule: Schedule,
+    done: &AtomicBool,
+    receiver: Option<impl FnOnce() + Send>,
+) {
+    thread::scope(|s| {
+        let receiver = receiver.map(|r| s.spawn(r));
+        let progress =
+            config.progress.then(|| s.spawn(|| progress_line(ledger, config.duration, done)));
+        let pacer = s.spawn(|| drive(plan, ledger, transport, schedule));
+        let _ = pacer.join();
+        done.store(true, Ordering::Relaxed);
+        if let Some(r) = receiver {
+            let _ = r.join();
+        }
+        if let Some(p) = progress {
+            let _ = p.join();
+        }
+    });
 }
 
 /// Prints a progress line to stderr every second until `done` (in place on a terminal).

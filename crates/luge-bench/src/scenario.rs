@@ -154,6 +154,27 @@ impl ScenarioOptions {
         self.layouts.first().copied().unwrap_or(Layout::Inline)
     }
 
+    /// `given` unless it is empty, else the default of this mode: `quick` or `full`.
+    pub(crate) fn given_or<T: Clone>(&self, given: &[T], quick: Vec<T>, full: Vec<T>) -> Vec<T> {
+        if !given.is_empty() {
+            given.to_vec()
+        } else if self.quick {
+            quick
+        } else {
+            full
+        }
+    }
+
+    /// `given`, else the default run time of this mode: `quick` or `full`.
+    pub(crate) fn duration_or(
+        &self,
+        given: Option<Duration>,
+        quick: Duration,
+        full: Duration,
+    ) -> Duration {
+        given.unwrap_or(if self.quick { quick } else { full })
+    }
+
     fn check(&self) -> Result<(), BenchError> {
         let bad = |m: &str| Err(BenchError::Config(m.to_owned()));
         if self.modes.is_empty() {

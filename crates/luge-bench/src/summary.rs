@@ -29,20 +29,10 @@ use serde::Serialize;
 
 use crate::sample::{ErrorKind, Sample};
 
-/// Mean and tail of a distribution in which `None` (JSON `null`) stands for infinity.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
-pub struct Percentiles {
-    /// Mean over the finite values (0 when there are none).
-    pub mean: f64,
-    /// Median.
-    pub p50: Option<f64>,
-    /// 99th percentile.
-    pub p99: Option<f64>,
-    /// 99.9th percentile.
-    pub p999: Option<f64>,
-    /// Maximum.
-    pub max: Option<f64>,
-}
+/// Mean and tail of a distribution in which `None` (JSON `null`) stands for infinity (a failure
+/// at that rank); the mean is over the finite values, 0 when there are none. The simulator's
+/// [`luge_sim::Summary`], so that a measured run and its simulation compare field by field.
+pub type Percentiles = luge_sim::Summary;
 
 /// RTE (execution ÷ latency, SFS): higher is better, so its low tail is reported.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]

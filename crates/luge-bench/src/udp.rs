@@ -96,6 +96,15 @@ impl Transport for UdpTransport {
     }
 }
 
+/// A receive that ended without a datagram but may be tried again: its read timeout passed
+/// (`WouldBlock` or `TimedOut`, by platform) or a signal interrupted it.
+fn again(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
 /// The receiving half: runs until `stop` is set, completing requests in the ledger.
 pub(crate) fn receive(sock: &UdpSocket, base: u64, ledger: &Ledger, stop: &AtomicBool) {
     let _ = sock.set_read_timeout(Some(Duration::from_millis(5)));
@@ -116,14 +125,7 @@ pub(crate) fn receive(sock: &UdpSocket, base: u64, ledger: &Ledger, stop: &Atomi
             }
             // Timeouts let the loop see `stop`; ECONNREFUSED (an ICMP port unreachable on a
             // connected socket) means nobody listens: the requests will time out.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::ConnectionRefused
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if again(&e) || e.kind() == io::ErrorKind::ConnectionRefused => {}
             Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
     }
@@ -183,13 +185,7 @@ impl Caller for UdpCaller {
                         return Ok(reply_of(&r));
                     }
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if again(&e) => {}
                 Err(e) => return Err(BenchError::io("receiving from the target", e)),
             }
         }

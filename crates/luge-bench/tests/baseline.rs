@@ -13,7 +13,7 @@ use luge_bench::{
     UdpEchoServer, native_program,
 };
 use luge_client::{Backoff, CallOptions, HttpClient, RpcClient, Status};
-use luge_proto::{Flags, Message, Request, RequestHeader, decode};
+use luge_proto::{Message, Request, RequestHeader, decode};
 use luge_server::UdpConfig;
 
 fn localhost() -> SocketAddr {
@@ -42,14 +42,9 @@ fn raw(server: SocketAddr) -> UdpSocket {
     socket
 }
 
+/// An encoded Request with no flags, deadline or estimate (the function's defaults).
 fn request(id: u64, function: u32, payload: &[u8]) -> Vec<u8> {
-    let header = RequestHeader {
-        request_id: id,
-        flags: Flags::NONE,
-        function,
-        deadline_us: 0,
-        expected_us: 0,
-    };
+    let header = RequestHeader { request_id: id, function, ..RequestHeader::default() };
     let mut buf = Vec::new();
     Message::Request(Request { header, payload }).encode(&mut buf).unwrap();
     buf

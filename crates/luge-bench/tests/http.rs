@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -17,9 +17,13 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use luge_bench::{FunctionRef, Mapping, Mode, Report, RunConfig, Target, run};
+use luge_bench::{FunctionRef, Mapping, Mode, RunConfig, Target, run};
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
+
+mod common;
+
+use common::{accounted, fixed_call, run_within};
 
 #[derive(Default)]
 struct Stats {
@@ -98,22 +102,9 @@ fn fake(delay: Duration) -> Fake {
 }
 
 fn config(addr: SocketAddr, workload: &str, route: &str) -> RunConfig {
-    let mut c = RunConfig::new(
-        Target::http(addr),
-        workload.parse().unwrap(),
-        Mapping::Fixed { function: FunctionRef::new(1, route), payload: b"x".to_vec() },
-    );
-    c.keep_samples = true;
-    c.timeout = Duration::from_secs(2);
+    let mut c = fixed_call(Target::http(addr), workload, route);
     c.duration = Duration::from_millis(200);
     c
-}
-
-fn accounted(r: &Report) {
-    let s = &r.summary;
-    assert_eq!(s.completed + s.errors, s.planned);
-    assert_eq!(s.errors, s.errors_by_kind.values().sum::<u64>());
-    assert_eq!(r.samples.len() as u64, s.planned);
 }
 
 #[test]
@@ -165,10 +156,7 @@ fn requests_past_the_timeout_are_timeouts() {
     let mut c = config(server.addr, "fixed,rate=200,seed=3", "/slow");
     c.duration = Duration::from_millis(50);
     c.timeout = Duration::from_millis(100);
-    let started = Instant::now();
-    let r = run(c).unwrap();
-    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
-    accounted(&r);
+    let r = run_within(c, Duration::from_secs(1));
     assert!(r.summary.planned > 3);
     assert_eq!(r.summary.errors_by_kind.get("timeout"), Some(&r.summary.planned));
     assert_eq!(r.summary.deadline_miss_rate, 1.0);

@@ -12,10 +12,12 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use luge_bench::{
-    CalibrationMode, FunctionRef, Mapping, Mode, Report, RunConfig, Sample, Target, run,
-};
+use luge_bench::{CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Sample, Target, run};
 use luge_proto::{Message, Response, ResponseHeader, Status, decode};
+
+mod common;
+
+use common::{accounted, fixed_call, run_within};
 
 #[derive(Clone, Copy)]
 struct FakeConfig {
@@ -160,22 +162,7 @@ fn fake_server(cfg: FakeConfig) -> FakeServer {
 }
 
 fn config(server: &FakeServer, workload: &str) -> RunConfig {
-    let mut c = RunConfig::new(
-        Target::Rpc(server.addr),
-        workload.parse().unwrap(),
-        Mapping::Fixed { function: FunctionRef::new(1, "/noop"), payload: b"x".to_vec() },
-    );
-    c.keep_samples = true;
-    c.timeout = Duration::from_secs(2);
-    c
-}
-
-fn accounted(r: &Report) {
-    let s = &r.summary;
-    assert_eq!(s.completed + s.errors, s.planned);
-    assert_eq!(s.errors, s.errors_by_kind.values().sum::<u64>());
-    assert_eq!(r.samples.len() as u64, s.planned);
-    assert!(r.samples.iter().enumerate().all(|(i, x)| x.seq == i as u64));
+    fixed_call(Target::Rpc(server.addr), workload, "/noop")
 }
 
 fn latency_ms(s: &Sample) -> f64 {
@@ -280,10 +267,7 @@ fn a_client_behind_schedule_reports_unsent_requests() {
     c.mode = Mode::Open { window: 1 };
     c.duration = Duration::from_millis(100);
     c.timeout = Duration::from_millis(50);
-    let started = Instant::now();
-    let r = run(c).unwrap();
-    assert!(started.elapsed() < Duration::from_millis(400), "bounded: {:?}", started.elapsed());
-    accounted(&r);
+    let r = run_within(c, Duration::from_millis(400));
     let s = &r.summary;
     let unsent = s.errors_by_kind.get("unsent").copied().unwrap_or(0);
     assert!(unsent > 0, "{:?}", s.errors_by_kind);

@@ -141,6 +141,48 @@ enum ProtocolArg {
     Http,
 }
 
+impl From<WaitArg> for WaitMode {
+    fn from(a: WaitArg) -> Self {
+        match a {
+            WaitArg::Sleep => WaitMode::Sleep,
+            WaitArg::Spin => WaitMode::Spin,
+        }
+    }
+}
+
+impl From<LayoutArg> for Layout {
+    fn from(a: LayoutArg) -> Self {
+        match a {
+            LayoutArg::Inline => Layout::Inline,
+            LayoutArg::Threads => Layout::Threads,
+        }
+    }
+}
+
+impl From<PinArg> for Pin {
+    fn from(a: PinArg) -> Self {
+        match a {
+            PinArg::None => Pin::None,
+            PinArg::Worker => Pin::Worker,
+            PinArg::Server => Pin::Server,
+        }
+    }
+}
+
+impl From<ProtocolArg> for Protocol {
+    fn from(a: ProtocolArg) -> Self {
+        match a {
+            ProtocolArg::Udp => Protocol::Udp,
+            ProtocolArg::Http => Protocol::Http,
+        }
+    }
+}
+
+/// The values given on the command line, converted, or `default()` when none was given.
+fn given_or<A: Copy, T: From<A>>(given: &[A], default: impl FnOnce() -> Vec<T>) -> Vec<T> {
+    if given.is_empty() { default() } else { given.iter().map(|&a| a.into()).collect() }
+}
+
 #[derive(Debug, Args)]
 struct CommonArgs {
     /// Tiny durations and sweeps (about a second or two): proves the pipeline, not the numbers.
@@ -364,29 +406,17 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
     opts.out_root = c.out.clone();
     opts.seed = c.seed;
     opts.progress = !c.quiet;
-    opts.pin = match c.pin {
-        PinArg::None => Pin::None,
-        PinArg::Worker => Pin::Worker,
-        PinArg::Server => Pin::Server,
-    };
+    opts.pin = c.pin.into();
     opts.cache_dir = c.cache_dir.clone().or(manifest.server.runtime.cache_dir);
     let wide = matches!(s, Scenario::Compare(_) | Scenario::Noop);
-    opts.modes = if c.modes.is_empty() {
+    opts.modes = given_or(&c.modes, || {
         if matches!(s, Scenario::Compare(_)) {
             vec![WaitMode::Spin, WaitMode::Sleep]
         } else {
             vec![WaitMode::Sleep]
         }
-    } else {
-        c.modes
-            .iter()
-            .map(|m| match m {
-                WaitArg::Sleep => WaitMode::Sleep,
-                WaitArg::Spin => WaitMode::Spin,
-            })
-            .collect()
-    };
-    opts.layouts = if c.layouts.is_empty() {
+    });
+    opts.layouts = given_or(&c.layouts, || {
         if wide {
             vec![Layout::Inline, Layout::Threads]
         } else if matches!(s, Scenario::Overload(_)) {
@@ -395,25 +425,8 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
         } else {
             vec![Layout::Inline]
         }
-    } else {
-        c.layouts
-            .iter()
-            .map(|l| match l {
-                LayoutArg::Inline => Layout::Inline,
-                LayoutArg::Threads => Layout::Threads,
-            })
-            .collect()
-    };
-    if !c.protocols.is_empty() {
-        opts.protocols = c
-            .protocols
-            .iter()
-            .map(|p| match p {
-                ProtocolArg::Udp => Protocol::Udp,
-                ProtocolArg::Http => Protocol::Http,
-            })
-            .collect();
-    }
+    });
+    opts.protocols = given_or(&c.protocols, || opts.protocols.clone());
     if !wide && (opts.modes.len() > 1 || opts.layouts.len() > 1) {
         eprintln!(
             "luge bench {}: uses the first wait mode and layout only ({} / {})",

@@ -434,35 +434,21 @@ tenant = 3
 
     #[test]
     fn errors_name_the_line_and_the_reason() {
-        let (line, reason) = error("[server]\nworkers = 1\nwokers = 2\n");
-        assert_eq!(line, 3);
-        assert!(reason.contains("unknown field `wokers`"), "{reason}");
-        let (line, reason) = error("[server]\n\npolicy = \"nope\"\n");
-        assert_eq!(line, 3);
-        assert!(reason.contains("unknown policy"), "{reason}");
-        let (line, reason) = error("[server]\nhttp = \"localhost\"\n");
-        assert_eq!(line, 2);
-        assert!(reason.contains("bad address"), "{reason}");
-        let (line, reason) = error("[[function]]\nname = \"a\"\nmodule = \"missing.wasm\"\n");
-        assert_eq!(line, 3);
-        assert!(reason.contains("cannot read module"), "{reason}");
-        let (line, reason) = error("[[function]]\nname = \"a\"\nmodule = \"builtin:nope\"\n");
-        assert_eq!(line, 3);
-        assert!(reason.contains("no built-in"), "{reason}");
-        let (line, reason) =
-            error("[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\nroute = \"x\"\n");
-        assert_eq!(line, 4);
-        assert!(reason.contains("must start with `/`"), "{reason}");
-        let (line, reason) = error(
-            "[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\n[[function]]\nname = \"a\"\nmodule = \"builtin:echo\"\n",
-        );
-        assert_eq!(line, 5);
-        assert!(reason.contains("defined twice"), "{reason}");
-        let (line, reason) = error(
-            "[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\nmax_execution_us = \"soon\"\n",
-        );
-        assert_eq!(line, 4);
-        assert!(reason.contains("invalid type"), "{reason}");
+        let fails_at = |text: &str, want_line: usize, want_reason: &str| {
+            let (line, reason) = error(text);
+            assert_eq!(line, want_line, "{text}");
+            assert!(reason.contains(want_reason), "{text}: {reason}");
+        };
+        fails_at("[server]\nworkers = 1\nwokers = 2\n", 3, "unknown field `wokers`");
+        fails_at("[server]\n\npolicy = \"nope\"\n", 3, "unknown policy");
+        fails_at("[server]\nhttp = \"localhost\"\n", 2, "bad address");
+        let function = "[[function]]\nname = \"a\"\n";
+        fails_at(&format!("{function}module = \"missing.wasm\"\n"), 3, "cannot read module");
+        fails_at(&format!("{function}module = \"builtin:nope\"\n"), 3, "no built-in");
+        let noop = format!("{function}module = \"builtin:noop\"\n");
+        fails_at(&format!("{noop}route = \"x\"\n"), 4, "must start with `/`");
+        fails_at(&format!("{noop}{function}module = \"builtin:echo\"\n"), 5, "defined twice");
+        fails_at(&format!("{noop}max_execution_us = \"soon\"\n"), 4, "invalid type");
         let (_, reason) = error("[server]\nworkers = 1\ndispatchers = 2\n");
         assert!(reason.contains("dispatchers"), "{reason}");
     }

@@ -32,12 +32,14 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::measure::{Driver, Point, Search, search_rate};
-use super::node::{Baseline, BaselineKind, LugeNode, NodeSpec, Pinning, process_program};
+use super::node::{
+    Baseline, BaselineKind, LugeNode, NodeSpec, Pinning, ServerId, noop_only, process_program,
+};
 use super::output::{Results, Table, ratio, rps, us};
-use super::{CompareOptions, Protocol, ScenarioOptions, layout_name, wait_name};
+use super::{CompareOptions, Protocol, ScenarioOptions, wait_name};
 use crate::error::BenchError;
 use crate::plan::Mapping;
-use crate::target::{FunctionRef, Target};
+use crate::target::Target;
 
 /// Durations of one server's measurement.
 struct Budget {
@@ -79,12 +81,8 @@ impl Budget {
 /// Everything measured on one server.
 #[derive(Debug, Clone, Serialize)]
 struct Measured {
-    protocol: &'static str,
-    server: String,
-    /// Luge: its layout; baselines: `-`.
-    layout: String,
-    /// Luge and UDP baselines: the wait mode; others `-` (none).
-    wait: String,
+    #[serde(flatten)]
+    id: ServerId,
     latency: Point,
     closed: Point,
     search: Search,
@@ -152,27 +150,13 @@ fn measure_luge(
     opts: &ScenarioOptions,
     pin: Option<Pinning>,
 ) -> Result<Measured, BenchError> {
-    let mut spec = NodeSpec::new(wait, layout, &[protocol]);
-    spec.cache_dir = opts.cache_dir.clone();
-    spec.pin = pin;
-    let noop: Vec<_> = opts.functions.iter().filter(|f| f.config.name == "noop").cloned().collect();
-    let node = LugeNode::start(&spec, &noop)?;
+    let spec = NodeSpec::of(opts, wait, layout, protocol, pin);
     let label = format!("{} {}", protocol.name(), spec.describe());
-    let result = (|| {
-        let mapping = Mapping::Fixed { function: node.function("noop")?, payload: Vec::new() };
+    let (latency, closed, search) = LugeNode::with(&spec, &noop_only(&opts.functions), |node| {
+        let mapping = node.noop()?;
         measure(&label, node.target(protocol)?, mapping, c, opts)
-    })();
-    node.stop();
-    let (latency, closed, search) = result?;
-    Ok(Measured {
-        protocol: protocol.name(),
-        server: "luge".into(),
-        layout: layout_name(layout).into(),
-        wait: wait_name(wait).into(),
-        latency,
-        closed,
-        search,
-    })
+    })?;
+    Ok(Measured { id: ServerId::luge(protocol, wait, layout), latency, closed, search })
 }
 
 fn measure_baseline(
@@ -184,30 +168,17 @@ fn measure_baseline(
     opts: &ScenarioOptions,
     pin: Option<Pinning>,
 ) -> Result<Measured, BenchError> {
-    let server = Baseline::start(kind, protocol, wait == Some(WaitMode::Spin), program, pin)?;
     let label = format!(
         "{} {}{}",
         protocol.name(),
         kind.name(),
         wait.map_or(String::new(), |w| format!(" ({} wait)", wait_name(w)))
     );
-    let result = (|| {
-        // Baselines ignore the function id and route.
-        let mapping =
-            Mapping::Fixed { function: FunctionRef::new(1, "/noop"), payload: Vec::new() };
-        measure(&label, server.target()?, mapping, c, opts)
-    })();
-    server.stop();
-    let (latency, closed, search) = result?;
-    Ok(Measured {
-        protocol: protocol.name(),
-        server: kind.name().into(),
-        layout: "-".into(),
-        wait: wait.map_or("-".into(), |w| wait_name(w).into()),
-        latency,
-        closed,
-        search,
-    })
+    let spin = wait == Some(WaitMode::Spin);
+    let (latency, closed, search) = Baseline::with(kind, protocol, spin, program, pin, |server| {
+        measure(&label, server.target()?, Baseline::noop(), c, opts)
+    })?;
+    Ok(Measured { id: ServerId::baseline(kind, protocol, wait), latency, closed, search })
 }
 
 /// One line of the ratio table.
@@ -244,7 +215,7 @@ fn ratio_row(luge: &Measured, base: &Measured) -> RatioRow {
     } else {
         (closed, "closed loop (baseline never met the p99 target)")
     };
-    let (goal, met) = match base.server.as_str() {
+    let (goal, met) = match base.id.server.as_str() {
         "udp-echo" => (
             "p50 ≤ 2×, throughput ≥ 0.6×".to_owned(),
             Some(p50.is_some_and(|r| r <= 2.0) && throughput.is_some_and(|r| r >= 0.6)),
@@ -255,10 +226,11 @@ fn ratio_row(luge: &Measured, base: &Measured) -> RatioRow {
         "process" => ("throughput ≥ 20×".to_owned(), Some(throughput.is_some_and(|r| r >= 20.0))),
         _ => ("-".to_owned(), None),
     };
+    let base = &base.id;
     RatioRow {
-        protocol: luge.protocol,
-        wait: luge.wait.clone(),
-        layout: luge.layout.clone(),
+        protocol: luge.id.protocol,
+        wait: luge.id.wait.clone(),
+        layout: luge.id.layout.clone(),
         baseline: format!(
             "{}{}",
             base.server,
@@ -374,12 +346,8 @@ pub(crate) fn run(
             },
         ]);
     }
-    let _ = writeln!(md, "## Ratios (Luge ÷ baseline)\n\n{}", t.render());
-    let mut t = Table::new(&[
-        "protocol",
-        "server",
-        "layout",
-        "wait",
+    md.push_str(&t.section("Ratios (Luge ÷ baseline)"));
+    let mut t = Table::new(&ServerId::columns(&[
         ">p50 µs",
         ">p99 µs",
         ">p99.9 µs",
@@ -389,13 +357,9 @@ pub(crate) fn run(
         ">its p99 µs",
         ">its client lag p99 µs",
         ">runs",
-    ]);
+    ]));
     for m in &all {
-        t.row(vec![
-            m.protocol.into(),
-            m.server.clone(),
-            m.layout.clone(),
-            m.wait.clone(),
+        t.row(m.id.row(vec![
             us(m.latency.p50_us),
             us(m.latency.p99_us),
             us(m.latency.p999_us),
@@ -405,17 +369,16 @@ pub(crate) fn run(
             m.search.best.as_ref().map_or("-".into(), |b| us(b.p99_us)),
             m.search.best.as_ref().map_or("-".into(), |b| us(b.send_lag_p99_us)),
             m.search.steps.len().to_string(),
-        ]);
+        ]));
     }
-    let _ = writeln!(md, "## Measurements\n\n{}", t.render());
-    let notes: Vec<String> =
-        all.iter()
-            .flat_map(|m| {
-                m.latency.notes.iter().chain(&m.closed.notes).map(move |n| {
-                    format!("{} {} {} {}: {n}", m.protocol, m.server, m.layout, m.wait)
-                })
-            })
-            .collect();
+    md.push_str(&t.section("Measurements"));
+    let notes: Vec<String> = all
+        .iter()
+        .flat_map(|m| {
+            let who = m.id.cells().join(" ");
+            m.latency.notes.iter().chain(&m.closed.notes).map(move |n| format!("{who}: {n}"))
+        })
+        .collect();
     for n in &notes {
         let _ = writeln!(md, "- note: {n}");
     }

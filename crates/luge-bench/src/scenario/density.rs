@@ -104,22 +104,12 @@ pub(crate) fn run(
     pin: Option<Pinning>,
     out: &mut Results,
 ) -> Result<(String, serde_json::Value), BenchError> {
-    let copies: Vec<usize> = if !d.copies.is_empty() {
-        d.copies.clone()
-    } else if opts.quick {
-        vec![1, 100]
-    } else {
-        vec![1, 100, 1_000, 10_000]
-    };
+    let copies = opts.given_or(&d.copies, vec![1, 100], vec![1, 100, 1_000, 10_000]);
     if copies.iter().any(|&n| n == 0 || n > 60_000) {
         return Err(BenchError::Config("copies must be in 1..=60000".into()));
     }
     let rate = d.rate.unwrap_or(if opts.quick { 500.0 } else { 2_000.0 });
-    let duration = d.duration.unwrap_or(if opts.quick {
-        Duration::from_millis(200)
-    } else {
-        Duration::from_secs(5)
-    });
+    let duration = opts.duration_or(d.duration, Duration::from_millis(200), Duration::from_secs(5));
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
 
     // The premise: every module is byte-distinct.
@@ -135,12 +125,11 @@ pub(crate) fn run(
 
     let mut points = Vec::new();
     for &n in &copies {
-        let mut spec = NodeSpec::new(wait, layout, &[Protocol::Udp]);
-        spec.cache_dir = None;
-        spec.pin = pin;
+        // No AoT cache: every copy is compiled in memory.
+        let spec =
+            NodeSpec { cache_dir: None, pin, ..NodeSpec::new(wait, layout, &[Protocol::Udp]) };
         let no_functions: [NodeFunction; 0] = [];
-        let node = LugeNode::start(&spec, &no_functions)?;
-        let result = (|| -> Result<DensityPoint, BenchError> {
+        let point = LugeNode::with(&spec, &no_functions, |node| {
             // One-time costs of the first registration (lazy engine state) are not per function.
             let warm = NodeFunction {
                 config: FunctionConfig::new("density-warm-up"),
@@ -152,7 +141,7 @@ pub(crate) fn run(
                 .map_err(|e| BenchError::Scenario(format!("cannot register the warm-up: {e}")))?;
             let before = rss_kib();
             let t0 = Instant::now();
-            let refs = register_all(&node, n)?;
+            let refs = register_all(node, n)?;
             let register_s = t0.elapsed().as_secs_f64();
             let registered = rss_kib();
             let ids: HashSet<u32> = refs.iter().map(|f| f.rpc_id).collect();
@@ -191,52 +180,29 @@ pub(crate) fn run(
                 },
                 point,
             })
-        })();
-        node.stop();
-        points.push(result?);
+        })?;
+        points.push(point);
     }
 
-    let x = |p: &DensityPoint| (p.copies as f64).log10();
+    // Each point's y against log10(copies).
+    let series = |name: &str, y: &dyn Fn(&DensityPoint) -> f64| Series {
+        name: name.into(),
+        points: points.iter().map(|p| ((p.copies as f64).log10(), y(p))).collect(),
+    };
+    let x_label = "log10(distinct functions)";
+    let title = format!("no-op latency vs distinct functions at {} /s", rps(rate));
     out.plot(
         "p99.svg",
-        &Chart {
-            title: format!("no-op latency vs distinct functions at {} /s", rps(rate)),
-            x_label: "log10(distinct functions)".into(),
-            y_label: "latency (µs)".into(),
-            log_y: true,
-        },
+        &Chart { log_y: true, ..Chart::new(title, x_label, "latency (µs)") },
         &[
-            Series {
-                name: "p50".into(),
-                points: points
-                    .iter()
-                    .map(|p| (x(p), p.point.p50_us.unwrap_or(f64::INFINITY)))
-                    .collect(),
-            },
-            Series {
-                name: "p99".into(),
-                points: points
-                    .iter()
-                    .map(|p| (x(p), p.point.p99_us.unwrap_or(f64::INFINITY)))
-                    .collect(),
-            },
+            series("p50", &|p| p.point.p50_us.unwrap_or(f64::INFINITY)),
+            series("p99", &|p| p.point.p99_us.unwrap_or(f64::INFINITY)),
         ],
     )?;
     out.plot(
         "rss-per-function.svg",
-        &Chart {
-            title: "resident memory per registered function".into(),
-            x_label: "log10(distinct functions)".into(),
-            y_label: "KiB per function".into(),
-            log_y: false,
-        },
-        &[Series {
-            name: "RSS / function".into(),
-            points: points
-                .iter()
-                .map(|p| (x(p), p.rss_per_function_kib.unwrap_or(f64::NAN)))
-                .collect(),
-        }],
+        &Chart::new("resident memory per registered function", x_label, "KiB per function"),
+        &[series("RSS / function", &|p| p.rss_per_function_kib.unwrap_or(f64::NAN))],
     )?;
 
     let mut md = String::new();

@@ -6,12 +6,13 @@ use std::time::Duration;
 use luge_workload::{Rate, WorkloadSpec};
 use serde::Serialize;
 
-use crate::calibrate::Calibration;
+use super::ScenarioOptions;
+use crate::calibrate::{Calibration, CalibrationOptions};
 use crate::error::BenchError;
 use crate::plan::Mapping;
 use crate::report::Report;
-use crate::run::{CalibrationMode, Mode, RunConfig, run};
-use crate::target::Target;
+use crate::run::{CalibrationMode, Mode, RunConfig, calibrate, run};
+use crate::target::{FunctionRef, Target};
 
 /// One run, reduced to what the scenario tables and plots need (the honest accounting of
 /// [`Summary`](crate::Summary) kept: `None` latency = infinite, i.e. failures at that rank).
@@ -155,6 +156,26 @@ impl Driver {
         let w = self.workload.clone().with_rate(Rate::Load { load, workers: 1 });
         run(self.config(w, Mode::Open { window: self.window }, duration))
     }
+}
+
+/// The calibration of `spin` on `target`: the one in `kept` if an earlier node of the scenario
+/// measured it (so that every node gets the same iteration counts), else measured now, said as
+/// `<scenario>: calibration …` and kept.
+pub(crate) fn calibrate_once(
+    kept: &mut Option<Calibration>,
+    target: &Target,
+    spin: &FunctionRef,
+    timeout: Duration,
+    opts: &ScenarioOptions,
+    scenario: &str,
+) -> Result<Calibration, BenchError> {
+    if let Some(c) = kept {
+        return Ok(c.clone());
+    }
+    let c = calibrate(target, spin, CalibrationOptions::default(), timeout)?;
+    opts.say(format!("{scenario}: calibration {c}"));
+    *kept = Some(c.clone());
+    Ok(c)
 }
 
 /// Lowest and highest rates the search tries.

@@ -9,13 +9,15 @@ use std::time::Duration;
 
 use luge_runtime::{Layout, PolicyKind, Runtime, RuntimeConfig, WaitMode};
 use luge_server::{HttpConfig, Node, NodeConfig, UdpConfig};
+use serde::Serialize;
 
-use super::{Protocol, layout_name, wait_name};
+use super::{Protocol, ScenarioOptions, layout_name, wait_name};
 use crate::baseline::{
     BareHttpConfig, BareHttpServer, ProcessConfig, ProcessServer, UdpEchoConfig, UdpEchoServer,
     native_program,
 };
 use crate::error::BenchError;
+use crate::plan::Mapping;
 use crate::target::{FunctionRef, Target};
 
 /// A function a Luge node serves: settings, HTTP route and module (Wasm or WAT).
@@ -119,6 +121,17 @@ impl NodeSpec {
         }
     }
 
+    /// The node of a scenario, on one protocol: the AoT cache of `opts`, pinned as `pin` says.
+    pub(crate) fn of(
+        opts: &ScenarioOptions,
+        wait: WaitMode,
+        layout: Layout,
+        protocol: Protocol,
+        pin: Option<Pinning>,
+    ) -> Self {
+        Self { cache_dir: opts.cache_dir.clone(), pin, ..Self::new(wait, layout, &[protocol]) }
+    }
+
     /// `luge (inline, sleep, sledgescale)`.
     pub(crate) fn describe(&self) -> String {
         format!(
@@ -147,6 +160,19 @@ impl LugeNode {
             }
             _ => Self::start_here(spec, functions),
         }
+    }
+
+    /// Starts a node, runs `f` against it and stops it (every request answered first), whether
+    /// `f` succeeded or not.
+    pub(crate) fn with<T>(
+        spec: &NodeSpec,
+        functions: &[NodeFunction],
+        f: impl FnOnce(&LugeNode) -> Result<T, BenchError>,
+    ) -> Result<T, BenchError> {
+        let node = Self::start(spec, functions)?;
+        let out = f(&node);
+        node.stop();
+        out
     }
 
     fn start_here(spec: &NodeSpec, functions: &[NodeFunction]) -> Result<Self, BenchError> {
@@ -212,6 +238,11 @@ impl LugeNode {
         })
     }
 
+    /// Every call to the node's `noop`, with an empty body.
+    pub(crate) fn noop(&self) -> Result<Mapping, BenchError> {
+        Ok(Mapping::Fixed { function: self.function("noop")?, payload: Vec::new() })
+    }
+
     /// Stops the node in order (every request is answered first).
     pub(crate) fn stop(self) {
         self.node.shutdown();
@@ -239,6 +270,62 @@ impl BaselineKind {
     }
 }
 
+/// Which server a no-op measurement is of, as the `compare` and `noop` tables and reports name
+/// it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ServerId {
+    /// `udp` or `http`.
+    pub protocol: &'static str,
+    /// `luge` or the baseline's name.
+    pub server: String,
+    /// Luge: its layout; baselines: `-`.
+    pub layout: String,
+    /// Luge and UDP baselines: the wait mode; others `-` (none).
+    pub wait: String,
+}
+
+impl ServerId {
+    /// The table columns of [`cells`](Self::cells).
+    pub(crate) const COLUMNS: [&'static str; 4] = ["protocol", "server", "layout", "wait"];
+
+    /// Luge in `layout` with `wait`.
+    pub(crate) fn luge(protocol: Protocol, wait: WaitMode, layout: Layout) -> Self {
+        Self {
+            protocol: protocol.name(),
+            server: "luge".into(),
+            layout: layout_name(layout).into(),
+            wait: wait_name(wait).into(),
+        }
+    }
+
+    /// A baseline, with `wait` if it has a wait mode.
+    pub(crate) fn baseline(kind: BaselineKind, protocol: Protocol, wait: Option<WaitMode>) -> Self {
+        Self {
+            protocol: protocol.name(),
+            server: kind.name().into(),
+            layout: "-".into(),
+            wait: wait.map_or("-".into(), |w| wait_name(w).into()),
+        }
+    }
+
+    /// The table cells, in [`COLUMNS`](Self::COLUMNS) order.
+    pub(crate) fn cells(&self) -> Vec<String> {
+        vec![self.protocol.into(), self.server.clone(), self.layout.clone(), self.wait.clone()]
+    }
+
+    /// The columns of a table of servers: [`COLUMNS`](Self::COLUMNS), then `more`.
+    pub(crate) fn columns<'a>(more: &[&'a str]) -> Vec<&'a str> {
+        Self::COLUMNS.iter().chain(more).copied().collect()
+    }
+
+    /// This server's row of such a table: its [`cells`](Self::cells), then `more`.
+    pub(crate) fn row(&self, more: Vec<String>) -> Vec<String> {
+        let mut row = self.cells();
+        row.extend(more);
+        row
+    }
+}
+
 /// A running baseline.
 pub(crate) enum Baseline {
     Echo(UdpEchoServer),
@@ -255,7 +342,32 @@ pub(crate) fn process_program(given: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/bin/true"))
 }
 
+/// The `noop` function of `functions` alone: what the no-op scenarios serve.
+pub(crate) fn noop_only(functions: &[NodeFunction]) -> Vec<NodeFunction> {
+    functions.iter().filter(|f| f.config.name == "noop").cloned().collect()
+}
+
 impl Baseline {
+    /// Every call to a baseline's no-op: baselines ignore the function id and route.
+    pub(crate) fn noop() -> Mapping {
+        Mapping::Fixed { function: FunctionRef::new(1, "/noop"), payload: Vec::new() }
+    }
+
+    /// Starts a baseline, runs `f` against it and stops it, whether `f` succeeded or not.
+    pub(crate) fn with<T>(
+        kind: BaselineKind,
+        protocol: Protocol,
+        busy_poll: bool,
+        program: &Path,
+        pin: Option<Pinning>,
+        f: impl FnOnce(&Baseline) -> Result<T, BenchError>,
+    ) -> Result<T, BenchError> {
+        let server = Self::start(kind, protocol, busy_poll, program, pin)?;
+        let out = f(&server);
+        server.stop();
+        out
+    }
+
     /// Starts a baseline on `protocol` (`busy_poll` applies to the UDP ones).
     pub(crate) fn start(
         kind: BaselineKind,

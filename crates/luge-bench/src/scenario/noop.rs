@@ -12,12 +12,14 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::measure::{Driver, Point};
-use super::node::{Baseline, BaselineKind, LugeNode, NodeSpec, Pinning, process_program};
+use super::node::{
+    Baseline, BaselineKind, LugeNode, NodeSpec, Pinning, ServerId, noop_only, process_program,
+};
 use super::output::{Results, Table, rps, us};
-use super::{Protocol, ScenarioOptions, layout_name, wait_name};
+use super::{Protocol, ScenarioOptions};
 use crate::error::BenchError;
 use crate::plan::Mapping;
-use crate::target::{FunctionRef, Target};
+use crate::target::Target;
 
 const FULL_RATES: [f64; 13] = [
     1_000.0, 2_000.0, 5_000.0, 10_000.0, 20_000.0, 30_000.0, 40_000.0, 60_000.0, 80_000.0,
@@ -27,21 +29,28 @@ const QUICK_RATES: [f64; 2] = [1_000.0, 4_000.0];
 
 #[derive(Debug, Clone, Serialize)]
 struct SeriesResult {
-    protocol: &'static str,
-    server: String,
-    layout: String,
-    wait: String,
+    #[serde(flatten)]
+    id: ServerId,
     points: Vec<Point>,
 }
 
 impl SeriesResult {
     fn name(&self) -> String {
-        if self.server == "luge" {
-            format!("luge {} {}", self.layout, self.wait)
-        } else if self.wait == "-" {
-            self.server.clone()
+        let id = &self.id;
+        if id.server == "luge" {
+            format!("luge {} {}", id.layout, id.wait)
+        } else if id.wait == "-" {
+            id.server.clone()
         } else {
-            format!("{} {}", self.server, self.wait)
+            format!("{} {}", id.server, id.wait)
+        }
+    }
+
+    /// The series' points as (offered k requests/s, `y`).
+    fn plotted(&self, y: impl Fn(&Point) -> f64) -> Series {
+        Series {
+            name: self.name(),
+            points: self.points.iter().map(|p| (p.offered_rps / 1000.0, y(p))).collect(),
         }
     }
 
@@ -104,30 +113,19 @@ pub(crate) fn run(
     pin: Option<Pinning>,
     out: &mut Results,
 ) -> Result<(String, serde_json::Value), BenchError> {
-    let noop: Vec<_> = opts.functions.iter().filter(|f| f.config.name == "noop").cloned().collect();
+    let noop = noop_only(&opts.functions);
     let mut all: Vec<SeriesResult> = Vec::new();
     let program = process_program(None);
     for &protocol in &opts.protocols {
         for &wait in &opts.modes {
             for &layout in &opts.layouts {
-                let mut spec = NodeSpec::new(wait, layout, &[protocol]);
-                spec.cache_dir = opts.cache_dir.clone();
-                spec.pin = pin;
-                let node = LugeNode::start(&spec, &noop)?;
+                let spec = NodeSpec::of(opts, wait, layout, protocol, pin);
                 let label = format!("{} {}", protocol.name(), spec.describe());
-                let points = (|| {
-                    let mapping =
-                        Mapping::Fixed { function: node.function("noop")?, payload: Vec::new() };
+                let points = LugeNode::with(&spec, &noop, |node| {
+                    let mapping = node.noop()?;
                     sweep(&label, node.target(protocol)?, mapping, opts)
-                })();
-                node.stop();
-                all.push(SeriesResult {
-                    protocol: protocol.name(),
-                    server: "luge".into(),
-                    layout: layout_name(layout).into(),
-                    wait: wait_name(wait).into(),
-                    points: points?,
-                });
+                })?;
+                all.push(SeriesResult { id: ServerId::luge(protocol, wait, layout), points });
             }
             // The floor: the echo per wait mode; bare hyper has no wait mode (once).
             let floor = match protocol {
@@ -136,68 +134,42 @@ pub(crate) fn run(
                 Protocol::Http => None,
             };
             if let Some((kind, w)) = floor {
-                let server =
-                    Baseline::start(kind, protocol, w == Some(WaitMode::Spin), &program, pin)?;
                 let label = format!("{} {}", protocol.name(), kind.name());
-                let points = (|| {
-                    let mapping =
-                        Mapping::Fixed { function: FunctionRef::new(1, "/noop"), payload: vec![] };
-                    sweep(&label, server.target()?, mapping, opts)
-                })();
-                server.stop();
-                all.push(SeriesResult {
-                    protocol: protocol.name(),
-                    server: kind.name().into(),
-                    layout: "-".into(),
-                    wait: w.map_or("-".into(), |w| wait_name(w).into()),
-                    points: points?,
-                });
+                let spin = w == Some(WaitMode::Spin);
+                let points = Baseline::with(kind, protocol, spin, &program, pin, |server| {
+                    sweep(&label, server.target()?, Baseline::noop(), opts)
+                })?;
+                all.push(SeriesResult { id: ServerId::baseline(kind, protocol, w), points });
             }
         }
     }
 
     for &protocol in &opts.protocols {
-        let of: Vec<&SeriesResult> = all.iter().filter(|s| s.protocol == protocol.name()).collect();
+        let of: Vec<&SeriesResult> =
+            all.iter().filter(|s| s.id.protocol == protocol.name()).collect();
         for (metric, get) in [
             ("p50", (|p: &Point| p.p50_us) as fn(&Point) -> Option<f64>),
             ("p99", |p: &Point| p.p99_us),
         ] {
-            let series: Vec<Series> = of
-                .iter()
-                .map(|s| Series {
-                    name: s.name(),
-                    points: s
-                        .points
-                        .iter()
-                        .map(|p| (p.offered_rps / 1000.0, get(p).unwrap_or(f64::INFINITY)))
-                        .collect(),
-                })
-                .collect();
+            let series: Vec<Series> =
+                of.iter().map(|s| s.plotted(|p| get(p).unwrap_or(f64::INFINITY))).collect();
             let chart = Chart {
-                title: format!("no-op {metric} latency vs load, {}", protocol.name()),
-                x_label: "offered load (k requests/s)".into(),
-                y_label: format!("{metric} latency (µs)"),
                 log_y: true,
+                ..Chart::new(
+                    format!("no-op {metric} latency vs load, {}", protocol.name()),
+                    "offered load (k requests/s)",
+                    format!("{metric} latency (µs)"),
+                )
             };
             out.plot(&format!("{}-{metric}.svg", protocol.name()), &chart, &series)?;
         }
-        let series: Vec<Series> = of
-            .iter()
-            .map(|s| Series {
-                name: s.name(),
-                points: s
-                    .points
-                    .iter()
-                    .map(|p| (p.offered_rps / 1000.0, p.throughput_rps / 1000.0))
-                    .collect(),
-            })
-            .collect();
-        let chart = Chart {
-            title: format!("no-op throughput vs load, {}", protocol.name()),
-            x_label: "offered load (k requests/s)".into(),
-            y_label: "throughput (k requests/s)".into(),
-            log_y: false,
-        };
+        let series: Vec<Series> =
+            of.iter().map(|s| s.plotted(|p| p.throughput_rps / 1000.0)).collect();
+        let chart = Chart::new(
+            format!("no-op throughput vs load, {}", protocol.name()),
+            "offered load (k requests/s)",
+            "throughput (k requests/s)",
+        );
         out.plot(&format!("{}-throughput.svg", protocol.name()), &chart, &series)?;
     }
 
@@ -209,38 +181,26 @@ pub(crate) fn run(
          answered). The floors (UDP echo, bare hyper) are measured the same way. Latency runs \
          from the intended send time (a late client counts).\n"
     );
-    let mut t = Table::new(&[
-        "protocol",
-        "server",
-        "layout",
-        "wait",
+    let mut t = Table::new(&ServerId::columns(&[
         ">highest rate with p99 ≤ 1 ms /s",
         ">its p50 µs",
         ">its p99 µs",
         ">highest unsaturated rate /s",
         ">its p99 µs",
-    ]);
+    ]));
     for s in &all {
         let best = s.max_unsaturated();
         let within = s.max_within_1ms();
-        t.row(vec![
-            s.protocol.into(),
-            s.server.clone(),
-            s.layout.clone(),
-            s.wait.clone(),
+        t.row(s.id.row(vec![
             within.map_or("none".into(), |p| rps(p.offered_rps)),
             within.map_or("-".into(), |p| us(p.p50_us)),
             within.map_or("-".into(), |p| us(p.p99_us)),
             best.map_or("none".into(), |p| rps(p.offered_rps)),
             best.map_or("-".into(), |p| us(p.p99_us)),
-        ]);
+        ]));
     }
-    let _ = writeln!(md, "## Capacity\n\n{}", t.render());
-    let mut t = Table::new(&[
-        "protocol",
-        "server",
-        "layout",
-        "wait",
+    md.push_str(&t.section("Capacity"));
+    let mut t = Table::new(&ServerId::columns(&[
         ">offered /s",
         ">throughput /s",
         ">p50 µs",
@@ -248,14 +208,10 @@ pub(crate) fn run(
         ">p99.9 µs",
         ">errors",
         "saturated",
-    ]);
+    ]));
     for s in &all {
         for p in &s.points {
-            t.row(vec![
-                s.protocol.into(),
-                s.server.clone(),
-                s.layout.clone(),
-                s.wait.clone(),
+            t.row(s.id.row(vec![
                 rps(p.offered_rps),
                 rps(p.throughput_rps),
                 us(p.p50_us),
@@ -263,9 +219,9 @@ pub(crate) fn run(
                 us(p.p999_us),
                 p.errors.to_string(),
                 if p.saturated() { "yes".into() } else { "".into() },
-            ]);
+            ]));
         }
     }
-    let _ = writeln!(md, "## Sweep\n\n{}", t.render());
+    md.push_str(&t.section("Sweep"));
     Ok((md, json!({ "series": all })))
 }

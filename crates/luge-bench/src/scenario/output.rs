@@ -137,10 +137,18 @@ impl Table {
         }
     }
 
+    /// Adds a row of cells, in column order.
     pub(crate) fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }
 
+    /// The table under a `## title` heading, a blank line after it.
+    pub(crate) fn section(&self, title: &str) -> String {
+        format!("## {title}\n\n{}\n", self.render())
+    }
+
+    /// The table: the header row, the alignment row, then a row per [`row`](Self::row), each
+    /// column padded to its widest cell.
     pub(crate) fn render(&self) -> String {
         let n = self.header.len();
         let mut width: Vec<usize> = self.header.iter().map(|h| h.chars().count().max(3)).collect();
@@ -178,6 +186,11 @@ impl Table {
         }
         out
     }
+}
+
+/// `name` for a file name: every character but ASCII letters and digits becomes `-`.
+pub(crate) fn slug(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect()
 }
 
 /// µs with sensible precision; `inf` for `None` (a failure at that rank).

@@ -45,16 +45,16 @@ use luge_workload::{Rate, WorkloadSpec};
 use serde::Serialize;
 use serde_json::json;
 
-use super::measure::{Driver, Point};
+use super::measure::{Driver, Point, calibrate_once};
 use super::node::{LugeNode, NodeSpec, Pinning};
 use super::output::{Results, pct, ratio, rps, us};
 use super::policies::spin_function;
 use super::{OverloadOptions, Protocol, ScenarioOptions};
-use crate::calibrate::{Calibration, CalibrationOptions};
+use crate::calibrate::Calibration;
 use crate::error::BenchError;
 use crate::plan::Mapping;
 use crate::report::Report;
-use crate::run::{self, Mode, calibrate};
+use crate::run::{self, Mode};
 use crate::sample::SampleObserver;
 use crate::target::{FunctionRef, Target};
 
@@ -359,14 +359,8 @@ fn point_of(
 }
 
 /// The multiples to run: given or the mode's default, 1 included, ascending, distinct.
-fn multiples(o: &OverloadOptions, quick: bool) -> Result<Vec<f64>, BenchError> {
-    let mut m: Vec<f64> = if !o.multiples.is_empty() {
-        o.multiples.clone()
-    } else if quick {
-        vec![1.0, 5.0]
-    } else {
-        vec![1.0, 1.5, 2.0, 5.0]
-    };
+fn multiples(o: &OverloadOptions, opts: &ScenarioOptions) -> Result<Vec<f64>, BenchError> {
+    let mut m = opts.given_or(&o.multiples, vec![1.0, 5.0], vec![1.0, 1.5, 2.0, 5.0]);
     if let Some(bad) = m.iter().find(|x| !(x.is_finite() && **x > 0.0 && **x <= 100.0)) {
         return Err(BenchError::Config(format!(
             "a multiple of capacity must be in (0, 100], not {bad}"
@@ -388,12 +382,8 @@ pub(crate) fn run(
     pin: Option<Pinning>,
     out: &mut Results,
 ) -> Result<(String, serde_json::Value), BenchError> {
-    let multiples = multiples(o, opts.quick)?;
-    let point_s = o.duration.unwrap_or(if opts.quick {
-        Duration::from_millis(250)
-    } else {
-        Duration::from_secs(3)
-    });
+    let multiples = multiples(o, opts)?;
+    let point_s = opts.duration_or(o.duration, Duration::from_millis(250), Duration::from_secs(3));
     let (capacity_s, warm_s, step_low, step_high) = if opts.quick {
         (
             Duration::from_millis(200),
@@ -418,24 +408,16 @@ pub(crate) fn run(
     let mut steps: Vec<StepResult> = Vec::new();
     let mut described = String::new();
     for &protocol in &opts.protocols {
-        let mut spec = NodeSpec::new(wait, layout, &[protocol]);
-        spec.cache_dir = opts.cache_dir.clone();
-        spec.pin = pin;
-        spec.deadline_admission = !o.no_deadline_admission;
+        let spec = NodeSpec {
+            deadline_admission: !o.no_deadline_admission,
+            ..NodeSpec::of(opts, wait, layout, protocol, pin)
+        };
         described = spec.describe();
-        let node = LugeNode::start(&spec, std::slice::from_ref(&spin))?;
-        let result = (|| -> Result<(), BenchError> {
+        LugeNode::with(&spec, std::slice::from_ref(&spin), |node| {
             let target = node.target(protocol)?;
             let spin_ref = node.function("spin")?;
-            let cal = match &calibration {
-                Some(c) => c.clone(),
-                None => {
-                    let c = calibrate(&target, &spin_ref, CalibrationOptions::default(), TIMEOUT)?;
-                    opts.say(format!("overload: calibration {c}"));
-                    calibration = Some(c.clone());
-                    c
-                }
-            };
+            let cal =
+                calibrate_once(&mut calibration, &target, &spin_ref, TIMEOUT, opts, "overload")?;
             let bench = Bench { opts, protocol, target, spin: spin_ref, calibration: cal };
             // Warm the node (sandbox pool, caches) before anything is measured.
             bench.measure(
@@ -512,9 +494,7 @@ pub(crate) fn run(
             ));
             steps.push(s);
             Ok(())
-        })();
-        node.stop();
-        result?;
+        })?;
     }
 
     plots(&points, &steps, out)?;
@@ -569,11 +549,13 @@ mod tests {
 
     #[test]
     fn multiples_always_include_one() {
+        let full = ScenarioOptions::new(Vec::new());
+        let quick = ScenarioOptions { quick: true, ..full.clone() };
         let o = OverloadOptions { multiples: vec![5.0, 2.0, 2.0], ..Default::default() };
-        assert_eq!(multiples(&o, false).unwrap(), [1.0, 2.0, 5.0]);
-        assert_eq!(multiples(&OverloadOptions::default(), true).unwrap(), [1.0, 5.0]);
-        assert_eq!(multiples(&OverloadOptions::default(), false).unwrap(), [1.0, 1.5, 2.0, 5.0]);
+        assert_eq!(multiples(&o, &full).unwrap(), [1.0, 2.0, 5.0]);
+        assert_eq!(multiples(&OverloadOptions::default(), &quick).unwrap(), [1.0, 5.0]);
+        assert_eq!(multiples(&OverloadOptions::default(), &full).unwrap(), [1.0, 1.5, 2.0, 5.0]);
         let bad = OverloadOptions { multiples: vec![0.0], ..Default::default() };
-        assert!(multiples(&bad, false).is_err());
+        assert!(multiples(&bad, &full).is_err());
     }
 }

@@ -23,15 +23,14 @@ use luge_workload::WorkloadSpec;
 use serde::Serialize;
 use serde_json::json;
 
-use super::measure::{Driver, Point};
+use super::measure::{Driver, Point, calibrate_once};
 use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
-use super::output::{Results, Table, pct, ratio, rps, us};
+use super::output::{Results, Table, pct, ratio, rps, slug, us};
 use super::{PoliciesOptions, Protocol, ScenarioOptions, layout_name, wait_name};
-use crate::calibrate::{Calibration, CalibrationOptions};
+use crate::calibrate::Calibration;
 use crate::error::BenchError;
 use crate::plan::Mapping;
 use crate::report::Report;
-use crate::run::calibrate;
 use crate::summary::ClassSummary;
 
 const DEFAULT_POLICIES: [PolicyKind; 7] = [
@@ -103,27 +102,17 @@ pub(crate) fn run(
     pin: Option<Pinning>,
     out: &mut Results,
 ) -> Result<(String, serde_json::Value), BenchError> {
-    let policies: Vec<PolicyKind> = if !p.policies.is_empty() {
-        p.policies.clone()
-    } else if opts.quick {
-        vec![PolicyKind::SledgeScale, PolicyKind::Fifo]
-    } else {
-        DEFAULT_POLICIES.to_vec()
-    };
-    let loads: Vec<f64> = if !p.loads.is_empty() {
-        p.loads.clone()
-    } else if opts.quick {
-        vec![0.8]
-    } else {
-        vec![0.5, 0.7, 0.8, 0.9]
-    };
-    let workloads: Vec<String> = if !p.workloads.is_empty() {
-        p.workloads.clone()
-    } else if opts.quick {
-        vec!["high-bimodal".into(), "lognormal,truncate=20ms".into()]
-    } else {
-        vec!["high-bimodal".into(), "lognormal".into()]
-    };
+    let policies = opts.given_or(
+        &p.policies,
+        vec![PolicyKind::SledgeScale, PolicyKind::Fifo],
+        DEFAULT_POLICIES.to_vec(),
+    );
+    let loads = opts.given_or(&p.loads, vec![0.8], vec![0.5, 0.7, 0.8, 0.9]);
+    let workloads = opts.given_or(
+        &p.workloads,
+        vec!["high-bimodal".into(), "lognormal,truncate=20ms".into()],
+        vec!["high-bimodal".into(), "lognormal".into()],
+    );
     let specs: Vec<WorkloadSpec> = workloads
         .iter()
         .map(|w| {
@@ -132,39 +121,20 @@ pub(crate) fn run(
                 .map_err(|e| BenchError::Config(format!("workload `{w}`: {e}")))
         })
         .collect::<Result<_, _>>()?;
-    let base = p.duration.unwrap_or(if opts.quick {
-        Duration::from_millis(300)
-    } else {
-        Duration::from_secs(5)
-    });
+    let base = opts.duration_or(p.duration, Duration::from_millis(300), Duration::from_secs(5));
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
     let spin = spin_function(&opts.functions)?;
     let mut calibration: Option<Calibration> = None;
     let mut points: Vec<PolicyPoint> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
     for &policy in &policies {
-        let mut spec = NodeSpec::new(wait, layout, &[Protocol::Udp]);
-        spec.policy = policy;
-        spec.cache_dir = opts.cache_dir.clone();
-        spec.pin = pin;
-        let node = LugeNode::start(&spec, std::slice::from_ref(&spin))?;
-        let result = (|| -> Result<(), BenchError> {
+        let spec = NodeSpec { policy, ..NodeSpec::of(opts, wait, layout, Protocol::Udp, pin) };
+        LugeNode::with(&spec, std::slice::from_ref(&spin), |node| {
             let target = node.target(Protocol::Udp)?;
             let spin_ref = node.function("spin")?;
-            let cal = match &calibration {
-                Some(c) => c.clone(),
-                None => {
-                    let c = calibrate(
-                        &target,
-                        &spin_ref,
-                        CalibrationOptions::default(),
-                        Duration::from_secs(5),
-                    )?;
-                    opts.say(format!("policies: calibration {c}"));
-                    calibration = Some(c.clone());
-                    c
-                }
-            };
+            let timeout = Duration::from_secs(5);
+            let cal =
+                calibrate_once(&mut calibration, &target, &spin_ref, timeout, opts, "policies")?;
             for (name, w) in workloads.iter().zip(&specs) {
                 let driver = Driver {
                     target: target.clone(),
@@ -193,9 +163,7 @@ pub(crate) fn run(
                 }
             }
             Ok(())
-        })();
-        node.stop();
-        result?;
+        })?;
     }
 
     for name in &workloads {
@@ -220,15 +188,12 @@ pub(crate) fn run(
                         .collect(),
                 })
                 .collect();
+            let x_label = "offered load (utilisation of the worker)";
             let chart = Chart {
-                title: format!("{title}, {name}, 1 worker"),
-                x_label: "offered load (utilisation of the worker)".into(),
-                y_label: y.into(),
                 log_y: true,
+                ..Chart::new(format!("{title}, {name}, 1 worker"), x_label, y)
             };
-            let slug: String =
-                name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
-            out.plot(&format!("{slug}-{file}.svg"), &chart, &series)?;
+            out.plot(&format!("{}-{file}.svg", slug(name)), &chart, &series)?;
         }
     }
 
@@ -278,7 +243,7 @@ pub(crate) fn run(
             }
         }
     }
-    let _ = writeln!(md, "## sledgescale ÷ fifo, short class\n\n{}", headline.render());
+    md.push_str(&headline.section("sledgescale ÷ fifo, short class"));
     let mut t = Table::new(&[
         "workload",
         "policy",
@@ -307,7 +272,7 @@ pub(crate) fn run(
             p.point.errors.to_string(),
         ]);
     }
-    let _ = writeln!(md, "## All points\n\n{}", t.render());
+    md.push_str(&t.section("All points"));
     labels.sort();
     labels.dedup();
     for l in &labels {

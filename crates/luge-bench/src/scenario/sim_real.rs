@@ -34,13 +34,14 @@ use serde_json::json;
 
 use super::measure::Driver;
 use super::node::{LugeNode, NodeSpec, Pinning};
-use super::output::{Results, Table, pct, us};
+use super::output::{Results, Table, pct, slug, us};
 use super::policies::spin_function;
 use super::{Protocol, ScenarioOptions, SimRealOptions, layout_name, wait_name};
 use crate::calibrate::CalibrationOptions;
 use crate::error::BenchError;
 use crate::plan::Mapping;
 use crate::run::calibrate;
+use crate::summary::Percentiles;
 
 #[derive(Debug, Clone, Serialize)]
 struct Side {
@@ -49,6 +50,19 @@ struct Side {
     p999_us: Option<f64>,
     miss_rate: f64,
     requests: u64,
+}
+
+impl Side {
+    /// The side of a run's summary (or of one of its classes).
+    fn measured(latency_us: &Percentiles, miss_rate: f64, requests: u64) -> Self {
+        Self {
+            p50_us: latency_us.p50,
+            p99_us: latency_us.p99,
+            p999_us: latency_us.p999,
+            miss_rate,
+            requests,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -124,34 +138,18 @@ pub(crate) fn run(
     out: &mut Results,
 ) -> Result<(String, serde_json::Value), BenchError> {
     let policy = s.policy.unwrap_or(PolicyKind::SledgeScale);
-    let loads: Vec<f64> = if !s.loads.is_empty() {
-        s.loads.clone()
-    } else if opts.quick {
-        vec![0.7]
-    } else {
-        vec![0.5, 0.7, 0.9]
-    };
-    let workloads: Vec<String> = if !s.workloads.is_empty() {
-        s.workloads.clone()
-    } else if opts.quick {
-        vec!["high-bimodal".into()]
-    } else {
-        vec!["high-bimodal".into(), "exponential".into()]
-    };
-    let duration = s.duration.unwrap_or(if opts.quick {
-        Duration::from_millis(300)
-    } else {
-        Duration::from_secs(5)
-    });
+    let loads = opts.given_or(&s.loads, vec![0.7], vec![0.5, 0.7, 0.9]);
+    let workloads = opts.given_or(
+        &s.workloads,
+        vec!["high-bimodal".into()],
+        vec!["high-bimodal".into(), "exponential".into()],
+    );
+    let duration = opts.duration_or(s.duration, Duration::from_millis(300), Duration::from_secs(5));
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
     let mut functions = vec![spin_function(&opts.functions)?];
     functions.extend(opts.functions.iter().filter(|f| f.config.name == "noop").cloned());
-    let mut spec = NodeSpec::new(wait, layout, &[Protocol::Udp]);
-    spec.policy = policy;
-    spec.cache_dir = opts.cache_dir.clone();
-    spec.pin = pin;
-    let node = LugeNode::start(&spec, &functions)?;
-    let measured = (|| {
+    let spec = NodeSpec { policy, ..NodeSpec::of(opts, wait, layout, Protocol::Udp, pin) };
+    let (cal, path_ns, reals) = LugeNode::with(&spec, &functions, |node| {
         let target = node.target(Protocol::Udp)?;
         let spin = node.function("spin")?;
         let cal = calibrate(&target, &spin, CalibrationOptions::default(), Duration::from_secs(5))?;
@@ -208,10 +206,8 @@ pub(crate) fn run(
                 reals.push((w.clone(), load, r));
             }
         }
-        Ok::<_, BenchError>((cal, path_ns, reals))
-    })();
-    node.stop();
-    let (cal, path_ns, reals) = measured?;
+        Ok((cal, path_ns, reals))
+    })?;
 
     let overheads = s.overheads.unwrap_or(Overheads { sandbox_start: 0, ..Overheads::DEFAULT });
     let mut sim_cfg = SimConfig::new(policy, 1);
@@ -249,22 +245,11 @@ pub(crate) fn run(
         let sims = simulate_side(&measured, &sim_cfg, path_ns)?;
         let sims_nominal = simulate_side(&nominal, &sim_cfg, path_ns)?;
         for ((class, sim), (_, sim_nominal)) in sims.into_iter().zip(sims_nominal) {
+            let s = &r.summary;
             let real = match class {
-                None => Side {
-                    p50_us: r.summary.latency_us.p50,
-                    p99_us: r.summary.latency_us.p99,
-                    p999_us: r.summary.latency_us.p999,
-                    miss_rate: r.summary.deadline_miss_rate,
-                    requests: r.summary.planned,
-                },
-                Some(c) => match r.summary.per_class.iter().find(|x| x.class == c) {
-                    Some(x) => Side {
-                        p50_us: x.latency_us.p50,
-                        p99_us: x.latency_us.p99,
-                        p999_us: x.latency_us.p999,
-                        miss_rate: x.deadline_miss_rate,
-                        requests: x.planned,
-                    },
+                None => Side::measured(&s.latency_us, s.deadline_miss_rate, s.planned),
+                Some(c) => match s.per_class.iter().find(|x| x.class == c) {
+                    Some(x) => Side::measured(&x.latency_us, x.deadline_miss_rate, x.planned),
                     None => continue,
                 },
             };
@@ -289,16 +274,10 @@ pub(crate) fn run(
         let pts = |f: fn(&Compared) -> Option<f64>| -> Vec<(f64, f64)> {
             all.iter().map(|r| (r.load, f(r).unwrap_or(f64::INFINITY))).collect()
         };
-        let slug: String =
-            w.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+        let title = format!("simulator vs runtime, {w}, {policy}, 1 worker");
         out.plot(
-            &format!("{slug}-latency.svg"),
-            &Chart {
-                title: format!("simulator vs runtime, {w}, {policy}, 1 worker"),
-                x_label: "offered load".into(),
-                y_label: "latency (µs)".into(),
-                log_y: true,
-            },
+            &format!("{}-latency.svg", slug(w)),
+            &Chart { log_y: true, ..Chart::new(title, "offered load", "latency (µs)") },
             &[
                 Series { name: "real p50".into(), points: pts(|r| r.real.p50_us) },
                 Series { name: "sim p50".into(), points: pts(|r| r.sim.p50_us) },

@@ -15,13 +15,19 @@ use super::{
 use crate::calibrate::Calibration;
 use crate::error::BenchError;
 
+/// The (protocol, mix) series of the points, in order, once each.
+fn series(points: &[OverloadPoint]) -> Vec<(&'static str, &'static str)> {
+    let mut names: Vec<_> = points.iter().map(|p| (p.protocol, p.mix)).collect();
+    names.dedup();
+    names
+}
+
 pub(super) fn plots(
     points: &[OverloadPoint],
     steps: &[StepResult],
     out: &mut Results,
 ) -> Result<(), BenchError> {
-    let mut names: Vec<(&str, &str)> = points.iter().map(|p| (p.protocol, p.mix)).collect();
-    names.dedup();
+    let names = series(points);
     let sweep = |get: fn(&OverloadPoint) -> f64| -> Vec<Series> {
         names
             .iter()
@@ -35,25 +41,15 @@ pub(super) fn plots(
             })
             .collect()
     };
-    let x_label = "offered load (multiple of the closed-loop capacity)".to_owned();
+    let x_label = "offered load (multiple of the closed-loop capacity)";
     out.plot(
         "goodput.svg",
-        &Chart {
-            title: "goodput ÷ capacity past capacity, 1 worker".into(),
-            x_label: x_label.clone(),
-            y_label: "goodput ÷ capacity".into(),
-            log_y: false,
-        },
+        &Chart::new("goodput ÷ capacity past capacity, 1 worker", x_label, "goodput ÷ capacity"),
         &sweep(|p| p.goodput_over_capacity),
     )?;
     out.plot(
         "refused.svg",
-        &Chart {
-            title: "share of requests refused (503 / Overloaded)".into(),
-            x_label,
-            y_label: "refused ÷ offered".into(),
-            log_y: false,
-        },
+        &Chart::new("share of requests refused (503 / Overloaded)", x_label, "refused ÷ offered"),
         &sweep(|p| p.refused_share),
     )?;
     for s in steps {
@@ -61,17 +57,13 @@ pub(super) fn plots(
             name: name.to_owned(),
             points: s.bins.iter().map(|b| (b.t_ms, get(b) / s.capacity_rps)).collect(),
         };
+        let title = format!(
+            "{} fixed mix, {}× → {}× capacity: 10 ms bins",
+            s.protocol, s.low_multiple, s.high_multiple
+        );
         out.plot(
             &format!("step-{}.svg", s.protocol),
-            &Chart {
-                title: format!(
-                    "{} fixed mix, {}× → {}× capacity: 10 ms bins",
-                    s.protocol, s.low_multiple, s.high_multiple
-                ),
-                x_label: "time from the step (ms)".into(),
-                y_label: "÷ capacity".into(),
-                log_y: false,
-            },
+            &Chart::new(title, "time from the step (ms)", "÷ capacity"),
             &[
                 series("goodput", |b| b.goodput_rps),
                 series("offered", |b| b.offered_rps),
@@ -118,9 +110,7 @@ pub(super) fn summary(
     head.extend(multiples.iter().map(|m| format!(">{m}×")));
     let cols: Vec<&str> = head.iter().map(String::as_str).collect();
     let mut headline = Table::new(&cols);
-    let mut names: Vec<(&str, &str)> = points.iter().map(|p| (p.protocol, p.mix)).collect();
-    names.dedup();
-    for &(proto, mix) in &names {
+    for (proto, mix) in series(points) {
         let mut row = vec![proto.to_owned(), mix.to_owned()];
         for &m in multiples {
             let p = points.iter().find(|p| p.protocol == proto && p.mix == mix && p.multiple == m);
@@ -128,7 +118,7 @@ pub(super) fn summary(
         }
         headline.row(row);
     }
-    let _ = writeln!(md, "## Goodput ÷ capacity\n\n{}", headline.render());
+    md.push_str(&headline.section("Goodput ÷ capacity"));
 
     let mut cap = Table::new(&[
         "protocol",
@@ -148,7 +138,7 @@ pub(super) fn summary(
             c.timeouts.to_string(),
         ]);
     }
-    let _ = writeln!(md, "## Capacity (closed loop)\n\n{}", cap.render());
+    md.push_str(&cap.section("Capacity (closed loop)"));
 
     let mut t = Table::new(&[
         "protocol",
@@ -169,6 +159,8 @@ pub(super) fn summary(
         ">RSS ÷ 1×",
         ">client lag p99 µs",
     ]);
+    // No refusal, no refusal latency: `-` (`inf` is a failure at that rank).
+    let us_or_none = |v: Option<f64>| v.map_or("-".into(), |v| us(Some(v)));
     for p in points {
         t.row(vec![
             p.protocol.into(),
@@ -182,15 +174,15 @@ pub(super) fn summary(
             p.ok_within_deadline_in_node_share.map_or("-".into(), pct),
             pct(p.refused_share),
             pct(p.no_answer_share),
-            p.refusal_p50_us.map_or("-".into(), |v| us(Some(v))),
-            p.refusal_p99_us.map_or("-".into(), |v| us(Some(v))),
-            p.refusal_in_node_p50_us.map_or("-".into(), |v| us(Some(v))),
-            p.refusal_in_node_p99_us.map_or("-".into(), |v| us(Some(v))),
+            us_or_none(p.refusal_p50_us),
+            us_or_none(p.refusal_p99_us),
+            us_or_none(p.refusal_in_node_p50_us),
+            us_or_none(p.refusal_in_node_p99_us),
             ratio(p.rss_over_1x),
             us(p.send_lag_p99_us),
         ]);
     }
-    let _ = writeln!(md, "## Past capacity\n\n{}", t.render());
+    md.push_str(&t.section("Past capacity"));
 
     let mut st = Table::new(&[
         "protocol",
