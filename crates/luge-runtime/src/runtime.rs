@@ -232,14 +232,14 @@ impl Runtime {
         let budget = crate::sandbox::budget_end(now, function.config.limits.max_execution, 0);
         clock.budget_end.store(budget, Ordering::Relaxed);
         let guest = crate::sandbox::GuestContext { request_id: 0, deadline_unix_us: 0 };
-        let mut future = crate::sandbox::start(
-            Arc::clone(function),
+        let mut future = crate::sandbox::start(crate::sandbox::Spec {
+            function: Arc::clone(function),
             payload,
             guest,
-            0,
-            Arc::clone(&self.inner.signals),
+            id: 0,
+            signals: Arc::clone(&self.inner.signals),
             clock,
-        );
+        });
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         loop {
             if let std::task::Poll::Ready(done) = future.as_mut().poll(&mut cx) {

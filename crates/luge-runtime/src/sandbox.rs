@@ -52,26 +52,25 @@ pub(crate) struct GuestContext {
     pub deadline_unix_us: u64,
 }
 
-/// Builds the future that instantiates `function` and runs `_start` with `payload` on stdin.
-pub(crate) fn start(
-    function: Arc<Function>,
-    payload: Vec<u8>,
-    guest: GuestContext,
-    id: u64,
-    signals: Arc<Signals>,
-    clock: Arc<TaskClock>,
-) -> SandboxFuture {
-    Box::pin(run(function, payload, guest, id, signals, clock))
+/// What a sandbox is built for: one request of one function.
+pub(crate) struct Spec {
+    pub function: Arc<Function>,
+    /// The request body (its stdin).
+    pub payload: Vec<u8>,
+    pub guest: GuestContext,
+    /// The dispatcher's id of the request, which a preemption flag names.
+    pub id: u64,
+    pub signals: Arc<Signals>,
+    pub clock: Arc<TaskClock>,
 }
 
-async fn run(
-    function: Arc<Function>,
-    payload: Vec<u8>,
-    guest: GuestContext,
-    id: u64,
-    signals: Arc<Signals>,
-    clock: Arc<TaskClock>,
-) -> SandboxResult {
+/// Builds the future that instantiates the function and runs `_start` with the payload on stdin.
+pub(crate) fn start(spec: Spec) -> SandboxFuture {
+    Box::pin(run(spec))
+}
+
+async fn run(spec: Spec) -> SandboxResult {
+    let Spec { function, payload, guest, id, signals, clock } = spec;
     let limits = function.config.limits;
     let name = function.config.name.as_str();
     let wasi = WasiCtx {

@@ -167,14 +167,14 @@ pub(crate) fn begin(
     send(me, dispatcher, WorkerEvent::Started { sched: task.sched }, false);
     let future = match std::mem::replace(&mut task.state, TaskState::Running) {
         TaskState::Suspended(f) => f,
-        TaskState::Fresh(payload) => sandbox::start(
-            Arc::clone(&task.function),
+        TaskState::Fresh(payload) => sandbox::start(sandbox::Spec {
+            function: Arc::clone(&task.function),
             payload,
-            GuestContext { request_id: task.id, deadline_unix_us: task.deadline_unix_us },
-            task.sched.0,
-            Arc::clone(signals),
-            Arc::clone(&task.clock),
-        ),
+            guest: GuestContext { request_id: task.id, deadline_unix_us: task.deadline_unix_us },
+            id: task.sched.0,
+            signals: Arc::clone(signals),
+            clock: Arc::clone(&task.clock),
+        }),
         TaskState::Running => {
             let now = signals.clock.now();
             let (sched, function) = (task.sched, task.function.id);

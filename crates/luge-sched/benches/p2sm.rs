@@ -9,15 +9,9 @@ use std::hint::black_box;
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use luge_sched::RunList;
 
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+mod common;
+
+use common::Gen;
 
 fn list(n: usize, g: &mut Gen) -> RunList<u64, u64> {
     let mut keys: Vec<u64> = (0..n).map(|_| g.next() % 1_000_000).collect();

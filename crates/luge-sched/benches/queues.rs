@@ -12,25 +12,14 @@ use std::hint::black_box;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
 use luge_sched::{
-    CtEdfConfig, CtEdfQueue, DeadlineQueue, EdfQueue, FunctionId, Nanos, QueueKey, Request,
-    RequestId,
+    CtEdfConfig, CtEdfQueue, DeadlineQueue, EdfQueue, Nanos, QueueKey, Request, RequestId,
 };
 
-const SIZES: [usize; 5] = [10, 100, 1_000, 10_000, 100_000];
+mod common;
 
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn req(&mut self, id: u64) -> Request {
-        let d = self.next() % 1_000_000_000;
-        Request::new(RequestId(id), FunctionId(0), 0, d, 1_000 + self.next() % 100_000)
-    }
-}
+use common::Gen;
+
+const SIZES: [usize; 5] = [10, 100, 1_000, 10_000, 100_000];
 
 type Heap = BinaryHeap<Reverse<(QueueKey, u64)>>;
 
