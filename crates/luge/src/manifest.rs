@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use luge_runtime::{FunctionConfig, Limits, PolicyKind, RuntimeConfig, WaitMode};
+use luge_runtime::{FunctionConfig, Layout, Limits, PolicyKind, RuntimeConfig, WaitMode};
 use luge_server::NodeFunction;
 use serde::Deserialize;
 use toml::Spanned;
@@ -70,6 +70,7 @@ struct RawServer {
     cpus: Option<Vec<usize>>,
     policy: Option<Spanned<String>>,
     wait: Option<Spanned<String>>,
+    layout: Option<Spanned<String>>,
     tick_us: Option<u64>,
     max_sandboxes: Option<u32>,
     max_memory_bytes: Option<u64>,
@@ -301,6 +302,25 @@ fn settings(
     }
     runtime.workers = raw.workers.unwrap_or(runtime.workers);
     runtime.dispatchers = raw.dispatchers.unwrap_or(runtime.dispatchers);
+    if let Some(l) = raw.layout {
+        runtime.layout = match l.get_ref().as_str() {
+            "threads" => Layout::Threads,
+            "inline" => {
+                // Each worker's thread runs its own dispatcher.
+                if raw.dispatchers.is_some_and(|d| d != runtime.workers) {
+                    let reason = "the inline layout runs a dispatcher on each worker's thread: \
+                                  leave `dispatchers` out or set it to `workers`";
+                    return Err(at(l.span(), reason.to_owned()));
+                }
+                runtime.dispatchers = runtime.workers;
+                Layout::Inline
+            }
+            other => {
+                let reason = format!("layout must be `threads` or `inline`, not `{other}`");
+                return Err(at(l.span(), reason));
+            }
+        };
+    }
     if runtime.workers == 0 || runtime.dispatchers == 0 || runtime.dispatchers > runtime.workers {
         return Err(ManifestError {
             file: file.to_owned(),
@@ -408,6 +428,12 @@ policy = "fifo"
         let a = m.server.runtime.policy_config.admission;
         assert!(!a.on_wait && a.protect_admitted && !a.shed && a.reject_infeasible);
         assert_eq!(a.max_queued, Some(7));
+        // The inline layout gives every worker its own dispatcher.
+        let m = parse("[server]\nworkers = 2\nlayout = \"inline\"\n").unwrap();
+        assert_eq!(m.server.runtime.layout, Layout::Inline);
+        assert_eq!(m.server.runtime.dispatchers, 2);
+        let m = parse("[server]\nlayout = \"threads\"\n").unwrap();
+        assert_eq!(m.server.runtime.layout, Layout::Threads);
         let m = parse(
             r#"
 [[function]]
@@ -442,6 +468,9 @@ tenant = 3
         fails_at("[server]\nworkers = 1\nwokers = 2\n", 3, "unknown field `wokers`");
         fails_at("[server]\n\npolicy = \"nope\"\n", 3, "unknown policy");
         fails_at("[server]\nhttp = \"localhost\"\n", 2, "bad address");
+        fails_at("[server]\nlayout = \"flat\"\n", 2, "`threads` or `inline`");
+        let split = "[server]\nworkers = 2\ndispatchers = 1\nlayout = \"inline\"\n";
+        fails_at(split, 4, "leave `dispatchers` out");
         let function = "[[function]]\nname = \"a\"\n";
         fails_at(&format!("{function}module = \"missing.wasm\"\n"), 3, "cannot read module");
         fails_at(&format!("{function}module = \"builtin:nope\"\n"), 3, "no built-in");

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use luge_runtime::{PolicyKind, Runtime, WaitMode};
+use luge_runtime::{Layout, PolicyKind, Runtime, WaitMode};
 use luge_server::{HttpConfig, Node, NodeConfig, NodeError, RequestLog, UdpConfig};
 
 use crate::manifest::{BUILTINS, Manifest};
@@ -35,6 +35,11 @@ pub struct ServeArgs {
     /// Idle threads busy-poll instead of sleeping (lowest latency; burns the cores).
     #[arg(long)]
     spin: bool,
+    /// Thread layout: `inline` runs a dispatcher on each worker's thread (one hand-off less per
+    /// request), `threads` gives dispatchers threads of their own [default: the manifest's, else
+    /// threads].
+    #[arg(long, value_parser = parse_layout)]
+    layout: Option<Layout>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -118,6 +123,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
     if args.spin {
         server.runtime.wait = WaitMode::Spin;
     }
+    if let Some(layout) = args.layout {
+        server.runtime.layout = layout;
+    }
+    if server.runtime.layout == Layout::Inline {
+        // One dispatcher on each worker's thread, whatever `--workers` made of the count.
+        server.runtime.dispatchers = server.runtime.workers;
+    }
     let config = server.runtime.clone();
     let grace = config.shutdown_grace;
     let node = Node::start(
@@ -200,4 +212,12 @@ fn print_banner(
         println!("  cargo run --release -p luge -- invoke --rpc {} --data 'edge'", f.config.name);
     }
     println!("Ctrl-C stops (requests in flight are answered first).");
+}
+
+fn parse_layout(s: &str) -> Result<Layout, String> {
+    match s {
+        "threads" => Ok(Layout::Threads),
+        "inline" => Ok(Layout::Inline),
+        other => Err(format!("`threads` or `inline`, not `{other}`")),
+    }
 }

@@ -215,3 +215,15 @@ fn sigterm_under_load_answers_every_request_sent_before_it() {
     }
     assert!(total > 20, "the load was too light to mean anything: {total} requests");
 }
+
+/// `luge serve --layout inline` (each worker's thread runs its own dispatcher) serves both
+/// protocols too.
+#[test]
+fn serve_runs_the_inline_layout() {
+    let server = Server::start(&["--layout", "inline", "--workers", "2"], &cache());
+    let out = server.invoke(&["hello", "--data", "inline"]);
+    assert_eq!(out.stdout, b"Hello, inline!\n", "{}", String::from_utf8_lossy(&out.stderr));
+    let out = server.invoke(&["hello", "--rpc", "--data", "inline"]);
+    assert_eq!(out.stdout, b"Hello, inline!\n", "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(server.stop(), 0);
+}
