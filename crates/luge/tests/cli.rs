@@ -92,48 +92,15 @@ fn the_edge_manifest_serves_the_c_functions() {
 /// `luge::request` target, with its outcome and timings, for both protocols.
 #[test]
 fn the_request_log_writes_one_json_line_per_request() {
-    use std::io::{BufRead, BufReader};
-    use std::process::Stdio;
-
-    let mut child = Command::new(LUGE)
-        .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0"])
-        .args(["--request-log", "all", "--log-format", "json"])
-        .env("RUST_LOG", "warn,luge::request=info")
-        .env("XDG_CACHE_HOME", cache())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut banner = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut http, mut rpc) = (None, None);
-    while http.is_none() || rpc.is_none() {
-        let line = banner.next().expect("banner ended early").unwrap();
-        if let Some(rest) = line.trim().strip_prefix("HTTP") {
-            http = Some(
-                rest.split_whitespace().next().unwrap().trim_end_matches("/<route>").to_owned(),
-            );
-        } else if let Some(rest) = line.trim().strip_prefix("UDP-RPC") {
-            rpc = Some(rest.trim().to_owned());
-        }
-    }
-    std::thread::spawn(move || for _ in banner {});
-    let (http, rpc) = (http.unwrap(), rpc.unwrap());
-    let invoke = |args: &[&str]| {
-        Command::new(LUGE)
-            .arg("invoke")
-            .args(args)
-            .args(["--url", &http, "--rpc-addr", &rpc])
-            .output()
-            .unwrap()
-    };
-    assert!(invoke(&["hello", "--data", "log"]).status.success());
-    assert!(invoke(&["hello", "--rpc", "--data", "log"]).status.success());
-    assert!(!invoke(&["fib", "--data", "nope"]).status.success());
-    // SAFETY: kill(2) on the pid of our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-    child.wait().unwrap();
+    let server = Server::start_logging(
+        &["--request-log", "all", "--log-format", "json"],
+        &cache(),
+        "warn,luge::request=info",
+    );
+    assert!(server.invoke(&["hello", "--data", "log"]).status.success());
+    assert!(server.invoke(&["hello", "--rpc", "--data", "log"]).status.success());
+    assert!(!server.invoke(&["fib", "--data", "nope"]).status.success());
+    let stderr = server.stop_with_log();
     let lines: Vec<serde_json::Value> = stderr
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

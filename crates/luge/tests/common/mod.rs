@@ -23,13 +23,23 @@ impl Server {
     /// Starts `luge serve` with `extra` arguments and its AoT cache under `cache`, and reads
     /// the addresses from its banner.
     pub fn start(extra: &[&str], cache: &Path) -> Self {
+        Self::spawn(extra, cache, "error", Stdio::inherit())
+    }
+
+    /// As [`start`](Self::start), logging at `log` (a `RUST_LOG` filter) into a pipe that
+    /// [`stop_with_log`](Self::stop_with_log) reads.
+    pub fn start_logging(extra: &[&str], cache: &Path, log: &str) -> Self {
+        Self::spawn(extra, cache, log, Stdio::piped())
+    }
+
+    fn spawn(extra: &[&str], cache: &Path, log: &str, stderr: Stdio) -> Self {
         let mut child = Command::new(LUGE)
             .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0"])
             .args(extra)
-            .env("RUST_LOG", "error")
+            .env("RUST_LOG", log)
             .env("XDG_CACHE_HOME", cache)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -56,6 +66,17 @@ impl Server {
             .args(["--url", &self.http, "--rpc-addr", &self.rpc])
             .output()
             .unwrap()
+    }
+
+    /// Sends SIGTERM, waits for the exit and returns what it logged (started with
+    /// [`start_logging`](Self::start_logging)).
+    pub fn stop_with_log(mut self) -> String {
+        let mut child = self.child.take().unwrap();
+        terminate(&child);
+        let mut log = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut log).unwrap();
+        child.wait().unwrap();
+        log
     }
 
     /// Sends SIGTERM and waits (at most 20 s) for the exit code.
