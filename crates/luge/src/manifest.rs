@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use luge_runtime::{FunctionConfig, Layout, Limits, PolicyKind, RuntimeConfig, WaitMode};
-use luge_server::NodeFunction;
+use luge_server::{BadRequestLog, NodeFunction, RequestLog};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -32,6 +32,8 @@ pub struct ServerSettings {
     pub http_threads: usize,
     /// Busy-poll the UDP socket.
     pub rpc_busy_poll: bool,
+    /// Which answered requests get a request-log line.
+    pub request_log: RequestLog,
     /// Runtime configuration.
     pub runtime: RuntimeConfig,
 }
@@ -65,6 +67,7 @@ struct RawServer {
     rpc: Option<Spanned<String>>,
     http_threads: Option<usize>,
     rpc_busy_poll: Option<bool>,
+    request_log: Option<Spanned<String>>,
     workers: Option<usize>,
     dispatchers: Option<usize>,
     cpus: Option<Vec<usize>>,
@@ -263,6 +266,7 @@ fn default_settings() -> ServerSettings {
         rpc: SocketAddr::from(([127, 0, 0, 1], 8081)),
         http_threads: 1,
         rpc_busy_poll: false,
+        request_log: RequestLog::Off,
         runtime: RuntimeConfig::default(),
     }
 }
@@ -366,11 +370,16 @@ fn settings(
     if let Some(q) = raw.max_queued {
         runtime.policy_config.admission.max_queued = Some(q);
     }
+    let request_log = match raw.request_log {
+        None => defaults.request_log,
+        Some(r) => r.get_ref().parse().map_err(|e: BadRequestLog| at(r.span(), e.to_string()))?,
+    };
     Ok(ServerSettings {
         http: addr(raw.http, defaults.http)?,
         rpc: addr(raw.rpc, defaults.rpc)?,
         http_threads: raw.http_threads.unwrap_or(1).max(1),
         rpc_busy_poll: raw.rpc_busy_poll.unwrap_or(false),
+        request_log,
         runtime,
     })
 }
@@ -434,6 +443,8 @@ policy = "fifo"
         assert_eq!(m.server.runtime.dispatchers, 2);
         let m = parse("[server]\nlayout = \"threads\"\n").unwrap();
         assert_eq!(m.server.runtime.layout, Layout::Threads);
+        let m = parse("[server]\nrequest_log = \"100\"\n").unwrap();
+        assert_eq!(m.server.request_log.to_string(), "100");
         let m = parse(
             r#"
 [[function]]
@@ -469,6 +480,7 @@ tenant = 3
         fails_at("[server]\n\npolicy = \"nope\"\n", 3, "unknown policy");
         fails_at("[server]\nhttp = \"localhost\"\n", 2, "bad address");
         fails_at("[server]\nlayout = \"flat\"\n", 2, "`threads` or `inline`");
+        fails_at("[server]\nrequest_log = \"some\"\n", 2, "invalid request log");
         let split = "[server]\nworkers = 2\ndispatchers = 1\nlayout = \"inline\"\n";
         fails_at(split, 4, "leave `dispatchers` out");
         let function = "[[function]]\nname = \"a\"\n";

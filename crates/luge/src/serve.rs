@@ -44,9 +44,9 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Request log: one line per answered request on the `luge::request` target — `off`,
-    /// `all`, or n for one request in n.
-    #[arg(long, default_value = "off")]
-    request_log: RequestLog,
+    /// `all`, or n for one request in n [default: the manifest's, else off].
+    #[arg(long)]
+    request_log: Option<RequestLog>,
 }
 
 /// How logs are written to stderr.
@@ -123,6 +123,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     if args.spin {
         server.runtime.wait = WaitMode::Spin;
     }
+    let request_log = args.request_log.unwrap_or(server.request_log);
     if let Some(layout) = args.layout {
         server.runtime.layout = layout;
     }
@@ -138,13 +139,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
             http: Some(HttpConfig {
                 addr: server.http,
                 threads: server.http_threads,
-                request_log: args.request_log,
+                request_log,
                 ..HttpConfig::default()
             }),
             udp: Some(UdpConfig {
                 addr: server.rpc,
                 busy_poll: server.rpc_busy_poll,
-                request_log: args.request_log,
+                request_log,
                 ..UdpConfig::default()
             }),
         },
