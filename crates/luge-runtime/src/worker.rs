@@ -177,10 +177,7 @@ pub(crate) fn begin(
         }),
         TaskState::Running => {
             let now = signals.clock.now();
-            let (sched, function) = (task.sched, task.function.id);
-            let executed = task.executed;
-            task.answer(now, Err(Failure::Internal("task ran twice".into())));
-            send(me, dispatcher, WorkerEvent::Completed { sched, function, executed }, true);
+            complete(me, dispatcher, *task, now, Err(Failure::Internal("task ran twice".into())));
             return None;
         }
     };
@@ -215,9 +212,7 @@ pub(crate) fn finish(
                 "the host panicked running a sandbox: {what}"
             );
             let failure = Failure::Internal(format!("the host panicked running it: {what}"));
-            let (sched, function, executed) = (task.sched, task.function.id, task.executed);
-            task.answer(now, Err(failure));
-            send(me, dispatcher, WorkerEvent::Completed { sched, function, executed }, true);
+            complete(me, dispatcher, *task, now, Err(failure));
             return;
         }
     };
@@ -235,9 +230,7 @@ pub(crate) fn finish(
                     "stderr: {text}"
                 );
             }
-            let (sched, function, executed) = (task.sched, task.function.id, task.executed);
-            task.answer(now, done.result);
-            send(me, dispatcher, WorkerEvent::Completed { sched, function, executed }, true);
+            complete(me, dispatcher, *task, now, done.result);
         }
         Poll::Pending => {
             let now = signals.clock.now();
@@ -247,6 +240,19 @@ pub(crate) fn finish(
             send(me, dispatcher, WorkerEvent::Preempted { task }, true);
         }
     }
+}
+
+/// Answers `task` with `result` and reports the end of its run to the dispatcher.
+fn complete(
+    me: &WorkerShared,
+    dispatcher: &Notify,
+    task: Task,
+    now: Nanos,
+    result: Result<Vec<u8>, Failure>,
+) {
+    let (sched, function, executed) = (task.sched, task.function.id, task.executed);
+    task.answer(now, result);
+    send(me, dispatcher, WorkerEvent::Completed { sched, function, executed }, true);
 }
 
 /// The message of a caught panic.

@@ -4,7 +4,7 @@
 //! hands it to [`Gate::submit`]. The gate refuses it if the front end is draining, counts it in
 //! flight, and submits it to the runtime, where routing to a worker group, admission on the
 //! deadline and scheduling happen. When the runtime answers, the gate records the outcome in the
-//! metrics and hands the [`Outcome`] back to the front end, which only renders it (HTTP status and
+//! metrics and the request log and hands the [`Outcome`] back to the front end, which only renders it (HTTP status and
 //! headers, or an RPC status and fields; both from the one table in `status`). A request refused
 //! before it reaches the runtime (unknown function, body too large, …) gets its outcome from
 //! [`Gate::refuse`] and is recorded the same way, so the metrics count every request once,
@@ -108,20 +108,20 @@ impl Gate {
         })
     }
 
-    /// Submits `call`; `reply` receives its one outcome, for the front end to render, on a runtime thread (or on the
-    /// caller's, when the request is refused at once). The outcome is recorded before `reply`
-    /// runs, so it is counted even if the client is gone.
+    /// Submits `call`; `reply` receives its one outcome, for the front end to render, on a
+    /// runtime thread (or on the caller's, when the request is refused at once). The outcome is
+    /// recorded before `reply` runs, so it is counted even if the client is gone.
     pub fn submit(self: &Arc<Self>, call: Call, reply: impl FnOnce(Outcome) + Send + 'static) {
         // Counted before the draining check (both SeqCst), so that a shutdown, which sets
         // `draining` and then waits for zero in flight, cannot miss a request admitted
         // concurrently.
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let Call { function, payload, deadline, expected, client, client_id, received } = call;
+        let relative = deadline.unwrap_or(function.config.relative_deadline);
         if self.draining.load(Ordering::SeqCst) {
             let failure = Failure::Rejected(Rejection::ShuttingDown);
             let outcome = self.local(Err(failure), Some(received));
-            let deadline = deadline.unwrap_or(function.config.relative_deadline);
-            self.account(&function, &outcome, (client, client_id), deadline);
+            self.account(&function, &outcome, (client, client_id), relative);
             reply(outcome);
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             return;
@@ -129,7 +129,6 @@ impl Gate {
         let options = SubmitOptions { deadline, expected, received: Some(received) };
         let gate = Arc::clone(self);
         let answered = Arc::clone(&function);
-        let relative = deadline.unwrap_or(function.config.relative_deadline);
         self.runtime.submit_to(&function, payload, options, move |outcome| {
             gate.account(&answered, &outcome, (client, client_id), relative);
             reply(outcome);
