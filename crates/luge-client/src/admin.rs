@@ -23,19 +23,36 @@ pub struct AddOptions {
     pub expected: Option<Duration>,
 }
 
-/// A blocking client of a node's admin API at `base_url` (e.g. `http://127.0.0.1:8080`).
-/// Do not call it from inside an async context.
-#[derive(Debug)]
+/// A blocking client of a node's admin API at `base_url`: the node's admin listener (e.g.
+/// `http://127.0.0.1:8082`), with its bearer token if it has one. Do not call it from inside an
+/// async context.
 pub struct AdminClient {
     base_url: String,
     http: HttpClient,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for AdminClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminClient")
+            .field("base_url", &self.base_url)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl AdminClient {
     /// A client of the admin API at `base_url` (only `http://` URLs).
     pub fn new(base_url: &str) -> Result<Self, ClientError> {
         url(base_url, "/admin/functions")?;
-        Ok(Self { base_url: base_url.to_owned(), http: HttpClient::new()? })
+        Ok(Self { base_url: base_url.to_owned(), http: HttpClient::new()?, token: None })
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every request (surrounding white space, such
+    /// as a token file's newline, is trimmed).
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.token = Some(token.trim().to_owned());
+        self
     }
 
     /// Every registered function.
@@ -63,7 +80,8 @@ impl AdminClient {
         }
     }
 
-    /// Registers (or replaces) function `name` with `module` (Wasm bytes or text).
+    /// Registers function `name` with `module` (Wasm bytes or text). A name in use is refused
+    /// (409): remove the function first to replace it.
     pub fn add(
         &self,
         name: &str,
@@ -95,7 +113,9 @@ impl AdminClient {
     fn send(&self, method: Method, path: &str, body: &[u8]) -> Result<HttpResponse, ClientError> {
         let uri = url(&self.base_url, path)?;
         let (runtime, client) = self.http.parts();
-        runtime.block_on(client.exchange(method, uri, &[], body, ADMIN_TIMEOUT))
+        let auth = self.token.as_ref().map(|t| ("authorization", format!("Bearer {t}")));
+        let headers = auth.as_slice();
+        runtime.block_on(client.exchange(method, uri, headers, body, ADMIN_TIMEOUT))
     }
 }
 

@@ -1,7 +1,8 @@
 //! HTTP/1.1 front end (hyper 1.x on a tokio runtime of its own): `POST /<route>` runs a function
-//! with the body on stdin and answers with its stdout; `GET /metrics`, `GET /healthz` and the
-//! admin API (`/admin/functions`) share the listener. The protocol is specified in
-//! `docs/http.md`.
+//! with the body on stdin and answers with its stdout; `GET /metrics`, `GET /healthz` and
+//! `GET /readyz` share that listener. The admin API (`/admin/functions`) has a listener of its
+//! own (the admin plane, see `plane`), so that calling a function never grants managing one.
+//! The protocol is specified in `docs/http.md`.
 //!
 //! - Every request gets exactly one response, and every response carries `Luge-Request-Id`,
 //!   `Luge-Execution-Ns`, `Luge-Queueing-Ns` and `Luge-Outcome`. Errors found before submission
@@ -22,9 +23,9 @@
 //!
 //! This file holds the server (configuration, start, accept loop, connections, shutdown) and
 //! the dispatch of a parsed request; `route` parses a request into its action and owns the route
-//! table, `accept` the accepting and the over-cap refusal, `body` the capped body reads, `invoke`
-//! a function call through the gate shared with UDP-RPC, `admin` the admin API, `respond` the
-//! responses.
+//! table, `plane` what each listener serves and the admin token, `accept` the accepting and the
+//! over-cap refusal, `body` the capped body reads, `invoke` a function call through the gate
+//! shared with UDP-RPC, `admin` the admin API, `respond` the responses.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -61,6 +62,7 @@ mod accept;
 mod admin;
 mod body;
 mod invoke;
+mod plane;
 mod respond;
 mod route;
 
@@ -69,6 +71,8 @@ use self::accept::{accept_one, refuse_over_cap};
 use self::admin::{admin_function, list_functions};
 use self::body::{BodyError, Unreadable, drain, read_body};
 use self::invoke::invoke;
+use self::plane::Plane;
+pub use self::plane::{AdminConfig, AdminToken, MIN_TOKEN_LEN};
 use self::respond::Meta;
 use self::route::{Action, check_name, check_route, micros_header};
 
@@ -124,6 +128,10 @@ pub struct HttpConfig {
     pub max_module_bytes: u64,
     /// Which answered requests get a line in the request log (`luge::request`).
     pub request_log: RequestLog,
+    /// The admin plane's listener; `None` = no admin API (functions only from the manifest).
+    pub admin: Option<AdminConfig>,
+    /// Whether the function listener serves `/metrics` (the admin listener always does).
+    pub expose_metrics: bool,
 }
 
 impl Default for HttpConfig {
@@ -138,6 +146,8 @@ impl Default for HttpConfig {
             retry_after_secs: 1,
             max_module_bytes: 64 << 20,
             request_log: RequestLog::Off,
+            admin: None,
+            expose_metrics: true,
         }
     }
 }
@@ -193,10 +203,13 @@ struct Shared {
     /// Path → function name; a path not in here is looked up as `/<function name>`.
     routes: RwLock<HashMap<String, String>>,
     phase: watch::Sender<Phase>,
-    /// One permit per open connection.
+    /// One permit per open connection of the function listener.
     slots: Arc<Semaphore>,
     /// Connection limit (the permits of `slots`).
     max_connections: usize,
+    /// One permit per open connection of the admin listener, and their number.
+    admin_slots: Arc<Semaphore>,
+    admin_max_connections: usize,
     /// One permit per connection over the cap being answered 503 (as many as `slots`).
     refusing: Arc<Semaphore>,
     /// Connections answered 503 (or closed) because `max_connections` were open.
@@ -211,6 +224,7 @@ struct Shared {
 pub struct HttpServer {
     shared: Arc<Shared>,
     local_addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -237,6 +251,9 @@ impl HttpServer {
         if config.max_connections == 0 {
             return Err(HttpError::Config("max_connections must be at least 1".into()));
         }
+        if let Some(admin) = &config.admin {
+            admin.check()?;
+        }
         let mut builder = if config.threads == 1 {
             tokio::runtime::Builder::new_current_thread()
         } else {
@@ -258,6 +275,21 @@ impl HttpServer {
         let local_addr = listener
             .local_addr()
             .map_err(|source| HttpError::Bind { addr: config.addr, source })?;
+        let admin_listener = match &config.admin {
+            Some(admin) => {
+                let _context = rt.enter();
+                let bind = |source| HttpError::Bind { addr: admin.addr, source };
+                let listener = listen(admin.addr, 128).map_err(bind)?;
+                let addr = listener.local_addr().map_err(bind)?;
+                Some((listener, addr))
+            }
+            None => None,
+        };
+        let admin_addr = admin_listener.as_ref().map(|(_, addr)| *addr);
+        let admin_max_connections = config
+            .admin
+            .as_ref()
+            .map_or(1, |a| a.max_connections.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize));
         let (phase, _) = watch::channel(Phase::Running);
         let max_connections =
             config.max_connections.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize);
@@ -276,6 +308,8 @@ impl HttpServer {
             phase,
             slots: Arc::new(Semaphore::new(max_connections)),
             max_connections,
+            admin_slots: Arc::new(Semaphore::new(admin_max_connections)),
+            admin_max_connections,
             refusing: Arc::new(Semaphore::new(max_connections)),
             refused_connections: AtomicU64::new(0),
             open: AtomicUsize::new(0),
@@ -285,19 +319,27 @@ impl HttpServer {
         let thread = std::thread::Builder::new()
             .name("luge-http".into())
             .spawn(move || {
-                rt.block_on(serve(server, listener));
+                rt.block_on(serve(server, listener, admin_listener.map(|(l, _)| l)));
                 // Whatever is left (a compile on the blocking pool, a connection that ignored
                 // the shutdown) is abandoned here.
                 rt.shutdown_timeout(ABANDON_FLUSH);
             })
             .map_err(HttpError::Thread)?;
         tracing::info!(addr = %local_addr, "HTTP front end listening");
-        Ok(Self { shared, local_addr, thread: Some(thread) })
+        if let Some(addr) = admin_addr {
+            tracing::info!(%addr, "admin API listening");
+        }
+        Ok(Self { shared, local_addr, admin_addr, thread: Some(thread) })
     }
 
-    /// The address the server listens on.
+    /// The address the function listener listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The address the admin listener listens on, if there is one.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// Connections open right now.
@@ -381,40 +423,59 @@ async fn phase_reached(mut rx: watch::Receiver<Phase>, pred: impl FnMut(&Phase) 
     let _ = rx.wait_for(pred).await.map(|_| ());
 }
 
-async fn serve(shared: Arc<Shared>, listener: TcpListener) {
-    let slots = Arc::clone(&shared.slots);
+async fn serve(shared: Arc<Shared>, listener: TcpListener, admin: Option<TcpListener>) {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(shared.config.header_read_timeout)
         .keep_alive(true);
-    let stopping = phase_reached(shared.phase.subscribe(), |p| *p != Phase::Running);
-    tokio::pin!(stopping);
-    while let Some((stream, peer)) = accept_one(&listener, &mut stopping).await {
-        match Arc::clone(&slots).try_acquire_owned() {
-            Ok(permit) => {
-                tokio::spawn(connection(
-                    Arc::clone(&shared),
-                    builder.clone(),
-                    stream,
-                    peer,
-                    permit,
-                ));
-            }
-            Err(_) => refuse_over_cap(&shared, stream),
+    let admin = async {
+        if let Some(admin) = admin {
+            accept_loop(&shared, &builder, admin, Plane::Admin).await;
         }
-    }
-    drop(listener);
+    };
+    tokio::join!(accept_loop(&shared, &builder, listener, Plane::Functions), admin);
     let grace = match *shared.phase.borrow() {
         Phase::Draining(grace) => grace,
         Phase::Running | Phase::Abandon => Duration::ZERO,
     };
     // Every connection holds a permit: all permits back = every connection closed.
-    let all = u32::try_from(shared.max_connections).unwrap_or(u32::MAX);
-    if tokio::time::timeout(grace, slots.acquire_many(all)).await.is_err() {
+    let closed = || async {
+        let all = u32::try_from(shared.max_connections).unwrap_or(u32::MAX);
+        let _ = shared.slots.acquire_many(all).await;
+        let all = u32::try_from(shared.admin_max_connections).unwrap_or(u32::MAX);
+        let _ = shared.admin_slots.acquire_many(all).await;
+    };
+    if tokio::time::timeout(grace, closed()).await.is_err() {
         tracing::info!("HTTP grace period over; answering what still waits with 503");
         shared.phase.send_replace(Phase::Abandon);
-        let _ = tokio::time::timeout(ABANDON_FLUSH, slots.acquire_many(all)).await;
+        let _ = tokio::time::timeout(ABANDON_FLUSH, closed()).await;
+    }
+}
+
+/// Accepts the connections of one listener until the server stops accepting.
+async fn accept_loop(
+    shared: &Arc<Shared>,
+    builder: &http1::Builder,
+    listener: TcpListener,
+    plane: Plane,
+) {
+    let slots = match plane {
+        Plane::Functions => &shared.slots,
+        Plane::Admin => &shared.admin_slots,
+    };
+    let stopping = phase_reached(shared.phase.subscribe(), |p| *p != Phase::Running);
+    tokio::pin!(stopping);
+    while let Some((stream, peer)) = accept_one(&listener, &mut stopping).await {
+        match Arc::clone(slots).try_acquire_owned() {
+            Ok(permit) => {
+                let shared = Arc::clone(shared);
+                tokio::spawn(connection(shared, builder.clone(), stream, peer, permit, plane));
+            }
+            // An admin connection over the cap is closed: the admin plane's clients are few.
+            Err(_) if plane == Plane::Admin => drop(stream),
+            Err(_) => refuse_over_cap(shared, stream),
+        }
     }
 }
 
@@ -425,12 +486,13 @@ async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     permit: OwnedSemaphorePermit,
+    plane: Plane,
 ) {
     let open = Gauge::new(&shared, |s| &s.open);
     let service_shared = Arc::clone(&shared);
     let service = service_fn(move |request| {
         let shared = Arc::clone(&service_shared);
-        async move { Ok::<_, Infallible>(handle(shared, request, peer).await) }
+        async move { Ok::<_, Infallible>(handle(shared, request, peer, plane).await) }
     });
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
@@ -474,17 +536,25 @@ impl Drop for Gauge {
     }
 }
 
-/// Serves one request: parses what it asks for, then does it.
+/// Serves one request: parses what it asks for, checks the admin plane's token, then does it.
 async fn handle(
     shared: Arc<Shared>,
     request: Request<Incoming>,
     peer: SocketAddr,
+    plane: Plane,
 ) -> Response<Full<Bytes>> {
     // The request head has been read: its deadline and queueing count from here.
     let received = Instant::now();
     let _in_flight = Gauge::new(&shared, |s| &s.in_flight);
+    if plane == Plane::Admin {
+        let token = shared.config.admin.as_ref().and_then(|a| a.token.as_ref());
+        if token.is_some_and(|t| !t.admits(request.headers())) {
+            return shared.unauthorized();
+        }
+    }
     let path = request.uri().path().to_owned();
-    match Action::parse(request.method(), &path) {
+    let action = Action::parse(request.method(), &path).on(plane, shared.config.expose_metrics);
+    match action {
         Action::Health => {
             shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(TEXT), "ok".into())
         }

@@ -11,7 +11,7 @@ mod status;
 mod submit;
 mod udp;
 
-pub use crate::http::{HttpConfig, HttpError, HttpServer};
+pub use crate::http::{AdminConfig, AdminToken, HttpConfig, HttpError, HttpServer, MIN_TOKEN_LEN};
 pub use crate::metrics::{Metrics, Protocol};
 pub use crate::node::{Node, NodeConfig, NodeError, NodeFunction, ShutdownReport};
 pub use crate::request_log::{BadRequestLog, RequestLog};

@@ -18,7 +18,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use luge_runtime::{FunctionConfig, Limits, Runtime, RuntimeConfig};
-use luge_server::{HttpConfig, HttpServer, Metrics, NodeConfig, NodeFunction, Protocol};
+use luge_server::{
+    AdminConfig, AdminToken, HttpConfig, HttpServer, Metrics, NodeConfig, NodeFunction, Protocol,
+};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -43,6 +45,7 @@ struct Node {
     runtime: Arc<Runtime>,
     metrics: Arc<Metrics>,
     addr: SocketAddr,
+    admin: Option<SocketAddr>,
 }
 
 impl Node {
@@ -52,6 +55,11 @@ impl Node {
 
     fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// A URL on the admin listener.
+    fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.admin.unwrap())
     }
 }
 
@@ -93,12 +101,16 @@ fn node_http(runtime_config: RuntimeConfig, http: HttpConfig) -> Node {
             c.limits = Limits { max_memory_bytes: 8 << 20, ..Limits::default() }
         }),
     ]);
-    let http = HttpConfig { addr: SocketAddr::from(([127, 0, 0, 1], 0)), ..http };
+    let admin = http.admin.clone().or_else(|| {
+        Some(AdminConfig { addr: SocketAddr::from(([127, 0, 0, 1], 0)), ..AdminConfig::default() })
+    });
+    let http = HttpConfig { addr: SocketAddr::from(([127, 0, 0, 1], 0)), admin, ..http };
     let config = NodeConfig { runtime: runtime_config, http: Some(http), udp: None };
     let node = luge_server::Node::start(config, &functions).unwrap();
     let (runtime, metrics) = (Arc::clone(node.runtime()), Arc::clone(node.metrics()));
     let addr = node.http_addr().unwrap();
-    Node { node: Some(node), runtime, metrics, addr }
+    let admin = node.http().unwrap().admin_addr();
+    Node { node: Some(node), runtime, metrics, addr, admin }
 }
 
 fn node() -> Node {
@@ -541,7 +553,7 @@ async fn admin_api_lists_adds_and_removes_functions() {
     let c = client();
     // A name that needs escaping, registered in process.
     register(&node.runtime, "we\"ird\\\n", NOOP, |_| {});
-    let list = send(&c, Method::GET, &node.url("/admin/functions"), &[], "").await;
+    let list = send(&c, Method::GET, &node.admin_url("/admin/functions"), &[], "").await;
     assert_eq!(list.status, StatusCode::OK);
     assert_eq!(list.header("content-type"), Some("application/json"));
     let all: serde_json::Value = serde_json::from_slice(&list.body).unwrap();
@@ -564,7 +576,7 @@ async fn admin_api_lists_adds_and_removes_functions() {
     assert_eq!(ids.len(), 12);
 
     // PUT registers at run time, with a route and a deadline.
-    let url = node.url("/admin/functions/greet?route=/say/hello&deadline_us=20000");
+    let url = node.admin_url("/admin/functions/greet?route=/say/hello&deadline_us=20000");
     let put = send(&c, Method::PUT, &url, &[], HELLO).await;
     assert_eq!(put.status, StatusCode::CREATED, "{}", put.text());
     let created: serde_json::Value = serde_json::from_slice(&put.body).unwrap();
@@ -573,24 +585,24 @@ async fn admin_api_lists_adds_and_removes_functions() {
     assert_eq!(created["relative_deadline_us"], 20_000);
     assert_ok(&post(&c, &node, "/say/hello", "admin\n").await, b"Hello, admin!\n");
     assert_ok(&post(&c, &node, "/greet", "").await, b"Hello from Luge!\n");
-    let one = send(&c, Method::GET, &node.url("/admin/functions/greet"), &[], "").await;
+    let one = send(&c, Method::GET, &node.admin_url("/admin/functions/greet"), &[], "").await;
     let one: serde_json::Value = serde_json::from_slice(&one.body).unwrap();
     assert_eq!(one["route"], "/say/hello");
     // Refusals: duplicate, invalid module, bad name, bad query.
-    let again = send(&c, Method::PUT, &node.url("/admin/functions/greet"), &[], HELLO).await;
-    assert_error(&again, 400, "bad_request", "already registered");
-    let bad = send(&c, Method::PUT, &node.url("/admin/functions/bad"), &[], "(module").await;
+    let again = send(&c, Method::PUT, &node.admin_url("/admin/functions/greet"), &[], HELLO).await;
+    assert_error(&again, 409, "conflict", "already registered");
+    let bad = send(&c, Method::PUT, &node.admin_url("/admin/functions/bad"), &[], "(module").await;
     assert_error(&bad, 400, "bad_request", "invalid module");
-    let bad = send(&c, Method::PUT, &node.url("/admin/functions/a%20b"), &[], NOOP).await;
+    let bad = send(&c, Method::PUT, &node.admin_url("/admin/functions/a%20b"), &[], NOOP).await;
     assert_error(&bad, 400, "bad_request", "function name");
-    let url = node.url("/admin/functions/x?deadline_us=soon");
+    let url = node.admin_url("/admin/functions/x?deadline_us=soon");
     assert_error(&send(&c, Method::PUT, &url, &[], NOOP).await, 400, "bad_request", "deadline_us");
-    let url = node.url("/admin/functions/x?route=/say/hello");
+    let url = node.admin_url("/admin/functions/x?route=/say/hello");
     let taken = send(&c, Method::PUT, &url, &[], NOOP).await;
     assert_error(&taken, 400, "bad_request", "already belongs to function `greet`");
     assert!(node.runtime.function("x").is_none(), "a refused PUT leaves nothing behind");
     // DELETE removes the function and its routes.
-    let url = node.url("/admin/functions/greet");
+    let url = node.admin_url("/admin/functions/greet");
     let deleted = send(&c, Method::DELETE, &url, &[], "").await;
     assert_eq!(deleted.status, StatusCode::NO_CONTENT);
     assert_eq!(post(&c, &node, "/say/hello", "").await.status, StatusCode::NOT_FOUND);
@@ -724,13 +736,81 @@ async fn a_client_that_leaves_early_is_still_counted() {
     eventually("the outcome to be recorded", || metrics.requests("spin", "ok") == 1).await;
 }
 
+/// The admin API has a listener of its own: the function listener answers 404 to every admin
+/// path (a client that can call `echo` cannot remove or replace it), the admin listener serves
+/// no function, and its token, when set, is required on every request.
+#[tokio::test]
+async fn the_admin_api_is_apart_from_the_functions() {
+    const TOKEN: &str = "s3cret-token-0123456789";
+    let admin = AdminConfig {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        token: Some(AdminToken::new(TOKEN).unwrap()),
+        ..AdminConfig::default()
+    };
+    let http = HttpConfig { admin: Some(admin), expose_metrics: false, ..HttpConfig::default() };
+    let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
+    let c = client();
+    // The function listener: no admin API, no metrics (switched off), health and functions.
+    for method in [Method::GET, Method::PUT, Method::DELETE] {
+        let answer = send(&c, method, &node.url("/admin/functions/echo"), &[], NOOP).await;
+        assert_error(&answer, 404, "not_found", "no such endpoint");
+    }
+    let list = send(&c, Method::GET, &node.url("/admin/functions"), &[], "").await;
+    assert_error(&list, 404, "not_found", "no such endpoint");
+    let metrics = send(&c, Method::GET, &node.url("/metrics"), &[], "").await;
+    assert_error(&metrics, 404, "not_found", "no such endpoint");
+    assert_eq!(send(&c, Method::GET, &node.url("/readyz"), &[], "").await.status, 200);
+    assert_ok(&post(&c, &node, "/echo", "still here").await, b"still here");
+    // The admin listener: the token or 401, whatever the path.
+    let bearer = format!("Bearer {TOKEN}");
+    let auth = [("authorization", bearer.as_str())];
+    let wrong = [("authorization", "Bearer s3cret-token-0123456780")];
+    for headers in [&[][..], &wrong[..]] {
+        for path in ["/admin/functions", "/admin/functions/echo", "/metrics", "/nosuch"] {
+            let answer = send(&c, Method::GET, &node.admin_url(path), headers, "").await;
+            assert_error(&answer, 401, "unauthorized", "Bearer <token>");
+            assert_eq!(answer.header("www-authenticate"), Some("Bearer"));
+        }
+        let url = node.admin_url("/admin/functions/echo");
+        let answer = send(&c, Method::DELETE, &url, headers, "").await;
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+    }
+    assert_ok(&post(&c, &node, "/echo", "after").await, b"after");
+    let list = send(&c, Method::GET, &node.admin_url("/admin/functions"), &auth, "").await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.text());
+    let metrics = send(&c, Method::GET, &node.admin_url("/metrics"), &auth, "").await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    // No function is served on the admin listener.
+    let answer = send(&c, Method::POST, &node.admin_url("/echo"), &auth, "x").await;
+    assert_error(&answer, 404, "not_found", "no such endpoint");
+    let url = node.admin_url("/admin/functions/echo");
+    assert_eq!(send(&c, Method::DELETE, &url, &auth, "").await.status, StatusCode::NO_CONTENT);
+    assert_eq!(post(&c, &node, "/echo", "gone").await.status, StatusCode::NOT_FOUND);
+    // 6 paths no plane serves, 10 missing or wrong tokens, 1 call of the removed function.
+    assert_eq!(node.metrics.malformed_total(Protocol::Http), 17, "refusals are counted");
+}
+
+/// A node refuses to start an admin listener reachable beyond loopback without a token.
+#[test]
+fn an_exposed_admin_listener_needs_a_token() {
+    let admin = AdminConfig { addr: SocketAddr::from(([0, 0, 0, 0], 0)), ..AdminConfig::default() };
+    let http = HttpConfig {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        admin: Some(admin),
+        ..HttpConfig::default()
+    };
+    let config = NodeConfig { runtime: RuntimeConfig::default(), http: Some(http), udp: None };
+    let error = luge_server::Node::start(config, &[]).unwrap_err();
+    assert!(error.to_string().contains("has no token"), "{error}");
+}
+
 /// The client crate's `AdminClient` reads the server's `FunctionInfo` (one serde type on both
 /// sides): list, add with a route, get, id, remove, and refusals as typed errors.
 #[test]
 fn the_admin_client_speaks_the_servers_json() {
     use luge_client::{AddOptions, AdminClient, ClientError};
     let node = node();
-    let admin = AdminClient::new(&node.url("")).unwrap();
+    let admin = AdminClient::new(&node.admin_url("")).unwrap();
     let all = admin.list().unwrap();
     assert_eq!(all.len(), 11);
     let tiny = all.iter().find(|f| f.name == "tiny").unwrap();
@@ -746,7 +826,7 @@ fn the_admin_client_speaks_the_servers_json() {
     assert_eq!(admin.id_of("greet").unwrap(), added.id);
     let again = admin.add("greet", HELLO.as_bytes(), &AddOptions::default());
     assert!(
-        matches!(&again, Err(ClientError::Refused { status: 400, message }) if message.contains("already registered")),
+        matches!(&again, Err(ClientError::Refused { status: 409, message }) if message.contains("already registered")),
         "{again:?}"
     );
     admin.remove("greet").unwrap();

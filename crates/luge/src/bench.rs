@@ -89,7 +89,7 @@ struct RunArgs {
     #[arg(long)]
     rpc_id: Option<u32>,
     /// The node's HTTP address, for the id lookup.
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    #[arg(long, default_value = crate::invoke::ADMIN_URL)]
     admin: String,
     /// Fixed request body (makes even `spin` a fixed call).
     #[arg(long)]

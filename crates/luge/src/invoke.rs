@@ -27,9 +27,12 @@ pub struct InvokeArgs {
     /// Relative deadline in µs (default: the function's).
     #[arg(long)]
     deadline_us: Option<u64>,
-    /// Server's HTTP base URL (also used to resolve names for `--rpc`).
+    /// Server's HTTP base URL.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     url: String,
+    /// The admin API that resolves names for `--rpc` (token: `LUGE_ADMIN_TOKEN`).
+    #[arg(long, default_value = ADMIN_URL)]
+    admin: String,
     /// Server's UDP-RPC address.
     #[arg(long, default_value = "127.0.0.1:8081")]
     rpc_addr: String,
@@ -62,7 +65,7 @@ pub fn invoke(args: InvokeArgs) -> Result<()> {
     let (ok, body, detail) = if args.rpc {
         let id = match args.function.parse::<u32>() {
             Ok(id) => id,
-            Err(_) => function_id(&args.url, &args.function)?,
+            Err(_) => function_id(&args.admin, &args.function)?,
         };
         let addr =
             args.rpc_addr.to_socket_addrs()?.next().ok_or_else(|| anyhow!("bad --rpc-addr"))?;
@@ -108,14 +111,45 @@ pub fn invoke(args: InvokeArgs) -> Result<()> {
     Ok(())
 }
 
+/// The admin API's default URL: `luge serve`'s admin listener.
+pub(crate) const ADMIN_URL: &str = "http://127.0.0.1:8082";
+
+/// Where the admin API is and how to authenticate to it.
+#[derive(Debug, Args)]
+pub struct AdminArgs {
+    /// The node's admin API (its admin listener, not the function port).
+    #[arg(long, default_value = ADMIN_URL)]
+    url: String,
+    /// File holding the admin bearer token (`LUGE_ADMIN_TOKEN` takes precedence).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+}
+
+impl AdminArgs {
+    fn client(&self) -> Result<AdminClient> {
+        admin_client(&self.url, self.token_file.as_deref())
+    }
+}
+
+/// A client of the admin API at `url`, with the token of `LUGE_ADMIN_TOKEN` or `token_file`.
+pub(crate) fn admin_client(url: &str, token_file: Option<&std::path::Path>) -> Result<AdminClient> {
+    let client = AdminClient::new(url)?;
+    let token = match (std::env::var("LUGE_ADMIN_TOKEN"), token_file) {
+        (Ok(token), _) if !token.trim().is_empty() => token,
+        (_, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the admin token file {}", path.display()))?,
+        (_, None) => return Ok(client),
+    };
+    Ok(client.with_token(&token))
+}
+
 /// `luge functions` verbs.
 #[derive(Debug, Subcommand)]
 pub enum FunctionsCommand {
     /// List the functions of a running server.
     List {
-        /// Server's HTTP base URL.
-        #[arg(long, default_value = "http://127.0.0.1:8080")]
-        url: String,
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// Register a module on a running server.
     Add {
@@ -132,25 +166,24 @@ pub enum FunctionsCommand {
         /// Expected execution in µs.
         #[arg(long)]
         expected_us: Option<u64>,
-        /// Server's HTTP base URL.
-        #[arg(long, default_value = "http://127.0.0.1:8080")]
-        url: String,
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// Remove a function from a running server.
     Remove {
         /// Function name.
         name: String,
-        /// Server's HTTP base URL.
-        #[arg(long, default_value = "http://127.0.0.1:8080")]
-        url: String,
+        #[command(flatten)]
+        admin: AdminArgs,
     },
 }
 
 /// Runs a `luge functions` verb.
 pub fn functions(cmd: FunctionsCommand) -> Result<()> {
     match cmd {
-        FunctionsCommand::List { url } => {
-            let list = AdminClient::new(&url)?.list().with_context(|| format!("listing {url}"))?;
+        FunctionsCommand::List { admin } => {
+            let url = &admin.url;
+            let list = admin.client()?.list().with_context(|| format!("listing {url}"))?;
             println!(
                 "{:>4}  {:<20} {:<24} {:>12} {:>12} {:>12}",
                 "id", "name", "route", "deadline_us", "expected_us", "max_exec_us"
@@ -168,7 +201,7 @@ pub fn functions(cmd: FunctionsCommand) -> Result<()> {
             }
             Ok(())
         }
-        FunctionsCommand::Add { name, module, route, deadline_us, expected_us, url } => {
+        FunctionsCommand::Add { name, module, route, deadline_us, expected_us, admin } => {
             let body = std::fs::read(&module)
                 .with_context(|| format!("cannot read {}", module.display()))?;
             let options = AddOptions {
@@ -176,12 +209,12 @@ pub fn functions(cmd: FunctionsCommand) -> Result<()> {
                 deadline: deadline_us.map(Duration::from_micros),
                 expected: expected_us.map(Duration::from_micros),
             };
-            AdminClient::new(&url)?.add(&name, &body, &options)?;
+            admin.client()?.add(&name, &body, &options)?;
             println!("added {name}");
             Ok(())
         }
-        FunctionsCommand::Remove { name, url } => {
-            AdminClient::new(&url)?.remove(&name)?;
+        FunctionsCommand::Remove { name, admin } => {
+            admin.client()?.remove(&name)?;
             println!("removed {name}");
             Ok(())
         }
@@ -190,7 +223,7 @@ pub fn functions(cmd: FunctionsCommand) -> Result<()> {
 
 /// The numeric id of function `name`, from the server's admin API (for `--rpc`).
 pub(crate) fn function_id(url: &str, name: &str) -> Result<u32> {
-    AdminClient::new(url)?.id_of(name).with_context(|| {
+    admin_client(url, None)?.id_of(name).with_context(|| {
         format!("no function `{name}` on {url} (`luge functions list` shows them)")
     })
 }

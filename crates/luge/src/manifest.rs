@@ -28,6 +28,12 @@ pub struct ServerSettings {
     pub http: SocketAddr,
     /// UDP-RPC listen address.
     pub rpc: SocketAddr,
+    /// The admin listener's address; `None` = no admin API.
+    pub admin: Option<SocketAddr>,
+    /// A file holding the admin listener's bearer token.
+    pub admin_token_file: Option<PathBuf>,
+    /// Whether the function listener serves `/metrics` too.
+    pub expose_metrics: bool,
     /// HTTP front-end threads.
     pub http_threads: usize,
     /// Busy-poll the UDP socket.
@@ -65,6 +71,9 @@ struct RawManifest {
 struct RawServer {
     http: Option<Spanned<String>>,
     rpc: Option<Spanned<String>>,
+    admin: Option<Spanned<String>>,
+    admin_token_file: Option<String>,
+    expose_metrics: Option<bool>,
     http_threads: Option<usize>,
     rpc_busy_poll: Option<bool>,
     request_log: Option<Spanned<String>>,
@@ -259,11 +268,15 @@ impl Manifest {
     }
 }
 
-/// Every setting at its default (HTTP on 127.0.0.1:8080, UDP-RPC on 127.0.0.1:8081).
+/// Every setting at its default (HTTP on 127.0.0.1:8080, UDP-RPC on 127.0.0.1:8081, the admin
+/// API on 127.0.0.1:8082).
 fn default_settings() -> ServerSettings {
     ServerSettings {
         http: SocketAddr::from(([127, 0, 0, 1], 8080)),
         rpc: SocketAddr::from(([127, 0, 0, 1], 8081)),
+        admin: Some(SocketAddr::from(([127, 0, 0, 1], 8082))),
+        admin_token_file: None,
+        expose_metrics: true,
         http_threads: 1,
         rpc_busy_poll: false,
         request_log: RequestLog::Off,
@@ -377,6 +390,12 @@ fn settings(
     Ok(ServerSettings {
         http: addr(raw.http, defaults.http)?,
         rpc: addr(raw.rpc, defaults.rpc)?,
+        admin: match raw.admin {
+            Some(a) if a.get_ref() == "off" => None,
+            a => Some(addr(a, SocketAddr::from(([127, 0, 0, 1], 8082)))?),
+        },
+        admin_token_file: raw.admin_token_file.map(|f| dir.join(f)),
+        expose_metrics: raw.expose_metrics.unwrap_or(defaults.expose_metrics),
         http_threads: raw.http_threads.unwrap_or(1).max(1),
         rpc_busy_poll: raw.rpc_busy_poll.unwrap_or(false),
         request_log,
@@ -437,6 +456,15 @@ policy = "fifo"
         let a = m.server.runtime.policy_config.admission;
         assert!(!a.on_wait && a.protect_admitted && !a.shed && a.reject_infeasible);
         assert_eq!(a.max_queued, Some(7));
+        // The admin listener: loopback by default, movable, or off; its token from a file.
+        assert_eq!(parse("").unwrap().server.admin, Some("127.0.0.1:8082".parse().unwrap()));
+        let m = parse("[server]\nadmin = \"off\"\nexpose_metrics = false\n").unwrap();
+        assert_eq!((m.server.admin, m.server.expose_metrics), (None, false));
+        let m = parse("[server]\nadmin = \"10.0.0.1:9\"\nadmin_token_file = \"t\"\n").unwrap();
+        assert_eq!(m.server.admin, Some("10.0.0.1:9".parse().unwrap()));
+        assert_eq!(m.server.admin_token_file, Some(PathBuf::from("/nonexistent/t")));
+        let (line, reason) = error("[server]\n\nadmin = \"on\"\n");
+        assert!(line == 3 && reason.contains("bad address"), "{line}: {reason}");
         // The inline layout gives every worker its own dispatcher.
         let m = parse("[server]\nworkers = 2\nlayout = \"inline\"\n").unwrap();
         assert_eq!(m.server.runtime.layout, Layout::Inline);

@@ -4,10 +4,12 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use luge_runtime::{Layout, PolicyKind, Runtime, WaitMode};
-use luge_server::{HttpConfig, Node, NodeConfig, NodeError, RequestLog, UdpConfig};
+use luge_server::{
+    AdminConfig, AdminToken, HttpConfig, Node, NodeConfig, NodeError, RequestLog, UdpConfig,
+};
 
 use crate::manifest::{BUILTINS, Manifest};
 
@@ -23,6 +25,14 @@ pub struct ServeArgs {
     /// UDP-RPC listen address [default: 127.0.0.1:8081].
     #[arg(long)]
     rpc: Option<SocketAddr>,
+    /// Admin API listen address, or `off` [default: 127.0.0.1:8082]. Beyond loopback it needs
+    /// a token: `LUGE_ADMIN_TOKEN` or `--admin-token-file`.
+    #[arg(long, value_parser = parse_admin)]
+    admin: Option<AdminAddr>,
+    /// File holding the admin API's bearer token (at least 16 characters; the environment
+    /// variable `LUGE_ADMIN_TOKEN` takes precedence).
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
     /// Worker threads (one per core you give Luge).
     #[arg(long)]
     workers: Option<usize>,
@@ -47,6 +57,31 @@ pub struct ServeArgs {
     /// `all`, or n for one request in n [default: the manifest's, else off].
     #[arg(long)]
     request_log: Option<RequestLog>,
+}
+
+/// `--admin`: an address or `off`.
+#[derive(Debug, Clone, Copy)]
+enum AdminAddr {
+    Off,
+    At(SocketAddr),
+}
+
+fn parse_admin(s: &str) -> Result<AdminAddr, String> {
+    match s {
+        "off" => Ok(AdminAddr::Off),
+        _ => s.parse().map(AdminAddr::At).map_err(|e| format!("`{s}`: {e} (or `off`)")),
+    }
+}
+
+/// The admin token: `LUGE_ADMIN_TOKEN` if set, else the token file's contents.
+fn admin_token(file: Option<&PathBuf>) -> Result<Option<AdminToken>> {
+    let text = match (std::env::var("LUGE_ADMIN_TOKEN"), file) {
+        (Ok(token), _) if !token.trim().is_empty() => token,
+        (_, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the admin token file {}", path.display()))?,
+        (_, None) => return Ok(None),
+    };
+    Ok(Some(AdminToken::new(&text)?))
 }
 
 /// How logs are written to stderr.
@@ -111,6 +146,18 @@ pub fn run(args: ServeArgs) -> Result<()> {
     if let Some(a) = args.rpc {
         server.rpc = a;
     }
+    match args.admin {
+        Some(AdminAddr::Off) => server.admin = None,
+        Some(AdminAddr::At(a)) => server.admin = Some(a),
+        None => {}
+    }
+    let token_file = args.admin_token_file.as_ref().or(server.admin_token_file.as_ref());
+    let admin = match server.admin {
+        Some(addr) => {
+            Some(AdminConfig { addr, token: admin_token(token_file)?, ..AdminConfig::default() })
+        }
+        None => None,
+    };
     if let Some(w) = args.workers {
         server.runtime.workers = w;
     }
@@ -140,6 +187,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
                 addr: server.http,
                 threads: server.http_threads,
                 request_log,
+                admin,
+                expose_metrics: server.expose_metrics,
                 ..HttpConfig::default()
             }),
             udp: Some(UdpConfig {
@@ -163,7 +212,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let (Some(http), Some(rpc)) = (node.http_addr(), node.rpc_addr()) else {
         anyhow::bail!("the node started without its front ends");
     };
-    print_banner(&manifest, node.runtime(), http, rpc, &config);
+    let admin = node.http().and_then(|h| h.admin_addr());
+    print_banner(&manifest, node.runtime(), (http, rpc, admin), &config);
     let signal = wait_for_signal(&signals);
     tracing::info!(signal, "shutting down: finishing requests in flight (grace {grace:?})");
     let report = node.shutdown();
@@ -180,8 +230,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
 fn print_banner(
     manifest: &Manifest,
     runtime: &Runtime,
-    http: SocketAddr,
-    rpc: SocketAddr,
+    (http, rpc, admin): (SocketAddr, SocketAddr, Option<SocketAddr>),
     config: &luge_runtime::RuntimeConfig,
 ) {
     let mode = match config.wait {
@@ -197,6 +246,10 @@ fn print_banner(
     );
     println!("  HTTP     http://{http}/<route>   (metrics: http://{http}/metrics)");
     println!("  UDP-RPC  {rpc}");
+    match admin {
+        Some(admin) => println!("  admin    http://{admin}/admin/functions"),
+        None => println!("  admin    off"),
+    }
     for f in &manifest.functions {
         let id = runtime.function(&f.config.name).map_or(0, |g| g.id.0);
         let about = BUILTINS

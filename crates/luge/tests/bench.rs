@@ -228,7 +228,7 @@ fn run_drives_a_running_server_over_both_protocols() {
     let targets = [format!("udp://{}", server.rpc), server.http.clone()];
     for target in &targets {
         let out = Command::new(LUGE)
-            .args(["bench", "run", "--target", target, "--admin", &server.http])
+            .args(["bench", "run", "--target", target, "--admin", &server.admin])
             .args(["--function", "noop", "--workload", "fixed,rate=300,deadline=100ms"])
             .args(["--duration", "300ms", "--format", "json", "--quiet", "--csv"])
             .arg(&csv)
@@ -244,7 +244,7 @@ fn run_drives_a_running_server_over_both_protocols() {
     }
     // Closed loop with spin: the calibration is measured on the node and reported.
     let out = Command::new(LUGE)
-        .args(["bench", "run", "--target", &targets[0], "--admin", &server.http])
+        .args(["bench", "run", "--target", &targets[0], "--admin", &server.admin])
         .args(["--workload", "fixed", "--mode", "closed:2", "--duration", "200ms", "--quiet"])
         .output()
         .unwrap();

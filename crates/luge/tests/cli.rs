@@ -31,7 +31,7 @@ fn serve_invoke_and_stop() {
     let out = server.invoke(&["nosuch", "--rpc"]);
     assert!(!out.status.success());
     let list =
-        Command::new(LUGE).args(["functions", "list", "--url", &server.http]).output().unwrap();
+        Command::new(LUGE).args(["functions", "list", "--url", &server.admin]).output().unwrap();
     let text = String::from_utf8_lossy(&list.stdout);
     for name in ["noop", "echo", "hello", "fib", "spin"] {
         assert!(text.contains(name), "{text}");
@@ -39,7 +39,7 @@ fn serve_invoke_and_stop() {
     // Add with a route, call it there, remove it; a second remove fails with the reason.
     let module = concat!(env!("CARGO_MANIFEST_DIR"), "/../../functions/builtin/hello.wat");
     let functions = |args: &[&str]| {
-        Command::new(LUGE).arg("functions").args(args).args(["--url", &server.http]).output()
+        Command::new(LUGE).arg("functions").args(args).args(["--url", &server.admin]).output()
     };
     let add = functions(&["add", "greet", module, "--route", "/v1/greet"]).unwrap();
     assert!(add.status.success(), "{}", String::from_utf8_lossy(&add.stderr));
@@ -68,6 +68,50 @@ fn manifest_errors_stop_start_up_with_file_and_line() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml:6: cannot read module"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The admin API is on its own listener: `luge serve` will not expose it beyond loopback
+/// without a token, and with one, `luge functions` needs the token too.
+#[test]
+fn the_admin_listener_needs_a_token_beyond_loopback() {
+    let out = Command::new(LUGE)
+        .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0", "--admin", "0.0.0.0:0"])
+        .env_remove("LUGE_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("beyond loopback and has no token"), "{err}");
+
+    let dir = std::env::temp_dir().join(format!("luge-cli-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token = dir.join("token");
+    std::fs::write(&token, "0123456789abcdef-cli\n").unwrap();
+    let token = token.to_str().unwrap();
+    let server = Server::start(&["--admin-token-file", token], &cache());
+    let list = |extra: &[&str]| {
+        Command::new(LUGE)
+            .args(["functions", "list", "--url", &server.admin])
+            .args(extra)
+            .env_remove("LUGE_ADMIN_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let refused = list(&[]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("HTTP 401"));
+    let listed = list(&["--token-file", token]);
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("hello"));
+    // The function port has no admin API at all.
+    let out = Command::new(LUGE)
+        .args(["functions", "remove", "hello", "--url", &server.http, "--token-file", token])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP 404"));
+    assert!(server.invoke(&["hello", "--data", "still"]).status.success());
+    assert_eq!(server.stop(), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -139,7 +183,7 @@ fn sigterm_under_load_answers_every_request_sent_before_it() {
     use luge_client::{AdminClient, CallOptions, RpcClient};
 
     let server = Server::start(&[], &cache());
-    let id = AdminClient::new(&server.http).unwrap().id_of("spin").unwrap();
+    let id = AdminClient::new(&server.admin).unwrap().id_of("spin").unwrap();
     let rpc: std::net::SocketAddr = server.rpc.parse().unwrap();
     let signalled: Arc<Mutex<Option<Instant>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));

@@ -3,6 +3,7 @@
 
 use super::*;
 use luge_proto::{FunctionInfo, micros};
+use luge_runtime::RegisterError;
 
 /// `GET /admin/functions`.
 pub(super) async fn list_functions(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
@@ -136,6 +137,11 @@ pub(super) async fn put_function(
         Ok(query) => query,
         Err(reason) => return bad(reason),
     };
+    // A name in use is refused before the module is read: a PUT never replaces (a replaced
+    // function would get a new id under its clients' feet); DELETE it first.
+    if shared.runtime.function(name).is_some() {
+        return already_registered(shared, name);
+    }
     let (parts, body) = request.into_parts();
     let cap = shared.config.max_module_bytes;
     let expect = parts.headers.contains_key(header::EXPECT);
@@ -164,6 +170,9 @@ pub(super) async fn put_function(
     let registered = tokio::task::spawn_blocking(move || runtime.register(config, &module)).await;
     let function = match registered {
         Ok(Ok(function)) => function,
+        Ok(Err(luge_runtime::Error::Register { reason: RegisterError::Duplicate, .. })) => {
+            return already_registered(shared, name);
+        }
         Ok(Err(e)) => return bad(e.to_string()),
         Err(e) => {
             return shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string());
@@ -195,6 +204,16 @@ pub(super) async fn put_function(
         response.headers_mut().insert(header::LOCATION, location);
     }
     response
+}
+
+/// 409: `name` is taken.
+fn already_registered(shared: &Shared, name: &str) -> Response<Full<Bytes>> {
+    tracing::info!(function = name, status = 409, "registration refused: name in use");
+    shared.error(
+        StatusCode::CONFLICT,
+        "conflict",
+        format!("function `{name}` is already registered; DELETE it first to replace it"),
+    )
 }
 
 /// The admin API's description of `f`, reached at `route`.

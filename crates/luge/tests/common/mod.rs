@@ -17,6 +17,8 @@ pub struct Server {
     pub http: String,
     /// `IP:PORT` of UDP-RPC.
     pub rpc: String,
+    /// `http://IP:PORT` of the admin API.
+    pub admin: String,
 }
 
 impl Server {
@@ -35,6 +37,7 @@ impl Server {
     fn spawn(extra: &[&str], cache: &Path, log: &str, stderr: Stdio) -> Self {
         let mut child = Command::new(LUGE)
             .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0"])
+            .args(if extra.contains(&"--admin") { &[][..] } else { &["--admin", "127.0.0.1:0"] })
             .args(extra)
             .env("RUST_LOG", log)
             .env("XDG_CACHE_HOME", cache)
@@ -43,19 +46,21 @@ impl Server {
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let (mut http, mut rpc) = (None, None);
-        while http.is_none() || rpc.is_none() {
+        let (mut http, mut rpc, mut admin) = (None, None, None);
+        while http.is_none() || rpc.is_none() || admin.is_none() {
             let line = lines.next().expect("banner ended early").unwrap();
             if let Some(rest) = line.trim().strip_prefix("HTTP") {
                 let url = rest.split_whitespace().next().unwrap();
                 http = Some(url.trim_end_matches("/<route>").to_owned());
             } else if let Some(rest) = line.trim().strip_prefix("UDP-RPC") {
                 rpc = Some(rest.trim().to_owned());
+            } else if let Some(rest) = line.trim().strip_prefix("admin") {
+                admin = Some(rest.trim().trim_end_matches("/admin/functions").to_owned());
             }
         }
         // Keep draining the banner so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Self { child: Some(child), http: http.unwrap(), rpc: rpc.unwrap() }
+        Self { child: Some(child), http: http.unwrap(), rpc: rpc.unwrap(), admin: admin.unwrap() }
     }
 
     /// `luge invoke` against this server.
@@ -63,7 +68,7 @@ impl Server {
         Command::new(LUGE)
             .arg("invoke")
             .args(args)
-            .args(["--url", &self.http, "--rpc-addr", &self.rpc])
+            .args(["--url", &self.http, "--rpc-addr", &self.rpc, "--admin", &self.admin])
             .output()
             .unwrap()
     }
