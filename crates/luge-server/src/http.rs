@@ -61,15 +61,17 @@ use crate::submit::{Call, FunctionKey, Gate};
 mod accept;
 mod admin;
 mod body;
+mod clients;
 mod invoke;
 mod plane;
 mod respond;
 mod route;
 
 pub use self::accept::accept_next;
-use self::accept::{accept_one, refuse_over_cap};
+use self::accept::{OVER_CAP_BODY, PER_CLIENT_BODY, accept_one, refuse_over_cap};
 use self::admin::{admin_function, list_functions};
 use self::body::{BodyError, Unreadable, drain, read_body};
+use self::clients::{ClientSlot, Clients};
 use self::invoke::invoke;
 use self::plane::Plane;
 pub use self::plane::{AdminConfig, AdminToken, MIN_TOKEN_LEN};
@@ -113,8 +115,13 @@ pub struct HttpConfig {
     /// own thread).
     pub threads: usize,
     /// Connections open at once; a connection beyond them is answered 503 `overloaded` at once
-    /// and closed, instead of waiting in the listen backlog.
+    /// and closed, instead of waiting in the listen backlog. Each open connection needs a file
+    /// descriptor: `luge serve` raises its soft `RLIMIT_NOFILE` to the hard limit.
     pub max_connections: usize,
+    /// Connections one client address (an IPv6 client's /64) may hold open; beyond it, answered
+    /// like a connection over `max_connections`. 0 = no cap (e.g. behind a load balancer that
+    /// is the only client).
+    pub max_connections_per_client: usize,
     /// Listen backlog.
     pub backlog: u32,
     /// A client must send a complete request head within this time, counted from the first
@@ -122,6 +129,9 @@ pub struct HttpConfig {
     pub header_read_timeout: Duration,
     /// A client must send the whole request body within this time (else 408).
     pub body_read_timeout: Duration,
+    /// After a 2 s grace, a body must arrive at least this fast on average, in bytes per second
+    /// (else 408); 0 = no minimum.
+    pub min_body_rate: u64,
     /// `Retry-After` (seconds) on every 503.
     pub retry_after_secs: u32,
     /// Largest module accepted by `PUT /admin/functions/<name>`.
@@ -139,10 +149,12 @@ impl Default for HttpConfig {
         Self {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             threads: 1,
-            max_connections: 1024,
+            max_connections: 16_384,
+            max_connections_per_client: 1024,
             backlog: 1024,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
+            min_body_rate: 1024,
             retry_after_secs: 1,
             max_module_bytes: 64 << 20,
             request_log: RequestLog::Off,
@@ -212,8 +224,13 @@ struct Shared {
     admin_max_connections: usize,
     /// One permit per connection over the cap being answered 503 (as many as `slots`).
     refusing: Arc<Semaphore>,
-    /// Connections answered 503 (or closed) because `max_connections` were open.
+    /// Connections answered 503 (or closed) because `max_connections` were open, or their
+    /// client held `max_connections_per_client`.
     refused_connections: AtomicU64,
+    /// Of those, the ones refused for their client's cap.
+    refused_per_client: AtomicU64,
+    /// Open connections per client address.
+    clients: Arc<Clients>,
     /// Connections being served.
     open: AtomicUsize,
     /// Requests between the start of their handler and their response.
@@ -299,6 +316,7 @@ impl HttpServer {
             Protocol::Http,
             config.request_log,
         ));
+        let max_connections_per_client = config.max_connections_per_client;
         let shared = Arc::new(Shared {
             runtime,
             metrics,
@@ -312,6 +330,8 @@ impl HttpServer {
             admin_max_connections,
             refusing: Arc::new(Semaphore::new(max_connections)),
             refused_connections: AtomicU64::new(0),
+            refused_per_client: AtomicU64::new(0),
+            clients: Clients::new(max_connections_per_client),
             open: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
         });
@@ -347,9 +367,16 @@ impl HttpServer {
         self.shared.open.load(Ordering::SeqCst)
     }
 
-    /// Connections answered 503 at once (or closed) because `max_connections` were open.
+    /// Connections answered 503 at once (or closed) because `max_connections` were open or
+    /// their client held `max_connections_per_client`.
     pub fn refused_connections(&self) -> u64 {
         self.shared.refused_connections.load(Ordering::Relaxed)
+    }
+
+    /// Of [`refused_connections`](Self::refused_connections), those refused for their client's
+    /// cap.
+    pub fn refused_per_client(&self) -> u64 {
+        self.shared.refused_per_client.load(Ordering::Relaxed)
     }
 
     /// Requests being handled right now: from their arrival (head read) to their response.
@@ -467,14 +494,27 @@ async fn accept_loop(
     let stopping = phase_reached(shared.phase.subscribe(), |p| *p != Phase::Running);
     tokio::pin!(stopping);
     while let Some((stream, peer)) = accept_one(&listener, &mut stopping).await {
+        let client = match plane {
+            Plane::Functions => match shared.clients.admit(peer.ip()) {
+                Some(slot) => Some(slot),
+                None => {
+                    shared.refused_per_client.fetch_add(1, Ordering::Relaxed);
+                    refuse_over_cap(shared, stream, PER_CLIENT_BODY);
+                    continue;
+                }
+            },
+            Plane::Admin => None,
+        };
         match Arc::clone(slots).try_acquire_owned() {
             Ok(permit) => {
                 let shared = Arc::clone(shared);
-                tokio::spawn(connection(shared, builder.clone(), stream, peer, permit, plane));
+                let conn =
+                    connection(shared, builder.clone(), stream, peer, (permit, client), plane);
+                tokio::spawn(conn);
             }
             // An admin connection over the cap is closed: the admin plane's clients are few.
             Err(_) if plane == Plane::Admin => drop(stream),
-            Err(_) => refuse_over_cap(shared, stream),
+            Err(_) => refuse_over_cap(shared, stream, OVER_CAP_BODY),
         }
     }
 }
@@ -485,7 +525,7 @@ async fn connection(
     builder: http1::Builder,
     stream: TcpStream,
     peer: SocketAddr,
-    permit: OwnedSemaphorePermit,
+    slots: (OwnedSemaphorePermit, Option<ClientSlot>),
     plane: Plane,
 ) {
     let open = Gauge::new(&shared, |s| &s.open);
@@ -517,7 +557,7 @@ async fn connection(
         }
     }
     drop(open);
-    drop(permit);
+    drop(slots);
 }
 
 /// Counts one open connection or request in flight while alive.
@@ -593,8 +633,13 @@ async fn metrics(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
         let mut text = worker.metrics.render(&worker.runtime);
         let _ = writeln!(
             text,
-            "# HELP luge_http_connections_refused_total Connections answered 503 at once because max_connections were open.\n# TYPE luge_http_connections_refused_total counter\nluge_http_connections_refused_total {}",
+            "# HELP luge_http_connections_refused_total Connections answered 503 at once because max_connections were open or their client held max_connections_per_client.\n# TYPE luge_http_connections_refused_total counter\nluge_http_connections_refused_total {}",
             worker.refused_connections.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            text,
+            "# HELP luge_http_connections_refused_per_client_total Connections refused because their client held max_connections_per_client.\n# TYPE luge_http_connections_refused_per_client_total counter\nluge_http_connections_refused_per_client_total {}",
+            worker.refused_per_client.load(Ordering::Relaxed)
         );
         text
     })

@@ -3,8 +3,30 @@
 //! `recvmmsg`/`sendmmsg` batches, the send and socket-option helpers, the receive thread's wake-up
 //! and reply-address check, and the HTTP front end's accept step.
 //!
-//! They are plumbing, not the product: a stable API is not promised.
+//! They are plumbing, not the product: a stable API is not promised. [`raise_fd_limit`] is for
+//! processes that hold many connections (`luge serve`, load generators).
 
 pub use crate::http::accept_next;
 pub use crate::udp::sys::{RecvBatch, SendBatch, send_to, set_int_option};
 pub use crate::udp::{usable, wake};
+
+/// Raises the soft limit on open files to the hard limit (one descriptor per connection: the
+/// common soft default of 1024 would cap a node far below its `max_connections`). Returns the
+/// soft limit now in force.
+pub fn raise_fd_limit() -> std::io::Result<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `limit` is a valid, writable rlimit for getrlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+        // SAFETY: `raised` is a valid rlimit; raising the soft limit up to the hard one needs no
+        // privilege and only affects this process.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        limit = raised;
+    }
+    Ok(limit.rlim_cur)
+}

@@ -461,6 +461,71 @@ async fn a_connection_over_the_cap_is_answered_503_at_once() {
     assert_eq!(node.server().refused_connections(), refused);
 }
 
+/// Slow clients cannot take the node: one address holds at most `max_connections_per_client`
+/// connections (the next is answered 503 at once), a body trickling in below `min_body_rate` is
+/// answered 408 after the grace period (not after the 30 s `body_read_timeout`), and clients on
+/// other addresses are served while 2,000 slow connections from 20 addresses are open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_cannot_take_the_node() {
+    const PER_CLIENT: usize = 100;
+    const ATTACKERS: u8 = 20;
+    let _ = luge_server::net::raise_fd_limit();
+    let http = HttpConfig {
+        max_connections_per_client: PER_CLIENT,
+        // The slow heads below must outlive the test, whatever the machine's speed.
+        header_read_timeout: Duration::from_secs(120),
+        ..HttpConfig::default()
+    };
+    let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
+    let from = |attacker: u8| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from(([127, 0, 1, attacker], 0))).unwrap();
+        socket.connect(node.addr).await.unwrap()
+    };
+    // Each attacker opens its cap of connections, each with half a request head.
+    let mut slow = Vec::new();
+    for attacker in 1..=ATTACKERS {
+        for _ in 0..PER_CLIENT {
+            let mut conn = from(attacker).await;
+            conn.write_all(b"POST /echo HTTP/1.1\r\nHost: l\r\n").await.unwrap();
+            slow.push(conn);
+        }
+    }
+    let all = PER_CLIENT * usize::from(ATTACKERS);
+    eventually("every slow connection open", || node.server().connections() == all).await;
+    // One more from an attacker's address is answered at once and closed.
+    let mut over = BufReader::new(from(1).await);
+    over.get_mut()
+        .write_all(b"POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 0\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_raw(&mut over).await;
+    assert_error(&answer, 503, "overloaded", "too many connections from your address");
+    assert_eq!(node.server().refused_per_client(), 1);
+    // Everyone else is served.
+    let c = client();
+    for _ in 0..50 {
+        assert_ok(&post(&c, &node, "/echo", "fine").await, b"fine");
+    }
+    // A body that trickles is refused after the grace period.
+    let mut trickle = raw(&node).await;
+    let head = "POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 100000\r\n\r\n0123456789";
+    trickle.get_mut().write_all(head.as_bytes()).await.unwrap();
+    assert_error(&read_raw(&mut trickle).await, 408, "body_timeout", "not received in time");
+    // The attackers' slots are returned when their connections end.
+    drop(slow);
+    eventually("the slow connections closed", || node.server().connections() <= 2).await;
+    let mut again = BufReader::new(from(1).await);
+    again
+        .get_mut()
+        .write_all(b"POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 2\r\n\r\nhi")
+        .await
+        .unwrap();
+    assert_ok(&read_raw(&mut again).await, b"hi");
+    let metrics = get(&node, "/metrics").await.text();
+    assert!(metrics.contains("luge_http_connections_refused_per_client_total 1\n"), "{metrics}");
+}
+
 /// `GET path` on a fresh connection.
 async fn get(node: &Node, path: &str) -> Answer {
     let mut conn = raw(node).await;

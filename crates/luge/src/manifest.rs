@@ -34,6 +34,8 @@ pub struct ServerSettings {
     pub admin_token_file: Option<PathBuf>,
     /// Whether the function listener serves `/metrics` too.
     pub expose_metrics: bool,
+    /// Connections one client address may hold open on the function listener (0 = no cap).
+    pub max_connections_per_client: usize,
     /// HTTP front-end threads.
     pub http_threads: usize,
     /// Busy-poll the UDP socket.
@@ -74,6 +76,7 @@ struct RawServer {
     admin: Option<Spanned<String>>,
     admin_token_file: Option<String>,
     expose_metrics: Option<bool>,
+    max_connections_per_client: Option<usize>,
     http_threads: Option<usize>,
     rpc_busy_poll: Option<bool>,
     request_log: Option<Spanned<String>>,
@@ -277,6 +280,7 @@ fn default_settings() -> ServerSettings {
         admin: Some(SocketAddr::from(([127, 0, 0, 1], 8082))),
         admin_token_file: None,
         expose_metrics: true,
+        max_connections_per_client: 1024,
         http_threads: 1,
         rpc_busy_poll: false,
         request_log: RequestLog::Off,
@@ -396,6 +400,9 @@ fn settings(
         },
         admin_token_file: raw.admin_token_file.map(|f| dir.join(f)),
         expose_metrics: raw.expose_metrics.unwrap_or(defaults.expose_metrics),
+        max_connections_per_client: raw
+            .max_connections_per_client
+            .unwrap_or(defaults.max_connections_per_client),
         http_threads: raw.http_threads.unwrap_or(1).max(1),
         rpc_busy_poll: raw.rpc_busy_poll.unwrap_or(false),
         request_log,
@@ -460,6 +467,8 @@ policy = "fifo"
         assert_eq!(parse("").unwrap().server.admin, Some("127.0.0.1:8082".parse().unwrap()));
         let m = parse("[server]\nadmin = \"off\"\nexpose_metrics = false\n").unwrap();
         assert_eq!((m.server.admin, m.server.expose_metrics), (None, false));
+        let m = parse("[server]\nmax_connections_per_client = 0\n").unwrap();
+        assert_eq!(m.server.max_connections_per_client, 0);
         let m = parse("[server]\nadmin = \"10.0.0.1:9\"\nadmin_token_file = \"t\"\n").unwrap();
         assert_eq!(m.server.admin, Some("10.0.0.1:9".parse().unwrap()));
         assert_eq!(m.server.admin_token_file, Some(PathBuf::from("/nonexistent/t")));

@@ -178,19 +178,30 @@ pub fn run(args: ServeArgs) -> Result<()> {
         // One dispatcher on each worker's thread, whatever `--workers` made of the count.
         server.runtime.dispatchers = server.runtime.workers;
     }
+    let http = HttpConfig {
+        addr: server.http,
+        threads: server.http_threads,
+        request_log,
+        admin,
+        expose_metrics: server.expose_metrics,
+        max_connections_per_client: server.max_connections_per_client,
+        ..HttpConfig::default()
+    };
+    match luge_server::net::raise_fd_limit() {
+        Ok(files) if files < http.max_connections as u64 + 256 => tracing::warn!(
+            files,
+            max_connections = http.max_connections,
+            "the open-file limit is below max_connections: connections beyond it wait"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
+    }
     let config = server.runtime.clone();
     let grace = config.shutdown_grace;
     let node = Node::start(
         NodeConfig {
             runtime: config.clone(),
-            http: Some(HttpConfig {
-                addr: server.http,
-                threads: server.http_threads,
-                request_log,
-                admin,
-                expose_metrics: server.expose_metrics,
-                ..HttpConfig::default()
-            }),
+            http: Some(http),
             udp: Some(UdpConfig {
                 addr: server.rpc,
                 busy_poll: server.rpc_busy_poll,

@@ -78,8 +78,9 @@ const CAPACITY_DEADLINE: &str = "100ms";
 const CLOSED_OUTSTANDING: usize = 16;
 /// UDP-RPC open-loop window: far above the ~600 requests 100 ms of 175 µs requests queue.
 const UDP_WINDOW: usize = 4096;
-/// HTTP open-loop window (= connections): the same room, below `luge serve`'s 1 024
-/// connections so that a connection being returned to the pool never waits in the backlog.
+/// HTTP open-loop window (= connections): the same room, below the 1 024 connections
+/// `luge serve` allows one client address (`max_connections_per_client`), so that no
+/// connection of the load generator is refused for its address.
 const HTTP_WINDOW: usize = 900;
 /// A request unanswered this long is a timeout (50 × the longest deadline).
 const TIMEOUT: Duration = Duration::from_secs(TIMEOUT_NS / 1_000_000_000);

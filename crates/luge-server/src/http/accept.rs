@@ -47,13 +47,16 @@ pub(super) async fn accept_one<F: Future<Output = ()>>(
 
 /// The body of the answer to a connection over the cap.
 pub(super) const OVER_CAP_BODY: &str = "rejected: overloaded (connections full)\n";
+/// The body of the answer to a connection over its client's cap.
+pub(super) const PER_CLIENT_BODY: &str =
+    "rejected: overloaded (too many connections from your address)\n";
 
-/// The answer to a connection over the cap: a complete response, with every Luge header, that
+/// The answer to a connection over a cap: a complete response, with every Luge header, that
 /// closes the connection.
-pub(super) fn over_cap_response(request_id: u64, retry_after_secs: u32) -> String {
+pub(super) fn over_cap_response(request_id: u64, retry_after_secs: u32, body: &str) -> String {
     format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\nluge-request-id: {request_id}\r\nluge-execution-ns: 0\r\nluge-queueing-ns: 0\r\nluge-outcome: overloaded\r\nretry-after: {retry_after_secs}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{OVER_CAP_BODY}",
-        OVER_CAP_BODY.len()
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\nluge-request-id: {request_id}\r\nluge-execution-ns: 0\r\nluge-queueing-ns: 0\r\nluge-outcome: overloaded\r\nretry-after: {retry_after_secs}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
     )
 }
 
@@ -64,12 +67,12 @@ pub(super) const OVER_CAP_DRAIN: Duration = Duration::from_millis(100);
 /// listen backlog, where its client would wait for nothing. Bounded: at most `max_connections`
 /// such answers are in progress (more are closed without one), each reads at most 64 KiB for at
 /// most [`OVER_CAP_DRAIN`].
-pub(super) fn refuse_over_cap(shared: &Arc<Shared>, mut stream: TcpStream) {
+pub(super) fn refuse_over_cap(shared: &Arc<Shared>, mut stream: TcpStream, body: &'static str) {
     shared.refused_connections.fetch_add(1, Ordering::Relaxed);
     let Ok(permit) = Arc::clone(&shared.refusing).try_acquire_owned() else {
         return; // dropping the stream closes it
     };
-    let response = over_cap_response(shared.local_id(), shared.config.retry_after_secs);
+    let response = over_cap_response(shared.local_id(), shared.config.retry_after_secs, body);
     tokio::spawn(async move {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let _permit = permit;

@@ -151,7 +151,7 @@ pub(super) async fn put_function(
         let reason = format!("module of {declared} bytes exceeds the limit of {cap} bytes");
         return shared.too_large(&meta, expect, Limited::new(body, 0), reason);
     } else {
-        match read_body(body, cap, shared.config.body_read_timeout).await {
+        match read_body(body, cap, shared.body_pace()).await {
             Ok(module) => module,
             Err(BodyError::TooLarge(rest)) => {
                 let meta = shared.local_meta("too_large");

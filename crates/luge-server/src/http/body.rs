@@ -1,5 +1,11 @@
 //! Request bodies under a cap: read through a length limit that fails as soon as the body
-//! crosses it, and the bounded drain that lets a client read its 413 instead of a reset.
+//! crosses it, at a minimum rate, and the bounded drain that lets a client read its 413 instead
+//! of a reset.
+//!
+//! The minimum rate keeps a slow client ("slow POST") from holding a connection and its buffers
+//! for the whole `body_read_timeout`: after a grace period, a body must have arrived at
+//! `min_body_rate` bytes per second on average, checked whenever the server waits for the next
+//! part of it.
 
 use super::*;
 
@@ -19,34 +25,64 @@ pub(super) enum Unreadable {
     Read(String),
 }
 
-/// Reads a body of at most `cap` bytes, failing as soon as it crosses the cap.
+/// How fast a body must arrive.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BodyPace {
+    /// The whole body within this.
+    pub(super) timeout: Duration,
+    /// After [`RATE_GRACE`], at least this many bytes per second on average (0 = no minimum).
+    pub(super) min_rate: u64,
+}
+
+/// How long a body may arrive slower than the minimum rate (a client's first round trips).
+pub(super) const RATE_GRACE: Duration = Duration::from_secs(2);
+
+impl BodyPace {
+    /// When the body, `received` bytes so far after starting at `start`, falls below the pace if
+    /// nothing more arrives.
+    pub(super) fn due(&self, start: Instant, received: u64) -> Instant {
+        let end = start + self.timeout;
+        if self.min_rate == 0 {
+            return end;
+        }
+        let next = Duration::from_secs_f64((received + 1) as f64 / self.min_rate as f64);
+        end.min(start + RATE_GRACE + next)
+    }
+}
+
+impl Shared {
+    /// The pace the configuration asks of request bodies.
+    pub(super) fn body_pace(&self) -> BodyPace {
+        BodyPace { timeout: self.config.body_read_timeout, min_rate: self.config.min_body_rate }
+    }
+}
+
+/// Reads a body of at most `cap` bytes, failing as soon as it crosses the cap or falls below
+/// `pace`.
 pub(super) async fn read_body(
     body: Incoming,
     cap: u64,
-    timeout: Duration,
+    pace: BodyPace,
 ) -> Result<Vec<u8>, BodyError> {
+    let start = Instant::now();
     let hint = body.size_hint().lower();
     let mut limited = Limited::new(body, usize::try_from(cap).unwrap_or(usize::MAX));
-    let read = async {
-        let mut buf = Vec::with_capacity(usize::try_from(hint.min(cap)).unwrap_or(0));
-        loop {
-            match limited.frame().await {
-                None => return Ok(buf),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        buf.extend_from_slice(&data);
-                    }
+    let mut buf = Vec::with_capacity(usize::try_from(hint.min(cap)).unwrap_or(0));
+    loop {
+        let due = tokio::time::Instant::from_std(pace.due(start, buf.len() as u64));
+        match tokio::time::timeout_at(due, limited.frame()).await {
+            Err(_) => return Err(BodyError::Unreadable(Unreadable::Timeout)),
+            Ok(None) => return Ok(buf),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    buf.extend_from_slice(&data);
                 }
-                Some(Err(e)) if e.is::<LengthLimitError>() => return Err(None),
-                Some(Err(e)) => return Err(Some(e.to_string())),
             }
+            Ok(Some(Err(e))) if e.is::<LengthLimitError>() => {
+                return Err(BodyError::TooLarge(limited));
+            }
+            Ok(Some(Err(e))) => return Err(BodyError::Unreadable(Unreadable::Read(e.to_string()))),
         }
-    };
-    match tokio::time::timeout(timeout, read).await {
-        Ok(Ok(buf)) => Ok(buf),
-        Ok(Err(None)) => Err(BodyError::TooLarge(limited)),
-        Ok(Err(Some(e))) => Err(BodyError::Unreadable(Unreadable::Read(e))),
-        Err(_) => Err(BodyError::Unreadable(Unreadable::Timeout)),
     }
 }
 
@@ -66,4 +102,21 @@ pub(super) fn drain(mut body: Limited<Incoming>) {
         };
         let _ = tokio::time::timeout(DRAIN_TIME, discard).await;
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pace_allows_a_grace_then_the_minimum_rate() {
+        let start = Instant::now();
+        let pace = BodyPace { timeout: Duration::from_secs(30), min_rate: 1000 };
+        let after = |received| pace.due(start, received) - start;
+        assert_eq!(after(0), RATE_GRACE + Duration::from_millis(1));
+        assert_eq!(after(999), RATE_GRACE + Duration::from_secs(1));
+        assert_eq!(after(10_000_000), Duration::from_secs(30), "never past the timeout");
+        let off = BodyPace { min_rate: 0, ..pace };
+        assert_eq!(off.due(start, 0) - start, Duration::from_secs(30));
+    }
 }

@@ -47,7 +47,7 @@ pub(super) async fn invoke(
     let (body, size) = if declared > cap {
         (Limited::new(body, 0), declared)
     } else {
-        match read_body(body, cap, shared.config.body_read_timeout).await {
+        match read_body(body, cap, shared.body_pace()).await {
             Ok(payload) => {
                 let call = Call {
                     function,
