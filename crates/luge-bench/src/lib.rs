@@ -33,8 +33,9 @@
 //! bounds), `ledger` (in flight: window, timeouts), `udp` and `http` (the wire), `sample` and
 //! `summary` (measurements and metrics), `report` (output), `run` (the entry point), and
 //! [`scenario`]: the named benchmarks of `luge bench` (compare, noop, policies, density,
-//! sim-vs-real, overload), which start Luge and the baselines in-process and write dated
-//! results; `baseline` holds those baselines ([`UdpEchoServer`], [`BareHttpServer`],
+//! sim-vs-real, overload, slow-clients), which start Luge and the baselines in-process and write
+//! dated results; `slow` the slow clients of `slow-clients`, run in a child process; `baseline`
+//! holds those baselines ([`UdpEchoServer`], [`BareHttpServer`],
 //! [`ProcessServer`]), built on Luge's own socket code (`luge_server::net`).
 
 mod baseline;
@@ -48,6 +49,7 @@ mod report;
 mod run;
 mod sample;
 pub mod scenario;
+mod slow;
 mod summary;
 mod target;
 mod udp;
@@ -65,5 +67,6 @@ pub use crate::run::{
     RunConfig, calibrate, run,
 };
 pub use crate::sample::{ErrorKind, Sample, SampleObserver};
+pub use crate::slow::hold_slow_connections;
 pub use crate::summary::{ClassSummary, Percentiles, RteSummary, Summary};
 pub use crate::target::{FunctionRef, Target};

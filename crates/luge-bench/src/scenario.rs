@@ -1,5 +1,5 @@
 //! The benchmark scenarios of issue #6 (`luge bench
-//! compare|noop|policies|density|sim-vs-real|overload`).
+//! compare|noop|policies|density|sim-vs-real|overload|slow-clients`).
 //!
 //! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
 //! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
@@ -21,6 +21,7 @@
 //! | [`density`](Scenario::Density) | N byte-distinct no-op modules at a fixed rate: p99 and RSS per function |
 //! | [`sim-vs-real`](Scenario::SimVsReal) | the same arrivals through `luge-sim` (with measured overheads) and the runtime |
 //! | [`overload`](Scenario::Overload) | past capacity: goodput, refusals, their latency and RSS at 1×–5× of the measured capacity, both protocols, a fixed and a bimodal `spin` mix; and a 0.5× → 2× step in 10 ms bins |
+//! | [`slow-clients`](Scenario::SlowClients) | HTTP no-op latency and throughput while thousands of slow ("slowloris") connections are open, ÷ the same node quiet, interleaved trials |
 //!
 //! `quick` shrinks every duration and sweep so that a scenario takes a second or two: it proves
 //! the pipeline (CI), not the numbers.
@@ -35,6 +36,7 @@ mod output;
 mod overload;
 mod policies;
 mod sim_real;
+mod slow_clients;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -262,6 +264,22 @@ pub struct OverloadOptions {
     pub no_deadline_admission: bool,
 }
 
+/// `slow-clients` settings (`None` takes the default of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct SlowClientsOptions {
+    /// Slow connections held open (default 10 000; quick 300).
+    pub connections: Option<usize>,
+    /// The well-behaved client's offered rate (default 2 000/s; quick 500/s).
+    pub rate: Option<f64>,
+    /// Time per trial (default 3 s; quick 300 ms).
+    pub duration: Option<Duration>,
+    /// Quiet/slow trial pairs (default 3; quick 1).
+    pub trials: Option<usize>,
+    /// The program run as `PROGRAM bench hold-slow-connections …` to hold the slow
+    /// connections in a process of its own (the `luge` binary).
+    pub holder: Option<PathBuf>,
+}
+
 /// A scenario and its own settings.
 #[derive(Debug, Clone)]
 pub enum Scenario {
@@ -277,6 +295,8 @@ pub enum Scenario {
     SimVsReal(SimRealOptions),
     /// Past capacity: goodput, refusals and memory, and a load step.
     Overload(OverloadOptions),
+    /// Well-behaved clients while slow clients hold thousands of connections.
+    SlowClients(SlowClientsOptions),
 }
 
 impl Scenario {
@@ -289,6 +309,7 @@ impl Scenario {
             Scenario::Density(_) => "density",
             Scenario::SimVsReal(_) => "sim-vs-real",
             Scenario::Overload(_) => "overload",
+            Scenario::SlowClients(_) => "slow-clients",
         }
     }
 }
@@ -326,6 +347,7 @@ pub fn run_scenario(
         Scenario::Density(d) => density::run(d, opts, pin, &mut out),
         Scenario::SimVsReal(s) => sim_real::run(s, opts, pin, &mut out),
         Scenario::Overload(o) => overload::run(o, opts, pin, &mut out),
+        Scenario::SlowClients(s) => slow_clients::run(s, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {
         node::set_affinity(&before);

@@ -1,7 +1,7 @@
 //! `luge bench`: drive a running node with a workload (`run`), or run one of the named
 //! scenarios of issue #6, which start Luge and the baselines in this process on loopback ports
 //! and write `results/<scenario>-<UTC date-time>/` (`compare`, `noop`, `policies`, `density`,
-//! `sim-vs-real`, `overload`). See `docs/benchmarks.md`.
+//! `sim-vs-real`, `overload`, `slow-clients`). See `docs/benchmarks.md`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
     CompareOptions, DensityOptions, OverloadOptions, Pin, PoliciesOptions, Protocol, Scenario,
-    ScenarioOptions, SimRealOptions, run_scenario,
+    ScenarioOptions, SimRealOptions, SlowClientsOptions, run_scenario,
 };
 use luge_bench::{
     Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
@@ -50,6 +50,12 @@ enum BenchCommand {
     /// What Wasm sandboxing costs: each C function natively vs in a fresh Luge sandbox per
     /// request (median, p99, geometric mean), and the effect of two Wasmtime settings.
     Overhead(crate::overhead::OverheadArgs),
+    /// HTTP no-op latency while thousands of slow ("slowloris") connections are open, ÷ the
+    /// same node quiet.
+    SlowClients(SlowClientsArgs),
+    /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
+    #[command(hide = true)]
+    HoldSlowConnections(HoldArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -310,6 +316,37 @@ struct OverloadArgs {
     no_deadline_admission: bool,
 }
 
+#[derive(Debug, Args)]
+struct SlowClientsArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Slow connections held open [default: 10000; quick: 300].
+    #[arg(long)]
+    connections: Option<usize>,
+    /// The well-behaved client's requests per second [default: 2000; quick: 500].
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Time per trial [default: 3s; quick 300ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Quiet/slow trial pairs [default: 3; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+struct HoldArgs {
+    /// The node's HTTP address.
+    #[arg(long)]
+    to: std::net::SocketAddr,
+    /// Connections to hold.
+    #[arg(long)]
+    connections: usize,
+    /// Connections per source address.
+    #[arg(long, default_value_t = 1000)]
+    per_address: usize,
+}
+
 /// `10s`, `500ms`, `250us`, `2m`, `1.5s`.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -395,6 +432,19 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             };
             scenario(Scenario::Overload(o), &a.common)
         }
+        BenchCommand::SlowClients(a) => {
+            let s = SlowClientsOptions {
+                connections: a.connections,
+                rate: a.rate,
+                duration: a.duration,
+                trials: a.trials,
+                holder: Some(std::env::current_exe().context("cannot find the luge binary")?),
+            };
+            scenario(Scenario::SlowClients(s), &a.common)
+        }
+        BenchCommand::HoldSlowConnections(a) => {
+            Ok(luge_bench::hold_slow_connections(a.to, a.connections, a.per_address)?)
+        }
     }
 }
 
@@ -419,7 +469,10 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
     opts.layouts = given_or(&c.layouts, || {
         if wide {
             vec![Layout::Inline, Layout::Threads]
-        } else if matches!(s, Scenario::Overload(_)) {
+        } else if matches!(
+            s,
+            Scenario::Overload(_) | Scenario::SlowClients(_)
+        ) {
             // As `luge serve` ships: a dispatcher thread of its own.
             vec![Layout::Threads]
         } else {

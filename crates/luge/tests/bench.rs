@@ -221,6 +221,25 @@ fn overload_answers_every_request_past_capacity() {
 }
 
 #[test]
+fn slow_clients_hold_connections_while_a_client_is_served() {
+    let (dir, report, summary) = quick("slow-clients", &["slow-clients"]);
+    let r = &report["results"];
+    let trials = r["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 2, "one quiet and one slow trial: {trials:?}");
+    let slow = trials.iter().find(|t| t["condition"] == "slow").unwrap();
+    // Every slow connection was open at the node while the client was measured…
+    assert_eq!(slow["slow_open_start"], r["connections"], "{slow}");
+    assert!(slow["node_connections"].as_u64().unwrap() >= 300, "{slow}");
+    // …and the client was still served, every request answered.
+    for t in trials {
+        assert!(t["point"]["planned"].as_u64().unwrap() > 0, "{t}");
+        assert_eq!(t["point"]["errors"], 0, "{t}");
+    }
+    assert!(summary.contains("slow ÷ quiet"), "{summary}");
+    done(&dir);
+}
+
+#[test]
 fn run_drives_a_running_server_over_both_protocols() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let server = Server::start(&[], &cache());

@@ -86,6 +86,15 @@ impl Point {
     }
 }
 
+/// The median of `f` over `trials` (a `None` is infinite: a failure at that rank; `None` when
+/// the median is infinite or there are no trials).
+pub(crate) fn median<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
+    let mut v: Vec<f64> = trials.iter().map(|t| f(t).unwrap_or(f64::INFINITY)).collect();
+    v.sort_by(f64::total_cmp);
+    let m = *v.get(v.len() / 2)?;
+    m.is_finite().then_some(m)
+}
+
 /// Runs against one target with one mapping.
 #[derive(Debug, Clone)]
 pub(crate) struct Driver {

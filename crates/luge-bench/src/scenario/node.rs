@@ -220,6 +220,16 @@ impl LugeNode {
         self.node.runtime()
     }
 
+    /// The HTTP front end, if the node has one.
+    pub(crate) fn http(&self) -> Option<&luge_server::HttpServer> {
+        self.node.http()
+    }
+
+    /// The HTTP front end's address, if the node has one.
+    pub(crate) fn http_addr(&self) -> Option<std::net::SocketAddr> {
+        self.node.http_addr()
+    }
+
     /// Where to send on a protocol.
     pub(crate) fn target(&self, p: Protocol) -> Result<Target, BenchError> {
         match p {
