@@ -1,5 +1,5 @@
 //! The benchmark scenarios of issue #6 (`luge bench
-//! compare|noop|policies|density|sim-vs-real|overload|slow-clients`).
+//! compare|noop|policies|density|sim-vs-real|overload|slow-clients|tenants`).
 //!
 //! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
 //! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
@@ -21,6 +21,7 @@
 //! | [`density`](Scenario::Density) | N byte-distinct no-op modules at a fixed rate: p99 and RSS per function |
 //! | [`sim-vs-real`](Scenario::SimVsReal) | the same arrivals through `luge-sim` (with measured overheads) and the runtime |
 //! | [`overload`](Scenario::Overload) | past capacity: goodput, refusals, their latency and RSS at 1×–5× of the measured capacity, both protocols, a fixed and a bimodal `spin` mix; and a 0.5× → 2× step in 10 ms bins |
+//! | [`tenants`](Scenario::Tenants) | one tenant's no-op latency while another, rate-limited, offers 10× its limit, ÷ alone, interleaved trials |
 //! | [`slow-clients`](Scenario::SlowClients) | HTTP no-op latency and throughput while thousands of slow ("slowloris") connections are open, ÷ the same node quiet, interleaved trials |
 //!
 //! `quick` shrinks every duration and sweep so that a scenario takes a second or two: it proves
@@ -37,6 +38,7 @@ mod overload;
 mod policies;
 mod sim_real;
 mod slow_clients;
+mod tenants;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -280,6 +282,19 @@ pub struct SlowClientsOptions {
     pub holder: Option<PathBuf>,
 }
 
+/// `tenants` settings (`None` takes the default of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct TenantsOptions {
+    /// Tenant A's offered rate (default 2 000/s; quick 500/s).
+    pub rate: Option<f64>,
+    /// Tenant B's rate limit; it offers ten times this (default 500/s; quick 100/s).
+    pub b_limit: Option<f64>,
+    /// Time per trial (default 3 s; quick 300 ms).
+    pub duration: Option<Duration>,
+    /// Alone/flooded trial pairs (default 3; quick 1).
+    pub trials: Option<usize>,
+}
+
 /// A scenario and its own settings.
 #[derive(Debug, Clone)]
 pub enum Scenario {
@@ -297,6 +312,8 @@ pub enum Scenario {
     Overload(OverloadOptions),
     /// Well-behaved clients while slow clients hold thousands of connections.
     SlowClients(SlowClientsOptions),
+    /// One tenant's latency while another floods at 10× its limit.
+    Tenants(TenantsOptions),
 }
 
 impl Scenario {
@@ -310,6 +327,7 @@ impl Scenario {
             Scenario::SimVsReal(_) => "sim-vs-real",
             Scenario::Overload(_) => "overload",
             Scenario::SlowClients(_) => "slow-clients",
+            Scenario::Tenants(_) => "tenants",
         }
     }
 }
@@ -348,6 +366,7 @@ pub fn run_scenario(
         Scenario::SimVsReal(s) => sim_real::run(s, opts, pin, &mut out),
         Scenario::Overload(o) => overload::run(o, opts, pin, &mut out),
         Scenario::SlowClients(s) => slow_clients::run(s, opts, pin, &mut out),
+        Scenario::Tenants(t) => tenants::run(t, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {
         node::set_affinity(&before);

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use luge_sched::{Admission, PolicyConfig, PolicyKind};
 
+use crate::tenants::TenantConfig;
+
 /// How idle threads wait for work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WaitMode {
@@ -79,6 +81,8 @@ pub struct RuntimeConfig {
     pub default_estimate: Duration,
     /// Shutdown grace period: in-flight requests still running after it are killed.
     pub shutdown_grace: Duration,
+    /// Tenants with limits (`crate::tenants`); functions of other tenants have none.
+    pub tenants: Vec<TenantConfig>,
 }
 
 impl Default for RuntimeConfig {
@@ -105,6 +109,7 @@ impl Default for RuntimeConfig {
             cache_dir: None,
             default_estimate: Duration::from_millis(1),
             shutdown_grace: Duration::from_secs(5),
+            tenants: Vec::new(),
         }
     }
 }

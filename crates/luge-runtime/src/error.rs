@@ -63,4 +63,16 @@ pub enum RegisterError {
     /// The AoT cache could not be read or written.
     #[error("artifact cache: {0}")]
     Cache(String),
+    /// Its tenant has `max_functions` functions registered already.
+    #[error(
+        "tenant {tenant} (`{name}`) has its limit of {max} functions registered (max_functions)"
+    )]
+    TenantFunctions {
+        /// The tenant's id.
+        tenant: u32,
+        /// The tenant's name.
+        name: String,
+        /// Its limit.
+        max: u32,
+    },
 }

@@ -9,8 +9,8 @@
 //! - Threads: one ticker (epoch), one dispatcher per worker group driving the policy, one worker
 //!   per core running sandboxes as fibers; see `dispatcher.rs` for the design and its races.
 //!
-//! Modules are layered, each using only those below it (no import cycles): `config`, `outcome`,
-//! `error` · `signals` (clock, epoch, flags), `notify`, `reply`, `turnaround`, `engine` · `wasi`
+//! Modules are layered, each using only those below it (no import cycles): `tenants` · `config`,
+//! `outcome`, `error` · `signals` (clock, epoch, flags), `notify`, `reply`, `turnaround`, `engine` · `wasi`
 //! · `store` · `registry` · `sandbox` · `task` · `dispatcher` (knows tasks, not sandboxes) ·
 //! `worker` · `runtime`. The clock, the epoch and the epoch hook are injected through `signals`,
 //! so `races.rs` drives a dispatcher and a worker deterministically under a manual clock.
@@ -29,6 +29,7 @@ mod sandbox;
 mod signals;
 mod store;
 mod task;
+mod tenants;
 mod turnaround;
 mod wasi;
 mod worker;
@@ -40,4 +41,5 @@ pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing, TrapKi
 pub use crate::registry::Function;
 pub use crate::reply::Ticket;
 pub use crate::runtime::{Health, Runtime, SubmitOptions};
+pub use crate::tenants::{CPU_WINDOW, TenantConfig, TenantLimit, TenantStats};
 pub use luge_sched::PolicyKind;

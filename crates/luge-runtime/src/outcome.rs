@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::tenants::TenantLimit;
+
 /// What happened to one request. Every submitted request produces exactly one `Outcome`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
@@ -109,6 +111,8 @@ pub enum Rejection {
     PoolExhausted,
     /// The runtime is shutting down.
     ShuttingDown,
+    /// Its function's tenant is at one of its limits (`crate::TenantConfig`).
+    TenantLimit(TenantLimit),
 }
 
 impl fmt::Display for Rejection {
@@ -120,6 +124,7 @@ impl fmt::Display for Rejection {
             Rejection::Overloaded => "overloaded (queues full)",
             Rejection::PoolExhausted => "overloaded (no free sandbox slot)",
             Rejection::ShuttingDown => "shutting down",
+            Rejection::TenantLimit(limit) => return limit.fmt(f),
         })
     }
 }

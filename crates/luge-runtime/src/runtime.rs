@@ -12,13 +12,14 @@ use luge_proto::nanos;
 
 use crate::config::{FunctionConfig, Layout, RuntimeConfig};
 use crate::dispatcher::{Dispatcher, GroupShared, Submission};
-use crate::error::Error;
+use crate::error::{Error, RegisterError};
 use crate::notify::Notify;
 use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing};
 use crate::registry::{Function, Registry};
 use crate::reply::{Reply, Ticket};
 use crate::signals::{Clock, Epoch, Signals, TaskClock, WorkerSignals};
 use crate::task::{Task, TaskState, WorkerShared};
+use crate::tenants::{TenantStats, Tenants};
 use crate::worker;
 
 /// Per-request options.
@@ -60,6 +61,8 @@ struct Inner {
     /// Submitters between their `accepting` check and their push (closes the shutdown race).
     submitting: AtomicUsize,
     ticker_stop: AtomicBool,
+    /// The declared tenants' limits and counters.
+    tenants: Tenants,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -84,6 +87,7 @@ impl Runtime {
                 config.dispatchers, config.workers
             )));
         }
+        let tenants = Tenants::new(&config.tenants, config.workers).map_err(Error::Config)?;
         let inline = config.layout == Layout::Inline;
         if inline && config.dispatchers != config.workers {
             return Err(Error::Config(format!(
@@ -122,6 +126,7 @@ impl Runtime {
             accepting: AtomicBool::new(true),
             submitting: AtomicUsize::new(0),
             ticker_stop: AtomicBool::new(false),
+            tenants,
             config: config.clone(),
         });
         let mut threads = Vec::new();
@@ -191,9 +196,24 @@ impl Runtime {
     }
 
     /// Validates, compiles (or loads from the AoT cache) and registers a function. `module` is
-    /// a Wasm binary or WAT text. Bad modules are rejected here, never at request time.
+    /// a Wasm binary or WAT text. Bad modules are rejected here, never at request time, and so
+    /// is a function beyond its tenant's `max_functions`.
     pub fn register(&self, config: FunctionConfig, module: &[u8]) -> Result<Arc<Function>, Error> {
+        let tenant = self.inner.tenants.config(config.tenant);
+        if let Some((t, max)) = tenant.and_then(|t| Some((t, t.max_functions?))) {
+            let has = self.functions().iter().filter(|f| f.config.tenant == t.id).count();
+            if has >= max as usize {
+                let reason =
+                    RegisterError::TenantFunctions { tenant: t.id, name: t.name.clone(), max };
+                return Err(Error::Register { name: config.name, reason });
+            }
+        }
         self.inner.registry.register(config, module)
+    }
+
+    /// Every declared tenant's counters, by id (for metrics).
+    pub fn tenant_stats(&self) -> Vec<TenantStats> {
+        self.inner.tenants.stats()
     }
 
     /// Checks and compiles a module without registering it (`luge compile`).
@@ -343,10 +363,28 @@ impl Runtime {
                 Box::new(callback),
             );
         }
+        // A tenant over a limit is refused before anything is queued; an admitted request
+        // gives its admission back when it is answered, whatever the answer.
+        let memory = function.config.limits.max_memory_bytes;
+        let callback: Box<dyn FnOnce(Outcome) + Send> =
+            match inner.tenants.admit(function.config.tenant, memory, now) {
+                Ok(None) => Box::new(callback),
+                Ok(Some(admission)) => {
+                    let signals = Arc::clone(&inner.signals);
+                    Box::new(move |outcome: Outcome| {
+                        Tenants::finish(admission, outcome.timing.executed, signals.clock.now());
+                        callback(outcome)
+                    })
+                }
+                Err(limit) => {
+                    let failure = Failure::Rejected(Rejection::TenantLimit(limit));
+                    return refuse(failure, Box::new(callback));
+                }
+            };
         inner.submitting.fetch_add(1, Ordering::SeqCst);
         if !inner.accepting.load(Ordering::SeqCst) {
             inner.submitting.fetch_sub(1, Ordering::SeqCst);
-            return refuse(Failure::Rejected(Rejection::ShuttingDown), Box::new(callback));
+            return refuse(Failure::Rejected(Rejection::ShuttingDown), callback);
         }
         let relative = options.deadline.unwrap_or(function.config.relative_deadline);
         let unix_now = SystemTime::now()
@@ -359,7 +397,7 @@ impl Runtime {
             id,
             sched: RequestId(0),
             function: Arc::clone(function),
-            reply: Reply::new(id, Box::new(callback)),
+            reply: Reply::new(id, callback),
             received,
             deadline_unix_us: u64::try_from(unix_now.saturating_add(relative).as_micros())
                 .unwrap_or(u64::MAX),

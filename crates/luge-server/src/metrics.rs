@@ -216,12 +216,52 @@ impl Metrics {
             "# HELP luge_functions Registered functions.\n# TYPE luge_functions gauge\nluge_functions {}",
             runtime.functions().len()
         );
+        render_tenants(&mut out, runtime);
         out
     }
 }
 
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The declared tenants' counters (`luge_tenant_*`, labelled by tenant name); nothing when no
+/// tenant is declared.
+fn render_tenants(out: &mut String, runtime: &Runtime) {
+    let tenants = runtime.tenant_stats();
+    if tenants.is_empty() {
+        return;
+    }
+    let label =
+        |t: &luge_runtime::TenantStats| format!("tenant=\"{}\",id=\"{}\"", escape(&t.name), t.id);
+    out.push_str("# HELP luge_tenant_admitted_total Requests admitted within their tenant's limits.\n# TYPE luge_tenant_admitted_total counter\n");
+    for t in &tenants {
+        let _ = writeln!(out, "luge_tenant_admitted_total{{{}}} {}", label(t), t.admitted);
+    }
+    out.push_str("# HELP luge_tenant_limited_total Requests refused (429 / TenantLimit) by their tenant's limit, by limit.\n# TYPE luge_tenant_limited_total counter\n");
+    for t in &tenants {
+        for (limit, n) in luge_runtime::TenantLimit::ALL.iter().zip(t.limited) {
+            let _ = writeln!(
+                out,
+                "luge_tenant_limited_total{{{},limit=\"{}\"}} {n}",
+                label(t),
+                limit.label()
+            );
+        }
+    }
+    out.push_str("# HELP luge_tenant_in_flight Requests of the tenant admitted and not answered.\n# TYPE luge_tenant_in_flight gauge\n");
+    for t in &tenants {
+        let _ = writeln!(out, "luge_tenant_in_flight{{{}}} {}", label(t), t.in_flight);
+    }
+    out.push_str("# HELP luge_tenant_cpu_seconds_total CPU time the tenant's answered requests used.\n# TYPE luge_tenant_cpu_seconds_total counter\n");
+    for t in &tenants {
+        let _ = writeln!(
+            out,
+            "luge_tenant_cpu_seconds_total{{{}}} {}",
+            label(t),
+            t.cpu_ns as f64 / 1e9
+        );
+    }
 }
 
 #[cfg(test)]
@@ -255,6 +295,7 @@ mod tests {
             Rejection::Overloaded,
             Rejection::PoolExhausted,
             Rejection::ShuttingDown,
+            Rejection::TenantLimit(luge_runtime::TenantLimit::Rate),
         ];
         let mut all = vec![
             Ok(b"x".to_vec()),
@@ -294,6 +335,7 @@ mod tests {
             "Overloaded and PoolExhausted, both protocols"
         );
         assert_eq!(m.requests("f", "shed"), 2);
+        assert_eq!(m.requests("f", "tenant_limit"), 2);
         assert_eq!(m.requests("g", "ok"), 1);
         assert_eq!((m.requests("h", "ok"), m.requests("f", "no-such-label")), (0, 0));
         let functions = m.functions.read().unwrap();
@@ -305,9 +347,9 @@ mod tests {
         assert_eq!(f.execution.sum_ns.load(Ordering::Relaxed), n * 10_000);
         let mut out = String::new();
         f.execution.render(&mut out, "x", "function=\"f\"");
-        assert!(out.contains("x_bucket{function=\"f\",le=\"0.00001\"} 15\n"), "{out}");
-        assert!(out.contains("x_count{function=\"f\"} 15\n"), "{out}");
-        assert!(out.contains("x_sum{function=\"f\"} 0.00015\n"), "{out}");
+        assert!(out.contains("x_bucket{function=\"f\",le=\"0.00001\"} 16\n"), "{out}");
+        assert!(out.contains("x_count{function=\"f\"} 16\n"), "{out}");
+        assert!(out.contains("x_sum{function=\"f\"} 0.00016\n"), "{out}");
         // Queueing is receipt to answer minus execution (5 µs here), readiness is queueing up to
         // the sandbox (5 µs) plus its instantiation (5 µs), as the HTTP headers report them.
         assert_eq!(f.queueing.sum_ns.load(Ordering::Relaxed), n * 5_000);

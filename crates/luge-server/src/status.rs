@@ -17,6 +17,7 @@ pub fn rpc_status(result: &Result<Vec<u8>, Failure>) -> Status {
             | Rejection::Shed,
         )) => Status::Overloaded,
         Err(Failure::Rejected(Rejection::ShuttingDown)) => Status::ShuttingDown,
+        Err(Failure::Rejected(Rejection::TenantLimit(_))) => Status::TenantLimit,
         Err(Failure::Killed { .. }) => Status::Killed,
         Err(Failure::Trap(_)) => Status::Trap,
         Err(Failure::MemoryLimit { .. }) => Status::MemoryLimit,
@@ -26,13 +27,13 @@ pub fn rpc_status(result: &Result<Vec<u8>, Failure>) -> Status {
     }
 }
 
-/// The HTTP status code of a result: 200, 400, 404, 413, 503, 504 or 500.
+/// The HTTP status code of a result: 200, 400, 404, 413, 429, 503, 504 or 500.
 pub fn http_status(result: &Result<Vec<u8>, Failure>) -> u16 {
     rpc_status(result).http_status()
 }
 
 /// Every outcome label, indexed by [`outcome_index`] (metrics keep one counter per entry).
-pub(crate) const OUTCOMES: [&str; 14] = [
+pub(crate) const OUTCOMES: [&str; 15] = [
     "ok",
     "trap",
     "killed",
@@ -47,6 +48,7 @@ pub(crate) const OUTCOMES: [&str; 14] = [
     "unknown_function",
     "too_large",
     "internal",
+    "tenant_limit",
 ];
 
 /// The position of a result's label in [`OUTCOMES`].
@@ -66,6 +68,7 @@ pub(crate) fn outcome_index(result: &Result<Vec<u8>, Failure>) -> usize {
         Err(Failure::BadRequest(BadRequest::UnknownFunction(_))) => 11,
         Err(Failure::BadRequest(BadRequest::TooLarge { .. })) => 12,
         Err(Failure::Internal(_)) => 13,
+        Err(Failure::Rejected(Rejection::TenantLimit(_))) => 14,
     }
 }
 

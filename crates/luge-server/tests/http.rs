@@ -17,7 +17,7 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use luge_runtime::{FunctionConfig, Limits, Runtime, RuntimeConfig};
+use luge_runtime::{FunctionConfig, Limits, Runtime, RuntimeConfig, TenantConfig};
 use luge_server::{
     AdminConfig, AdminToken, HttpConfig, HttpServer, Metrics, NodeConfig, NodeFunction, Protocol,
 };
@@ -208,7 +208,7 @@ fn assert_error(answer: &Answer, status: u16, outcome: &str, body_contains: &str
     assert_eq!(answer.outcome, outcome);
     assert_eq!(answer.header("content-type"), Some("text/plain; charset=utf-8"));
     assert!(answer.text().contains(body_contains), "{:?} lacks {body_contains:?}", answer.text());
-    assert_eq!(answer.header("retry-after").is_some(), status == 503);
+    assert_eq!(answer.header("retry-after").is_some(), status == 503 || status == 429);
 }
 
 // ---- raw HTTP/1.1 over TCP ----
@@ -524,6 +524,46 @@ async fn slow_clients_cannot_take_the_node() {
     assert_ok(&read_raw(&mut again).await, b"hi");
     let metrics = get(&node, "/metrics").await.text();
     assert!(metrics.contains("luge_http_connections_refused_per_client_total 1\n"), "{metrics}");
+}
+
+/// A tenant over a limit is answered 429 at once, with `Retry-After` and `Luge-Outcome:
+/// tenant_limit`, and counted per tenant in /metrics; other tenants' functions are served; an
+/// admin `PUT` beyond the tenant's `max_functions` is refused 429 and registers nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_over_its_limit_is_answered_429() {
+    let acme = TenantConfig {
+        rate_per_sec: Some(0.01),
+        burst: Some(1),
+        max_functions: Some(1),
+        ..TenantConfig::new(5, "acme")
+    };
+    let runtime = RuntimeConfig { workers: 1, tenants: vec![acme], ..RuntimeConfig::default() };
+    let node = node_http(runtime, HttpConfig::default());
+    register(&node.runtime, "acme-echo", ECHO, |c| c.tenant = 5);
+    let c = client();
+    assert_ok(&post(&c, &node, "/acme-echo", "one").await, b"one");
+    let refused = post(&c, &node, "/acme-echo", "two").await;
+    assert_eq!(refused.status.as_u16(), 429, "{}", refused.text());
+    assert_eq!(refused.outcome, "tenant_limit");
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert!(refused.text().contains("request rate"), "{}", refused.text());
+    assert_ok(&post(&c, &node, "/echo", "other").await, b"other");
+    // Registration: acme has its one function.
+    let url = node.admin_url("/admin/functions/acme-two?tenant=5");
+    let put = send(&c, Method::PUT, &url, &[], NOOP).await;
+    assert_eq!(put.status.as_u16(), 429, "{}", put.text());
+    assert!(put.text().contains("max_functions"), "{}", put.text());
+    assert!(node.runtime.function("acme-two").is_none());
+    let url = node.admin_url("/admin/functions/other-two?tenant=6");
+    assert_eq!(send(&c, Method::PUT, &url, &[], NOOP).await.status, StatusCode::CREATED);
+    let metrics = get(&node, "/metrics").await.text();
+    for line in [
+        "luge_tenant_limited_total{tenant=\"acme\",id=\"5\",limit=\"rate\"} 1\n",
+        "luge_tenant_admitted_total{tenant=\"acme\",id=\"5\"} 1\n",
+        "luge_requests_total{function=\"acme-echo\",outcome=\"tenant_limit\",protocol=\"http\"} 1\n",
+    ] {
+        assert!(metrics.contains(line), "{line} missing in\n{metrics}");
+    }
 }
 
 /// `GET path` on a fresh connection.

@@ -1,7 +1,7 @@
 //! `luge bench`: drive a running node with a workload (`run`), or run one of the named
 //! scenarios of issue #6, which start Luge and the baselines in this process on loopback ports
 //! and write `results/<scenario>-<UTC date-time>/` (`compare`, `noop`, `policies`, `density`,
-//! `sim-vs-real`, `overload`, `slow-clients`). See `docs/benchmarks.md`.
+//! `sim-vs-real`, `overload`, `slow-clients`, `tenants`). See `docs/benchmarks.md`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
     CompareOptions, DensityOptions, OverloadOptions, Pin, PoliciesOptions, Protocol, Scenario,
-    ScenarioOptions, SimRealOptions, SlowClientsOptions, run_scenario,
+    ScenarioOptions, SimRealOptions, SlowClientsOptions, TenantsOptions, run_scenario,
 };
 use luge_bench::{
     Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
@@ -53,6 +53,8 @@ enum BenchCommand {
     /// HTTP no-op latency while thousands of slow ("slowloris") connections are open, ÷ the
     /// same node quiet.
     SlowClients(SlowClientsArgs),
+    /// One tenant's no-op latency while another offers 10× its rate limit, ÷ alone.
+    Tenants(TenantsArgs),
     /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
     #[command(hide = true)]
     HoldSlowConnections(HoldArgs),
@@ -335,6 +337,24 @@ struct SlowClientsArgs {
 }
 
 #[derive(Debug, Args)]
+struct TenantsArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Tenant A's requests per second [default: 2000; quick: 500].
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Tenant B's rate limit; it offers ten times this [default: 500; quick: 100].
+    #[arg(long)]
+    b_limit: Option<f64>,
+    /// Time per trial [default: 3s; quick 300ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Alone/flooded trial pairs [default: 3; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
+}
+
+#[derive(Debug, Args)]
 struct HoldArgs {
     /// The node's HTTP address.
     #[arg(long)]
@@ -442,6 +462,15 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             };
             scenario(Scenario::SlowClients(s), &a.common)
         }
+        BenchCommand::Tenants(a) => {
+            let t = TenantsOptions {
+                rate: a.rate,
+                b_limit: a.b_limit,
+                duration: a.duration,
+                trials: a.trials,
+            };
+            scenario(Scenario::Tenants(t), &a.common)
+        }
         BenchCommand::HoldSlowConnections(a) => {
             Ok(luge_bench::hold_slow_connections(a.to, a.connections, a.per_address)?)
         }
@@ -471,7 +500,7 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
             vec![Layout::Inline, Layout::Threads]
         } else if matches!(
             s,
-            Scenario::Overload(_) | Scenario::SlowClients(_)
+            Scenario::Overload(_) | Scenario::SlowClients(_) | Scenario::Tenants(_)
         ) {
             // As `luge serve` ships: a dispatcher thread of its own.
             vec![Layout::Threads]

@@ -7,7 +7,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use luge_runtime::{FunctionConfig, Layout, Limits, PolicyKind, RuntimeConfig, WaitMode};
+use luge_runtime::{
+    FunctionConfig, Layout, Limits, PolicyKind, RuntimeConfig, TenantConfig, WaitMode,
+};
 use luge_server::{BadRequestLog, NodeFunction, RequestLog};
 use serde::Deserialize;
 use toml::Spanned;
@@ -66,6 +68,21 @@ struct RawManifest {
     server: RawServer,
     #[serde(default, rename = "function")]
     functions: Vec<RawFunction>,
+    #[serde(default, rename = "tenant")]
+    tenants: Vec<RawTenant>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTenant {
+    id: Spanned<u32>,
+    name: Option<String>,
+    max_concurrent: Option<u32>,
+    rate_per_sec: Option<f64>,
+    burst: Option<u32>,
+    cpu_share: Option<f64>,
+    max_functions: Option<u32>,
+    max_memory_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -193,7 +210,29 @@ impl Manifest {
             line: e.span().map_or(0, |s| line_of(text, s.start)),
             reason: e.message().to_owned(),
         })?;
-        let server = settings(raw.server, text, dir, file)?;
+        let mut server = settings(raw.server, text, dir, file)?;
+        for t in raw.tenants {
+            let at = |reason: String| ManifestError {
+                file: file.to_owned(),
+                line: line_of(text, t.id.span().start),
+                reason,
+            };
+            let id = *t.id.get_ref();
+            let tenant = TenantConfig {
+                max_concurrent: t.max_concurrent,
+                rate_per_sec: t.rate_per_sec,
+                burst: t.burst,
+                cpu_share: t.cpu_share,
+                max_functions: t.max_functions,
+                max_memory_bytes: t.max_memory_bytes,
+                ..TenantConfig::new(id, t.name.unwrap_or_else(|| id.to_string()))
+            };
+            tenant.check().map_err(at)?;
+            if server.runtime.tenants.iter().any(|u| u.id == id) {
+                return Err(at(format!("tenant {id} is declared twice")));
+            }
+            server.runtime.tenants.push(tenant);
+        }
         let mut functions: Vec<FunctionEntry> = Vec::new();
         for f in raw.functions {
             let at = |span: Range<usize>, reason: String| ManifestError {
@@ -264,6 +303,18 @@ impl Manifest {
             }
             config.expected_execution = f.expected_execution_us.map(us);
             config.tenant = f.tenant.unwrap_or(0);
+            // Once tenants are declared, a function's tenant must be one of them (or 0, the
+            // operator's own): a mistyped id must not escape every limit.
+            let tenants = &server.runtime.tenants;
+            if !tenants.is_empty()
+                && config.tenant != 0
+                && !tenants.iter().any(|t| t.id == config.tenant)
+            {
+                return Err(at(
+                    f.name.span(),
+                    format!("tenant {} is not declared in a [[tenant]] table", config.tenant),
+                ));
+            }
             config.trust_client_estimate = f.trust_client_estimate.unwrap_or(false);
             functions.push(FunctionEntry { config, route, module, source });
         }
@@ -529,6 +580,56 @@ tenant = 3
         fails_at(&format!("{noop}max_execution_us = \"soon\"\n"), 4, "invalid type");
         let (_, reason) = error("[server]\nworkers = 1\ndispatchers = 2\n");
         assert!(reason.contains("dispatchers"), "{reason}");
+    }
+
+    #[test]
+    fn tenants_are_declared_with_their_limits() {
+        let m = parse(
+            r#"
+[[tenant]]
+id = 1
+name = "acme"
+max_concurrent = 8
+rate_per_sec = 100.5
+burst = 20
+cpu_share = 0.25
+max_functions = 3
+max_memory_bytes = 1048576
+
+[[tenant]]
+id = 2
+
+[[function]]
+name = "a"
+module = "builtin:noop"
+tenant = 1
+"#,
+        )
+        .unwrap();
+        let t = &m.server.runtime.tenants;
+        assert_eq!(t.len(), 2);
+        assert_eq!((t[0].id, t[0].name.as_str()), (1, "acme"));
+        assert_eq!(
+            (t[0].max_concurrent, t[0].rate_per_sec, t[0].burst),
+            (Some(8), Some(100.5), Some(20))
+        );
+        assert_eq!((t[0].cpu_share, t[0].max_functions), (Some(0.25), Some(3)));
+        assert_eq!(t[0].max_memory_bytes, Some(1 << 20));
+        assert_eq!((t[1].name.as_str(), t[1].max_concurrent), ("2", None));
+        assert_eq!(m.functions[0].config.tenant, 1);
+        // A function of an undeclared tenant, a tenant declared twice, a bad limit.
+        let (line, reason) = error(
+            "[[tenant]]\nid = 1\n\n[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\ntenant = 7\n",
+        );
+        assert!(line == 5 && reason.contains("tenant 7 is not declared"), "{line}: {reason}");
+        let (line, reason) = error("[[tenant]]\nid = 1\n[[tenant]]\nid = 1\n");
+        assert!(line == 4 && reason.contains("declared twice"), "{line}: {reason}");
+        let (line, reason) = error("[[tenant]]\nid = 1\ncpu_share = 2.0\n");
+        assert!(line == 2 && reason.contains("cpu_share"), "{line}: {reason}");
+        // Without [[tenant]] tables any tenant id is accepted, without limits.
+        assert!(
+            parse("[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\ntenant = 7\n").is_ok()
+        );
     }
 
     #[test]

@@ -240,6 +240,24 @@ fn slow_clients_hold_connections_while_a_client_is_served() {
 }
 
 #[test]
+fn tenants_measures_one_tenant_beside_another_over_its_limit() {
+    let (dir, report, summary) = quick("tenants", &["tenants"]);
+    let r = &report["results"];
+    let trials = r["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 2, "one trial alone and one flooded: {trials:?}");
+    let flooded = trials.iter().find(|t| t["condition"] == "flooded").unwrap();
+    // B offered 10× its limit and most of it was refused (TenantLimit), while A was served.
+    let b = &flooded["b"];
+    assert!(b["errors"].as_u64().unwrap() * 2 > b["planned"].as_u64().unwrap(), "{b}");
+    for t in trials {
+        assert!(t["a"]["planned"].as_u64().unwrap() > 0, "{t}");
+        assert_eq!(t["a"]["errors"], 0, "{t}");
+    }
+    assert!(summary.contains("flooded ÷ alone"), "{summary}");
+    done(&dir);
+}
+
+#[test]
 fn run_drives_a_running_server_over_both_protocols() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let server = Server::start(&[], &cache());

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use luge_runtime::{Layout, PolicyKind, Runtime, RuntimeConfig, WaitMode};
+use luge_runtime::{Layout, PolicyKind, Runtime, RuntimeConfig, TenantConfig, WaitMode};
 use luge_server::{HttpConfig, Node, NodeConfig, UdpConfig};
 use serde::Serialize;
 
@@ -105,6 +105,9 @@ pub(crate) struct NodeSpec {
     /// it; off, the node refuses only the infeasible and beyond its 4 096-request queue cap,
     /// as it did before (`luge bench overload --no-deadline-admission`, for a before/after).
     pub deadline_admission: bool,
+    /// Tenants with limits (`luge bench tenants`; none otherwise, as `luge serve` without
+    /// `[[tenant]]` tables).
+    pub tenants: Vec<TenantConfig>,
 }
 
 impl NodeSpec {
@@ -118,6 +121,7 @@ impl NodeSpec {
             udp_busy_poll: false,
             pin: None,
             deadline_admission: true,
+            tenants: Vec::new(),
         }
     }
 
@@ -185,6 +189,7 @@ impl LugeNode {
             cache_dir: spec.cache_dir.clone(),
             cpus: spec.pin.map(|p| vec![p.server]).unwrap_or_default(),
             shutdown_grace: GRACE,
+            tenants: spec.tenants.clone(),
             ..RuntimeConfig::default()
         };
         if !spec.deadline_admission {

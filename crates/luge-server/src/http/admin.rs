@@ -64,6 +64,7 @@ pub(super) struct PutQuery {
     pub(super) route: Option<String>,
     pub(super) deadline: Option<Duration>,
     pub(super) expected: Option<Duration>,
+    pub(super) tenant: Option<u32>,
 }
 
 pub(super) fn parse_put_query(query: &str) -> Result<PutQuery, String> {
@@ -85,9 +86,19 @@ pub(super) fn parse_put_query(query: &str) -> Result<PutQuery, String> {
             }
             "deadline_us" => q.deadline = Some(micros(&value)?),
             "expected_us" => q.expected = Some(micros(&value)?),
+            "tenant" => {
+                let id = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|_| !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()));
+                q.tenant =
+                    Some(id.ok_or_else(|| {
+                        format!("`{key}`: expected a tenant id, 0 to {}", u32::MAX)
+                    })?);
+            }
             _ => {
                 return Err(format!(
-                    "unknown parameter `{key}` (known: route, deadline_us, expected_us)"
+                    "unknown parameter `{key}` (known: route, deadline_us, expected_us, tenant)"
                 ));
             }
         }
@@ -166,12 +177,20 @@ pub(super) async fn put_function(
         config.relative_deadline = deadline;
     }
     config.expected_execution = query.expected;
+    config.tenant = query.tenant.unwrap_or(0);
     let runtime = Arc::clone(&shared.runtime);
     let registered = tokio::task::spawn_blocking(move || runtime.register(config, &module)).await;
     let function = match registered {
         Ok(Ok(function)) => function,
         Ok(Err(luge_runtime::Error::Register { reason: RegisterError::Duplicate, .. })) => {
             return already_registered(shared, name);
+        }
+        Ok(Err(
+            e @ luge_runtime::Error::Register {
+                reason: RegisterError::TenantFunctions { .. }, ..
+            },
+        )) => {
+            return shared.error(StatusCode::TOO_MANY_REQUESTS, "tenant_limit", e.to_string());
         }
         Ok(Err(e)) => return bad(e.to_string()),
         Err(e) => {
@@ -251,12 +270,15 @@ mod tests {
 
     #[test]
     fn put_queries_parse() {
-        let q = parse_put_query("route=%2Fx&deadline_us=2000&expected_us=10").unwrap();
+        let q = parse_put_query("route=%2Fx&deadline_us=2000&expected_us=10&tenant=7").unwrap();
+        assert_eq!(q.tenant, Some(7));
         assert_eq!(q.route.as_deref(), Some("/x"));
         assert_eq!(q.deadline, Some(Duration::from_millis(2)));
         assert_eq!(q.expected, Some(Duration::from_micros(10)));
         assert!(parse_put_query("").is_ok());
-        for bad in ["nope=1", "deadline_us=x", "deadline_us=0", "route=/metrics", "route=%zz"] {
+        for bad in
+            ["nope=1", "deadline_us=x", "deadline_us=0", "route=/metrics", "route=%zz", "tenant=-1"]
+        {
             assert!(parse_put_query(bad).is_err(), "{bad:?} accepted");
         }
     }

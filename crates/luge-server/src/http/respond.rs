@@ -41,7 +41,7 @@ impl Shared {
         headers.insert(QUEUEING_NS, HeaderValue::from(nanos(meta.timing.queueing())));
         headers.insert(READINESS_NS, HeaderValue::from(nanos(meta.timing.readiness())));
         headers.insert(OUTCOME, HeaderValue::from_static(meta.label));
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(self.config.retry_after_secs));
         }
         response

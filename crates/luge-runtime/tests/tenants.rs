@@ -1,0 +1,101 @@
+//! Tenant limits end to end: a tenant over a limit is refused at once with the limit named,
+//! gets its capacity back when its requests are answered, and other tenants never see its
+//! refusals.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::time::Duration;
+
+use luge_runtime::{
+    Error, Failure, FunctionConfig, Outcome, RegisterError, Rejection, Runtime, RuntimeConfig,
+    SubmitOptions, TenantConfig, TenantLimit,
+};
+
+const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
+const LOOP: &str = include_str!("../../../functions/test/loop.wat");
+
+fn register(rt: &Runtime, name: &str, wat: &str, tenant: u32) -> Result<(), Error> {
+    let mut config = FunctionConfig::new(name);
+    config.tenant = tenant;
+    // The loop is killed after 300 ms of execution; its deadline leaves room for that.
+    config.limits.max_execution = Duration::from_millis(300);
+    config.relative_deadline = Duration::from_secs(10);
+    rt.register(config, wat.as_bytes()).map(|_| ())
+}
+
+fn wait(ticket: luge_runtime::Ticket) -> Outcome {
+    ticket.wait_timeout(Duration::from_secs(60)).unwrap()
+}
+
+fn call(rt: &Runtime, name: &str) -> Outcome {
+    wait(rt.submit(name, Vec::new(), SubmitOptions::default()))
+}
+
+fn limited(o: &Outcome) -> Option<TenantLimit> {
+    match &o.result {
+        Err(Failure::Rejected(Rejection::TenantLimit(l))) => Some(*l),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_tenant_over_its_limits_is_refused_and_others_are_not() {
+    let tenants = vec![
+        TenantConfig {
+            max_concurrent: Some(1),
+            max_functions: Some(2),
+            ..TenantConfig::new(1, "busy")
+        },
+        TenantConfig { rate_per_sec: Some(0.01), burst: Some(1), ..TenantConfig::new(3, "rare") },
+    ];
+    let rt =
+        Runtime::start(RuntimeConfig { workers: 2, tenants, ..RuntimeConfig::default() }).unwrap();
+    register(&rt, "loop", LOOP, 1).unwrap();
+    register(&rt, "noop-1", NOOP, 1).unwrap();
+    register(&rt, "noop-2", NOOP, 2).unwrap();
+    register(&rt, "noop-3", NOOP, 3).unwrap();
+    // Registered functions: tenant 1 has its two.
+    match register(&rt, "third", NOOP, 1) {
+        Err(Error::Register {
+            reason: RegisterError::TenantFunctions { tenant: 1, max: 2, .. },
+            ..
+        }) => {}
+        other => panic!("a third function of tenant 1 was not refused: {other:?}"),
+    }
+    assert!(rt.function("third").is_none());
+
+    // Concurrency: while the loop runs, tenant 1's next request is refused at once…
+    let running = rt.submit("loop", Vec::new(), SubmitOptions::default());
+    let refused = call(&rt, "noop-1");
+    assert_eq!(limited(&refused), Some(TenantLimit::Concurrency), "{refused:?}");
+    let reason = refused.result.as_ref().unwrap_err().to_string();
+    assert!(reason.contains("concurrent"), "{reason}");
+    // …while tenant 2, without limits, is served.
+    assert_eq!(call(&rt, "noop-2").result, Ok(Vec::new()));
+    // The loop ends (killed at its budget) and gives its slot back.
+    assert!(matches!(wait(running).result, Err(Failure::Killed { .. })));
+    assert_eq!(call(&rt, "noop-1").result, Ok(Vec::new()));
+
+    // Rate: one request per 100 s, a burst of one.
+    assert_eq!(call(&rt, "noop-3").result, Ok(Vec::new()));
+    assert_eq!(limited(&call(&rt, "noop-3")), Some(TenantLimit::Rate));
+
+    let stats = rt.tenant_stats();
+    let busy = stats.iter().find(|s| s.id == 1).unwrap();
+    assert_eq!(busy.name, "busy");
+    assert_eq!((busy.admitted, busy.in_flight), (2, 0));
+    assert_eq!(busy.limited[TenantLimit::Concurrency as usize], 1);
+    assert!(busy.cpu_ns > 0, "the loop's CPU is charged to its tenant");
+    let rare = stats.iter().find(|s| s.id == 3).unwrap();
+    assert_eq!((rare.admitted, rare.limited[TenantLimit::Rate as usize]), (1, 1));
+    assert!(stats.iter().all(|s| s.id != 2), "tenant 2 is not declared");
+}
+
+#[test]
+fn bad_tenant_limits_stop_the_runtime_from_starting() {
+    let tenants = vec![TenantConfig { cpu_share: Some(0.0), ..TenantConfig::new(1, "zero") }];
+    match Runtime::start(RuntimeConfig { tenants, ..RuntimeConfig::default() }) {
+        Err(Error::Config(reason)) => assert!(reason.contains("cpu_share"), "{reason}"),
+        other => panic!("started with a CPU share of 0: {other:?}"),
+    }
+}
