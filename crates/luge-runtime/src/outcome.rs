@@ -29,10 +29,13 @@ pub struct Timing {
     /// From receipt by the node (or submission, `SubmitOptions::received`) until a worker
     /// started building its sandbox (or until rejection).
     pub queued: Duration,
-    /// Building its sandbox (instantiation from the pre-linked module), part of `executed`;
-    /// 0 if it never ran.
+    /// CPU time building its sandbox took (instantiation from the pre-linked module), part of
+    /// `executed`; 0 if it never ran.
     pub instantiation: Duration,
-    /// Execution time on a worker, instantiation included, over all run segments.
+    /// CPU time it had on workers, over all run segments, its sandbox's build and teardown
+    /// included: the worker thread's CPU clock, which its execution budget counts too. Time the
+    /// worker waited for a core is not in it (it is in `total`, so in [`Timing::queueing`]); on
+    /// an uncontended core it is about the wall time the request ran.
     pub executed: Duration,
     /// From receipt by the node (or submission) to the answer.
     pub total: Duration,
@@ -41,7 +44,8 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// Time in the node not spent executing, from receipt to the answer: `total − executed`.
+    /// Time in the node not spent executing, from receipt to the answer: `total − executed` —
+    /// waiting in Luge's queues, preempted, or waiting for a core while running.
     /// This is the one definition of "queueing" behind HTTP's `Luge-Queueing-Ns` and
     /// UDP-RPC's `queueing_ns`, so the two protocols report the same quantity.
     pub fn queueing(&self) -> Duration {
@@ -50,7 +54,8 @@ impl Timing {
 
     /// Readiness as HORSE §2 defines it: from receipt until the first guest instruction ran —
     /// parsing, admission, queueing, the hand-off to a worker and the sandbox's instantiation
-    /// (`queued + instantiation`). Behind HTTP's `Luge-Readiness-Ns` and the readiness metric.
+    /// (`queued + instantiation`; the build counted by its CPU time, like `executed`). Behind
+    /// HTTP's `Luge-Readiness-Ns` and the readiness metric.
     pub fn readiness(&self) -> Duration {
         self.queued.saturating_add(self.instantiation)
     }

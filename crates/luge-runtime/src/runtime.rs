@@ -245,12 +245,11 @@ impl Runtime {
     /// that isolate the sandbox's cost (`benches/runtime.rs`); the runtime never calls it.
     #[doc(hidden)]
     pub fn run_here(&self, function: &Arc<Function>, payload: Vec<u8>) -> Result<Vec<u8>, Failure> {
-        let now = self.inner.signals.clock.now();
         let clock = Arc::new(TaskClock::default());
         // No worker: no preemption flag can name it.
         clock.worker.store(usize::MAX, Ordering::Relaxed);
-        let budget = crate::sandbox::budget_end(now, function.config.limits.max_execution, 0);
-        clock.budget_end.store(budget, Ordering::Relaxed);
+        let budget = function.config.limits.max_execution;
+        crate::sandbox::arm(&clock, &self.inner.signals.clock, budget, 0, 0);
         let guest = crate::sandbox::GuestContext { request_id: 0, deadline_unix_us: 0 };
         let mut future = crate::sandbox::start(crate::sandbox::Spec {
             function: Arc::clone(function),

@@ -4,8 +4,41 @@
 //!
 //! The task suspends only at epoch ticks, when the epoch callback finds a preemption request for
 //! it (a per-worker flag set by the dispatcher) — SledgeScale §3.4 preempts with signals; Luge
-//! uses a user-level switch on Wasmtime fibers instead. The same callback enforces
-//! the execution budget by reading the clock: the epoch is engine-wide, so ticks are not time.
+//! uses a user-level switch on Wasmtime fibers instead. The same callback enforces the execution
+//! budget by reading clocks: the epoch is engine-wide, so ticks are not time.
+//!
+//! # The execution budget counts CPU time
+//! `Limits::max_execution` bounds the CPU the request had: the CPU clock of the worker thread
+//! that runs it ([`Clock::cpu`], `CLOCK_THREAD_CPUTIME_ID`), summed over its run segments, the
+//! sandbox's build and teardown included. A guest runs on its worker's thread — fibers switch
+//! stacks, not threads, and the epoch callback runs on that thread too — so the thread's CPU
+//! clock is exactly the CPU spent for it, and time the thread waited for a core (other
+//! processes, other threads of the node) does not count: a busy machine stretches a request in
+//! wall time but does not kill it. A wall-time budget did; CPU is also what Fastly Compute and
+//! Cloudflare Workers limit.
+//!
+//! [`arm`] sets the per-segment values the callback reads ([`TaskClock`]), at the start of each
+//! run segment on the worker's thread:
+//! - `cpu_end` = the thread's CPU clock now + the CPU budget left. At a tick the callback kills
+//!   the guest (`Failure::Killed`) once the CPU clock reaches it, so a runaway guest ends within
+//!   a tick of CPU past its budget.
+//! - `cpu_from` = the wall clock now + the CPU budget left. A thread gets at most one second of
+//!   CPU per second, so before then the budget cannot have run out and the callback does not
+//!   read the CPU clock (a system call, where the wall clock is read in user space): a request
+//!   well within its budget pays no more per tick than a wall-time budget would.
+//! - `backstop_end`, the wall-time backstop = [`BACKSTOP`] × the budget, counted in the wall time
+//!   the request has occupied workers. It ends a guest that cannot get its CPU at all — on a
+//!   core shared with so much else that it gets under a tenth of it — so that no request holds
+//!   a worker without bound; it too answers `Failure::Killed`, and logs a warning, since it
+//!   means the machine, not the guest, is at fault. (Guests cannot block: the WASI layer has no
+//!   blocking calls, so a guest is either running or waiting for a core.)
+//!
+//! The scheduler's notion of execution (`Task::executed`: policy events, the estimator,
+//! turnaround) stays the wall time a request occupied its worker, since that is what delays the
+//! requests behind it; `worker.rs` accounts both.
+//!
+//! In the inline layout (`Layout::Inline`) the dispatcher's work done from the epoch callback
+//! runs on the worker's thread, so it counts to the running request's CPU.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,26 +46,34 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use luge_proto::nanos;
 use luge_sched::Nanos;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use crate::config::Limits;
 use crate::outcome::{Failure, Rejection, TrapKind};
 use crate::registry::Function;
-use crate::signals::{Signals, TaskClock};
+use crate::signals::{Clock, Signals, TaskClock};
 use crate::store::{MemoryLimiter, SandboxState};
 use crate::wasi::{self, GuestExit, OutputCapExceeded, WasiCtx};
 
 /// Why the epoch callback ended the guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 enum Stopped {
-    /// Its execution budget ran out.
+    /// Its execution budget (CPU time) ran out.
     #[error("execution budget exceeded")]
     Budget,
+    /// It ran [`BACKSTOP`] times its budget in wall time without using its CPU budget.
+    #[error("starved of CPU past the wall-time backstop")]
+    Starved,
     /// The runtime is shutting down.
     #[error("aborted by shutdown")]
     Aborted,
 }
+
+/// The wall-time backstop, in execution budgets: a request that has occupied workers this many
+/// times its budget in wall time is ended whatever CPU it had (module doc).
+pub(crate) const BACKSTOP: u32 = 10;
 
 /// What a finished sandbox produced.
 #[derive(Debug)]
@@ -101,8 +142,8 @@ async fn run(spec: Spec) -> SandboxResult {
         if signals.abort.load(Ordering::Relaxed) {
             return Err(wasmtime::Error::new(Stopped::Aborted));
         }
-        if now >= clock.budget_end.load(Ordering::Relaxed) {
-            return Err(wasmtime::Error::new(Stopped::Budget));
+        if let Some(stopped) = over_budget(&clock, now, || signals.clock.cpu()) {
+            return Err(wasmtime::Error::new(stopped));
         }
         let worker = clock.worker.load(Ordering::Relaxed);
         if let Some(w) = signals.workers.get(worker)
@@ -114,9 +155,10 @@ async fn run(spec: Spec) -> SandboxResult {
         Ok(UpdateDeadline::Continue(1))
     });
     let outcome = async {
-        let building = timer.clock.now();
+        // On the worker's thread, like the rest of the segment: CPU, as `Timing::executed`.
+        let building = timer.clock.cpu();
         let instance = function.pre.instantiate_async(&mut store).await.map_err(Stage::Start)?;
-        let built = timer.clock.now().saturating_sub(building);
+        let built = timer.clock.cpu().saturating_sub(building);
         task_clock.instantiation.store(built, Ordering::Relaxed);
         store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
         let entry =
@@ -125,6 +167,16 @@ async fn run(spec: Spec) -> SandboxResult {
     }
     .await;
     let state = store.into_data();
+    if let Err(Stage::Run(e)) = &outcome
+        && e.downcast_ref::<Stopped>() == Some(&Stopped::Starved)
+    {
+        tracing::warn!(
+            request_id = guest.request_id,
+            function = name,
+            budget = ?limits.max_execution,
+            "ended by the wall-time backstop: the worker got too little CPU to run it"
+        );
+    }
     let result = classify(outcome, &state, &limits);
     let stderr = wasi::stderr_text(&state.wasi);
     SandboxResult { result: result.map(|()| state.wasi.stdout), stderr }
@@ -168,7 +220,9 @@ fn classify(
         return Err(Failure::OutputTooLarge { cap: limits.max_output_bytes });
     }
     match err.downcast_ref::<Stopped>() {
-        Some(Stopped::Budget) => return Err(Failure::Killed { budget: limits.max_execution }),
+        Some(Stopped::Budget | Stopped::Starved) => {
+            return Err(Failure::Killed { budget: limits.max_execution });
+        }
         Some(Stopped::Aborted) => return Err(Failure::Rejected(Rejection::ShuttingDown)),
         None => {}
     }
@@ -182,7 +236,71 @@ fn classify(
 }
 
 /// Remaining budget as an absolute clock time, given the execution so far.
-pub(crate) fn budget_end(now: Nanos, budget: Duration, executed: Nanos) -> Nanos {
-    let budget = budget.as_nanos().min(u128::from(u64::MAX)) as Nanos;
-    now.saturating_add(budget.saturating_sub(executed))
+fn budget_end(now: Nanos, budget: Duration, executed: Nanos) -> Nanos {
+    now.saturating_add(nanos(budget).saturating_sub(executed))
+}
+
+/// Whether `task`'s CPU budget or its wall-time backstop ends it at clock time `now` (module
+/// doc). `cpu` reads the running thread's CPU clock; it is called only once the CPU budget may
+/// have run out (from `cpu_from` on).
+fn over_budget(task: &TaskClock, now: Nanos, cpu: impl FnOnce() -> Nanos) -> Option<Stopped> {
+    if now >= task.cpu_from.load(Ordering::Relaxed) && cpu() >= task.cpu_end.load(Ordering::Relaxed)
+    {
+        return Some(Stopped::Budget);
+    }
+    (now >= task.backstop_end.load(Ordering::Relaxed)).then_some(Stopped::Starved)
+}
+
+/// Arms `task`'s budget for a run segment starting now on the calling thread (module doc): the
+/// request has had `cpu` of CPU and occupied workers for `executed` of wall time so far.
+/// Returns the calling thread's CPU clock now, from which the segment's CPU is counted.
+pub(crate) fn arm(
+    task: &TaskClock,
+    clock: &Clock,
+    budget: Duration,
+    executed: Nanos,
+    cpu: Nanos,
+) -> Nanos {
+    // Wall first: the CPU the thread has from the CPU reading on is at most the wall time from
+    // this one on, so the callback skipping the CPU clock before `cpu_from` is sound.
+    let now = clock.now();
+    let cpu_now = clock.cpu();
+    task.cpu_from.store(budget_end(now, budget, cpu), Ordering::Relaxed);
+    task.cpu_end.store(budget_end(cpu_now, budget, cpu), Ordering::Relaxed);
+    let backstop = budget.saturating_mul(BACKSTOP);
+    task.backstop_end.store(budget_end(now, backstop, executed), Ordering::Relaxed);
+    cpu_now
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    /// CPU and wall time part when the core is shared: the budget counts CPU, the backstop wall
+    /// time on workers, each from where the previous segments left it.
+    #[test]
+    fn the_budget_counts_cpu_and_the_backstop_wall_time() {
+        let (task, clock) = (TaskClock::default(), Clock::manual());
+        let budget = Duration::from_millis(10);
+        // First segment, at 0 on both clocks (a manual clock's CPU clock is its wall clock).
+        assert_eq!(arm(&task, &clock, budget, 0, 0), 0);
+        let unread = || -> Nanos { panic!("the CPU clock was read before the budget could end") };
+        assert_eq!(over_budget(&task, 9 * MS, unread), None);
+        // Past the budget in wall time, within it in CPU: a contended core. It goes on.
+        assert_eq!(over_budget(&task, 50 * MS, || 9 * MS), None);
+        assert_eq!(over_budget(&task, 50 * MS, || 10 * MS), Some(Stopped::Budget));
+        // Starved: 10× the budget in wall time, whatever CPU it had.
+        assert_eq!(over_budget(&task, 100 * MS, || 2 * MS), Some(Stopped::Starved));
+        // A later segment, after 30 ms on workers with 8 ms of CPU: 2 ms of CPU and 70 ms of
+        // wall time left.
+        clock.advance(200 * MS);
+        assert_eq!(arm(&task, &clock, budget, 30 * MS, 8 * MS), 200 * MS);
+        assert_eq!(over_budget(&task, 201 * MS, unread), None);
+        assert_eq!(over_budget(&task, 250 * MS, || 201 * MS), None);
+        assert_eq!(over_budget(&task, 250 * MS, || 202 * MS), Some(Stopped::Budget));
+        assert_eq!(over_budget(&task, 269 * MS, || 201 * MS), None);
+        assert_eq!(over_budget(&task, 270 * MS, || 201 * MS), Some(Stopped::Starved));
+    }
 }

@@ -1,9 +1,11 @@
 //! What the runtime's threads share to steer running sandboxes, injected rather than reached
-//! for: the clock every time stamp comes from, the epoch that makes sandboxes check their
-//! flags, the per-worker preemption flags, the abort flag of a shutdown, and the hook the epoch
-//! callback runs. The dispatcher, the workers and the sandboxes all read them from one
-//! [`Signals`], so tests can build one with a [`Clock::manual`] clock and a counting
-//! [`Epoch::counter`] and drive a dispatcher and a worker step by step, deterministically.
+//! for: the clock every time stamp comes from (and the CPU clock of the calling thread, which
+//! execution budgets count), the epoch that makes sandboxes check their flags, the per-worker
+//! preemption flags, the abort flag of a shutdown, and the hook the epoch callback runs. The
+//! dispatcher, the workers and the sandboxes all read them from one [`Signals`], so tests can
+//! build one with a [`Clock::manual`] clock (whose CPU clock is the same manual time) and a
+//! counting [`Epoch::counter`] and drive a dispatcher and a worker step by step,
+//! deterministically.
 //!
 //! This module is the bottom layer of the runtime's threads: it knows nothing of tasks,
 //! policies or sandboxes.
@@ -52,6 +54,34 @@ impl Clock {
     pub(crate) fn now(&self) -> Nanos {
         match self {
             Self::Real { base } => base.elapsed().as_nanos() as Nanos,
+            #[cfg(test)]
+            Self::Manual(now) => now.load(Ordering::SeqCst),
+        }
+    }
+
+    /// CPU time the calling thread has had, ns (`CLOCK_THREAD_CPUTIME_ID`: user and system
+    /// time, so page faults and other kernel work done for it count; time spent waiting for a
+    /// core does not). Only differences of two readings on one thread mean anything. Over any
+    /// interval it advances at most as much as [`Clock::now`] (a thread runs on one core at a
+    /// time). Where the platform has no thread CPU clock it is the wall clock — `clock_gettime`
+    /// fails only for a clock id the system does not know, so that holds for the whole process,
+    /// never for one reading. A manual clock's CPU clock is its wall clock.
+    ///
+    /// Costs a system call (the vDSO does not serve CPU-time clocks), where [`Clock::now`] is
+    /// read in user space.
+    pub(crate) fn cpu(&self) -> Nanos {
+        match self {
+            Self::Real { .. } => {
+                let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                // SAFETY: `ts` is a valid, writable timespec that outlives the call; the clock
+                // id is a constant the kernel either knows or refuses with EINVAL.
+                if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+                    return self.now();
+                }
+                let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
+                let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
+                secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+            }
             #[cfg(test)]
             Self::Manual(now) => now.load(Ordering::SeqCst),
         }
@@ -139,13 +169,37 @@ impl Signals {
     }
 }
 
-/// Per-task values the worker updates before each run segment and the epoch callback reads.
-#[derive(Debug, Default)]
+/// Per-task values the worker updates before each run segment and the epoch callback reads
+/// (`sandbox::arm` sets them; the module doc of `sandbox.rs` has the budget's design).
+#[derive(Debug)]
 pub(crate) struct TaskClock {
     /// Worker currently running the task.
     pub worker: AtomicUsize,
-    /// Clock time at which the execution budget runs out during this segment.
-    pub budget_end: AtomicU64,
-    /// How long building the task's sandbox took, ns (set once, before its first instruction).
+    /// Clock time at which this segment is ended whatever CPU it had: the wall-time backstop.
+    pub backstop_end: AtomicU64,
+    /// Clock time before which the CPU budget cannot have run out (the segment's start plus
+    /// the CPU budget left): the epoch callback reads the CPU clock only from then on.
+    /// `u64::MAX` (the default): no CPU budget armed.
+    pub cpu_from: AtomicU64,
+    /// Reading of the running worker's CPU clock ([`Clock::cpu`]) at which the CPU budget runs
+    /// out. `u64::MAX` (the default): no CPU budget armed.
+    pub cpu_end: AtomicU64,
+    /// CPU time the task had in its finished run segments, ns (sandbox build and teardown
+    /// included): what `Timing::executed` reports.
+    pub cpu: AtomicU64,
+    /// CPU time building the task's sandbox took, ns (set once, before its first instruction).
     pub instantiation: AtomicU64,
+}
+
+impl Default for TaskClock {
+    fn default() -> Self {
+        Self {
+            worker: AtomicUsize::new(0),
+            backstop_end: AtomicU64::new(0),
+            cpu_from: AtomicU64::new(u64::MAX),
+            cpu_end: AtomicU64::new(u64::MAX),
+            cpu: AtomicU64::new(0),
+            instantiation: AtomicU64::new(0),
+        }
+    }
 }

@@ -28,6 +28,9 @@ pub(crate) struct Task {
     pub received: Nanos,
     pub deadline_unix_us: u64,
     pub first_run: Option<Nanos>,
+    /// Wall time it has occupied workers, over all run segments: the execution the scheduler
+    /// sees (policy events, estimator, turnaround), since that is what delays the requests
+    /// behind it. The CPU it had — its budget, what it reports — is `clock.cpu`.
     pub executed: Nanos,
     pub preemptions: u32,
     pub state: TaskState,
@@ -51,7 +54,7 @@ impl Task {
         let timing = Timing {
             queued: Duration::from_nanos(queued),
             instantiation: Duration::from_nanos(self.clock.instantiation.load(Ordering::Relaxed)),
-            executed: Duration::from_nanos(self.executed),
+            executed: Duration::from_nanos(self.clock.cpu.load(Ordering::Relaxed)),
             total: Duration::from_nanos(now.saturating_sub(self.received)),
             preemptions: self.preemptions,
         };

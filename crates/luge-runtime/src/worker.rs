@@ -8,6 +8,10 @@
 //! polled until it finishes or yields; it yields only when the epoch callback finds a preemption
 //! request for it, so `Pending` means "preempted" and the suspended future (store, instance and
 //! fiber stack) goes back to the dispatcher, which may resume it on any worker of its group.
+//!
+//! Each segment is accounted twice: the wall time it occupied the worker (`Task::executed`, the
+//! execution the scheduler sees) and the CPU the worker thread spent on it (`TaskClock::cpu`,
+//! what the execution budget counts and `Timing::executed` reports; `sandbox.rs` has why).
 
 use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
@@ -124,11 +128,13 @@ pub(crate) fn execute(
     }
 }
 
-/// A task started on a worker and not polled yet: its sandbox and when the segment began.
+/// A task started on a worker and not polled yet: its sandbox and when the segment began, on
+/// the clock and on the worker thread's CPU clock.
 pub(crate) struct Segment {
     task: Box<Task>,
     future: SandboxFuture,
     start: Nanos,
+    cpu_start: Nanos,
 }
 
 impl Segment {
@@ -160,9 +166,8 @@ pub(crate) fn begin(
     let start = signals.clock.now();
     task.clock.worker.store(me.index, Ordering::Relaxed);
     let budget = task.function.config.limits.max_execution;
-    task.clock
-        .budget_end
-        .store(sandbox::budget_end(start, budget, task.executed), Ordering::Relaxed);
+    let cpu = task.clock.cpu.load(Ordering::Relaxed);
+    let cpu_start = sandbox::arm(&task.clock, &signals.clock, budget, task.executed, cpu);
     task.first_run.get_or_insert(start);
     send(me, dispatcher, WorkerEvent::Started { sched: task.sched }, false);
     let future = match std::mem::replace(&mut task.state, TaskState::Running) {
@@ -181,7 +186,7 @@ pub(crate) fn begin(
             return None;
         }
     };
-    Some(Segment { task, future, start })
+    Some(Segment { task, future, start, cpu_start })
 }
 
 /// Runs a started segment until the sandbox finishes (answer, `Completed`) or yields to a
@@ -192,7 +197,7 @@ pub(crate) fn finish(
     signals: &Arc<Signals>,
     segment: Segment,
 ) {
-    let Segment { mut task, mut future, start } = segment;
+    let Segment { mut task, mut future, start, cpu_start } = segment;
     let flag = &signals.workers[me.index].preempt;
     let mut cx = Context::from_waker(Waker::noop());
     // A panic in the host while it runs a sandbox (a bug in the WASI layer or below) ends that
@@ -203,8 +208,7 @@ pub(crate) fn finish(
         Err(panic) => {
             drop(future);
             let _ = flag.compare_exchange(task.sched.0, 0, Ordering::AcqRel, Ordering::Relaxed);
-            let now = signals.clock.now();
-            task.executed += now.saturating_sub(start);
+            let now = ended(&mut task, signals, start, cpu_start);
             let what = panic_text(panic.as_ref());
             tracing::error!(
                 request_id = task.id,
@@ -221,8 +225,7 @@ pub(crate) fn finish(
             drop(future); // return the pool slot before answering
             // A preemption that lost the race with completion must not stay pending (race 2).
             let _ = flag.compare_exchange(task.sched.0, 0, Ordering::AcqRel, Ordering::Relaxed);
-            let now = signals.clock.now();
-            task.executed += now.saturating_sub(start);
+            let now = ended(&mut task, signals, start, cpu_start);
             if let Some(text) = &done.stderr {
                 tracing::info!(
                     request_id = task.id,
@@ -233,13 +236,24 @@ pub(crate) fn finish(
             complete(me, dispatcher, *task, now, done.result);
         }
         Poll::Pending => {
-            let now = signals.clock.now();
-            task.executed += now.saturating_sub(start);
+            ended(&mut task, signals, start, cpu_start);
             task.preemptions += 1;
             task.state = TaskState::Suspended(future);
             send(me, dispatcher, WorkerEvent::Preempted { task }, true);
         }
     }
+}
+
+/// Accounts a run segment of `task` that began at `start` (clock) and `cpu_start` (this
+/// thread's CPU clock) and ends now: the wall time it occupied the worker (`Task::executed`,
+/// what the scheduler's estimator and turnaround see) and the CPU it had (`TaskClock::cpu`,
+/// what its budget counted and `Timing::executed` reports). Returns the clock's now.
+fn ended(task: &mut Task, signals: &Signals, start: Nanos, cpu_start: Nanos) -> Nanos {
+    let now = signals.clock.now();
+    let cpu = signals.clock.cpu().saturating_sub(cpu_start);
+    task.executed += now.saturating_sub(start);
+    task.clock.cpu.fetch_add(cpu, Ordering::Relaxed);
+    now
 }
 
 /// Answers `task` with `result` and reports the end of its run to the dispatcher.
