@@ -117,7 +117,8 @@ impl Default for RuntimeConfig {
 /// Per-function limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Execution-time budget; a request running longer is killed.
+    /// Execution budget in CPU time (the worker thread's CPU clock); a request using more is
+    /// killed, as is one that holds a worker 10× as long in wall time without getting that CPU.
     pub max_execution: Duration,
     /// Linear-memory cap in bytes (at most [`RuntimeConfig::max_memory_bytes`]).
     pub max_memory_bytes: u64,
