@@ -8,6 +8,8 @@
 //!   function id sits at a fixed offset ahead of the payload). Decoding never panics or allocates.
 //! - [`Status`] — response status codes and the HTTP status each maps to.
 //! - [`reply_to_invalid`] — whether and how to answer a datagram that did not decode.
+//! - [`RequestFields`], [`validate_deadline`], [`validate_expected`] — the one check of a
+//!   request's deadline and expected execution, and the meaning of `0`, for both protocols.
 //! - [`DedupCache`] — the server's bounded cache of recent responses, so that a retransmitted
 //!   request is answered, not executed twice.
 //! - [`Backoff`] — the client's retransmission schedule, bounded by the remaining deadline.
@@ -17,12 +19,17 @@
 
 mod backoff;
 mod dedup;
+mod fields;
 mod http;
 mod status;
 mod wire;
 
 pub use crate::backoff::Backoff;
 pub use crate::dedup::{DedupCache, Seen};
+pub use crate::fields::{
+    Field, FieldError, MAX_FIELD_US, RequestFields, validate_deadline, validate_expected,
+    validate_us,
+};
 pub use crate::http::{
     DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, OUTCOME_HEADER,
     QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, micros, nanos,

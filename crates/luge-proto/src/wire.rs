@@ -7,6 +7,7 @@
 
 use thiserror::Error;
 
+use crate::fields::{FieldError, RequestFields};
 use crate::status::Status;
 
 /// The first two bytes of every message: ASCII `"LU"`.
@@ -68,7 +69,9 @@ impl Kind {
     }
 }
 
-/// The flags field (bytes 4–7). Unknown bits are preserved.
+/// The flags field (bytes 4–7). Bits without a meaning are ignored by receivers and preserved
+/// by the decoder (a datagram re-encodes to the same bytes); they never make a datagram
+/// malformed (`docs/protocol.md` §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Flags(pub u32);
 
@@ -100,10 +103,20 @@ pub struct RequestHeader {
     pub flags: Flags,
     /// Numeric id of the function to invoke.
     pub function: u32,
-    /// Relative deadline in µs from receipt; 0 = the function's default.
+    /// Relative deadline in µs from receipt; 0 = the function's default; at most
+    /// [`MAX_FIELD_US`](crate::MAX_FIELD_US) (see [`RequestHeader::fields`]).
     pub deadline_us: u32,
-    /// Expected execution in µs; 0 = none. Trusted only where the tenant's config allows.
+    /// Expected execution in µs; 0 = none; at most [`MAX_FIELD_US`](crate::MAX_FIELD_US).
+    /// Trusted only where the tenant's config allows.
     pub expected_us: u32,
+}
+
+impl RequestHeader {
+    /// The deadline and expected execution, checked as both protocols check them
+    /// ([`RequestFields::from_us`]).
+    pub fn fields(&self) -> Result<RequestFields, FieldError> {
+        RequestFields::from_us(u64::from(self.deadline_us), u64::from(self.expected_us))
+    }
 }
 
 /// The fixed fields of a Response.
@@ -406,7 +419,9 @@ pub fn decode(data: &[u8]) -> Result<Message<'_>, DecodeError> {
     if len > MAX_DATAGRAM {
         return Err(DecodeError::TooLarge { len });
     }
-    if len < PREFIX_LEN {
+    // Magic and version are read from the frozen prefix alone, before anything of version 1's
+    // layout: a later version's datagram is `UnsupportedVersion` whatever its length (§8).
+    if len < FROZEN_PREFIX_LEN {
         return Err(DecodeError::Truncated { len, needed: PREFIX_LEN });
     }
     if data[0..2] != MAGIC {
@@ -414,6 +429,9 @@ pub fn decode(data: &[u8]) -> Result<Message<'_>, DecodeError> {
     }
     if data[2] != VERSION {
         return Err(DecodeError::UnsupportedVersion(data[2]));
+    }
+    if len < PREFIX_LEN {
+        return Err(DecodeError::Truncated { len, needed: PREFIX_LEN });
     }
     let kind = Kind::from_u8(data[3]).ok_or(DecodeError::UnknownKind(data[3]))?;
     let header_len = kind.header_len();
@@ -481,10 +499,12 @@ impl InvalidReply {
 }
 
 /// Whether to answer an invalid datagram (`docs/protocol.md` §7): only when it carries the frozen
-/// 16-byte prefix with our magic and is not itself a reply. Whether the peer address is usable is
-/// the caller's check.
+/// 16-byte prefix with our magic, is not itself a reply, and is at least as long as the
+/// 40-byte reply — an answer to a datagram whose source nobody verified must not be larger
+/// than the datagram, or the server amplifies a spoofer's traffic. Whether the peer address is
+/// usable, and the rate limits, are the caller's checks.
 pub fn reply_to_invalid(datagram: &[u8], err: &DecodeError) -> Option<InvalidReply> {
-    if datagram.len() < FROZEN_PREFIX_LEN || datagram[0..2] != MAGIC {
+    if datagram.len() < RESPONSE_HEADER_LEN.max(FROZEN_PREFIX_LEN) || datagram[0..2] != MAGIC {
         return None;
     }
     if Kind::from_u8(datagram[3]).is_some_and(Kind::is_reply) {
@@ -495,7 +515,7 @@ pub fn reply_to_invalid(datagram: &[u8], err: &DecodeError) -> Option<InvalidRep
 
 /// The fuzz target: decodes `data`; a datagram that decodes must re-encode to exactly `data`, and
 /// for one that does not, the reply decision is evaluated and, if any, its reply must encode
-/// within 40 bytes. Panics only on a violated invariant, i.e. a bug.
+/// within 40 bytes and be no longer than `data`. Panics only on a violated invariant, i.e. a bug.
 pub fn fuzz_decode(data: &[u8]) {
     match decode(data) {
         Ok(msg) => {
@@ -507,6 +527,7 @@ pub fn fuzz_decode(data: &[u8]) {
             if let Some(reply) = reply_to_invalid(data, &err) {
                 let mut buf = [0; RESPONSE_HEADER_LEN];
                 assert_eq!(reply.message().encode_into(&mut buf), Ok(RESPONSE_HEADER_LEN));
+                assert!(RESPONSE_HEADER_LEN <= data.len(), "a reply must not amplify");
             }
         }
     }
@@ -601,6 +622,9 @@ mod tests {
         assert_eq!(decode(&d), Err(DecodeError::UnknownKind(9)));
         d[2] = 2;
         assert_eq!(decode(&d), Err(DecodeError::UnsupportedVersion(2)));
+        // A later version is recognised from the frozen prefix alone, however short the rest.
+        assert_eq!(decode(&d[..16]), Err(DecodeError::UnsupportedVersion(2)));
+        assert_eq!(decode(&d[..15]), Err(DecodeError::Truncated { len: 15, needed: 20 }));
         d[0] = b'X';
         assert_eq!(decode(&d), Err(DecodeError::BadMagic));
         let big = vec![0; MAX_DATAGRAM + 1];
@@ -615,8 +639,9 @@ mod tests {
 
     #[test]
     fn invalid_datagrams_get_replies_only_when_attributable() {
-        let mut v2 = GOLDEN_REQUEST;
+        let mut v2 = GOLDEN_REQUEST.to_vec();
         v2[2] = 2;
+        v2.resize(RESPONSE_HEADER_LEN, 0);
         let err = decode(&v2).err();
         assert_eq!(err, Some(DecodeError::UnsupportedVersion(2)));
         let reply = err.and_then(|e| reply_to_invalid(&v2, &e));
@@ -626,13 +651,16 @@ mod tests {
         );
         let short = DecodeError::Truncated { len: 15, needed: PREFIX_LEN };
         assert_eq!(reply_to_invalid(&GOLDEN_REQUEST[..15], &short), None);
+        // Attributable but shorter than the 40-byte reply: answering would amplify.
         let truncated = DecodeError::Truncated { len: 16, needed: PREFIX_LEN };
-        assert_eq!(
-            reply_to_invalid(&GOLDEN_REQUEST[..16], &truncated).map(|r| r.status),
-            Some(Status::Malformed)
-        );
+        assert_eq!(reply_to_invalid(&GOLDEN_REQUEST[..16], &truncated), None);
+        assert_eq!(reply_to_invalid(&v2[..16], &DecodeError::UnsupportedVersion(2)), None);
+        let mut long = GOLDEN_REQUEST.to_vec();
+        long.resize(RESPONSE_HEADER_LEN, 0);
+        let mismatch = DecodeError::LengthMismatch { declared: 2, actual: 8 };
+        assert_eq!(reply_to_invalid(&long, &mismatch).map(|r| r.status), Some(Status::Malformed));
         // A malformed reply is never answered.
-        assert_eq!(reply_to_invalid(&GOLDEN_RESPONSE[..30], &truncated), None);
+        assert_eq!(reply_to_invalid(&GOLDEN_RESPONSE[..41], &mismatch), None);
         let mut foreign = GOLDEN_REQUEST;
         foreign[1] = 0;
         assert_eq!(reply_to_invalid(&foreign, &DecodeError::BadMagic), None);

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 
 use luge_proto::{
-    DecodeError, DedupCache, Echo, FROZEN_PREFIX_LEN, Flags, MAX_DATAGRAM, Message, Request,
+    DecodeError, DedupCache, Echo, Flags, MAX_DATAGRAM, Message, RESPONSE_HEADER_LEN, Request,
     RequestHeader, Response, ResponseHeader, Seen, Status, decode, fuzz_decode, reply_to_invalid,
 };
 use proptest::collection::vec;
@@ -126,7 +126,8 @@ proptest! {
                 DecodeError::Truncated { .. } | DecodeError::LengthMismatch { .. }
             ), "{err:?}");
             let reply = reply_to_invalid(cut, &err);
-            prop_assert_eq!(reply.is_some(), n >= FROZEN_PREFIX_LEN && !is_reply);
+            // Answered only when attributable, not a reply, and no shorter than the answer.
+            prop_assert_eq!(reply.is_some(), n >= RESPONSE_HEADER_LEN && !is_reply);
             if let Some(reply) = reply {
                 prop_assert_eq!(reply.request_id, m.view().request_id());
                 prop_assert_eq!(reply.status, Status::Malformed);
