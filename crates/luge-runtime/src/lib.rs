@@ -4,15 +4,16 @@
 //!
 //! - [`Runtime`] — start from a [`RuntimeConfig`], [`register`](Runtime::register) functions,
 //!   [`submit`](Runtime::submit) requests (each gets exactly one [`Outcome`]), shut down.
-//! - Function ABI (Sledge): request body on stdin, response on stdout, stderr to the log, exit
+//! - Function ABI (Sledge): request body on stdin, response on stdout, stderr to the log
+//!   (bounded and rate-limited; [`stderr_lines_suppressed`] counts what was dropped), exit
 //!   status 0 = success; WASI preview1 through Luge's own non-blocking layer.
 //! - Threads: one ticker (epoch), one dispatcher per worker group driving the policy, one worker
 //!   per core running sandboxes as fibers; see `dispatcher.rs` for the design and its races.
 //!
 //! Modules are layered, each using only those below it (no import cycles): `tenants` · `config`,
-//! `outcome`, `error` · `signals` (clock, epoch, flags), `notify`, `reply`, `turnaround`, `engine` · `wasi`
-//! · `store` · `registry` · `sandbox` · `task` · `dispatcher` (knows tasks, not sandboxes) ·
-//! `worker` · `runtime`. The clock, the epoch and the epoch hook are injected through `signals`,
+//! `outcome`, `error` · `signals` (clock, epoch, flags), `notify`, `reply`, `turnaround`, `engine`,
+//! `stderr_log` · `wasi` · `store` · `registry` · `sandbox` · `task` · `dispatcher` (knows tasks,
+//! not sandboxes) · `worker` · `runtime`. The clock, the epoch and the epoch hook are injected through `signals`,
 //! so `races.rs` drives a dispatcher and a worker deterministically under a manual clock.
 
 mod affinity;
@@ -27,6 +28,7 @@ mod reply;
 mod runtime;
 mod sandbox;
 mod signals;
+mod stderr_log;
 mod store;
 mod task;
 mod tenants;
@@ -41,5 +43,6 @@ pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing, TrapKi
 pub use crate::registry::Function;
 pub use crate::reply::Ticket;
 pub use crate::runtime::{Health, Runtime, SubmitOptions};
+pub use crate::stderr_log::stderr_lines_suppressed;
 pub use crate::tenants::{CPU_WINDOW, TenantConfig, TenantLimit, TenantStats};
 pub use luge_sched::PolicyKind;

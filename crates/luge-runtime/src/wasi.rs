@@ -23,8 +23,8 @@ const ENOSYS: i32 = 52;
 const ENOTSUP: i32 = 58;
 const ESPIPE: i32 = 70;
 
-/// How many bytes of a request's stderr reach the log.
-const STDERR_KEPT: usize = 4096;
+/// How many bytes of a request's stderr reach the log (`stderr_log` rate-limits the lines).
+pub(crate) const STDERR_KEPT: usize = 1024;
 
 /// The guest ended itself with `proc_exit(code)`.
 #[derive(Debug, Clone, Copy, thiserror::Error)]

@@ -227,11 +227,8 @@ pub(crate) fn finish(
             let _ = flag.compare_exchange(task.sched.0, 0, Ordering::AcqRel, Ordering::Relaxed);
             let now = ended(&mut task, signals, start, cpu_start);
             if let Some(text) = &done.stderr {
-                tracing::info!(
-                    request_id = task.id,
-                    function = %task.function.config.name,
-                    "stderr: {text}"
-                );
+                // Guest-controlled: bounded per request and rate-limited (`stderr_log`).
+                crate::stderr_log::log_stderr(task.id, &task.function.config.name, text);
             }
             complete(me, dispatcher, *task, now, done.result);
         }
