@@ -3,6 +3,7 @@
 //! and its front ends and shuts them down in order.
 
 mod http;
+mod log_limit;
 mod metrics;
 pub mod net;
 mod node;

@@ -1,16 +1,19 @@
 //! Prometheus metrics shared by the front ends: request counters by function,
 //! outcome and protocol; latency and execution histograms by function; malformed-input
-//! counters; gauges read from the runtime at scrape time.
+//! counters; the UDP-RPC front end's own counters (`luge_udp_*_total`, registered by the
+//! front end when it starts); suppressed log lines; gauges read from the runtime at scrape time.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use luge_runtime::{Outcome, Runtime};
 
+use crate::log_limit::{self, LogKind};
 use crate::status::{OUTCOMES, outcome_index};
+use crate::udp::{UdpCounters, UdpStats};
 
 /// Upper bounds of the histogram buckets, in seconds (10 µs … 10 s).
 const BUCKETS: [f64; 13] =
@@ -103,6 +106,8 @@ impl FunctionMetrics {
 pub struct Metrics {
     functions: RwLock<BTreeMap<String, FunctionMetrics>>,
     malformed: Mutex<BTreeMap<(Protocol, &'static str), u64>>,
+    /// The counters of the UDP-RPC front ends reporting here (normally one), rendered summed.
+    udp: Mutex<Vec<Arc<UdpCounters>>>,
 }
 
 impl Metrics {
@@ -128,6 +133,12 @@ impl Metrics {
     pub fn malformed(&self, protocol: Protocol, reason: &'static str) {
         let mut m = self.malformed.lock().unwrap_or_else(|p| p.into_inner());
         *m.entry((protocol, reason)).or_default() += 1;
+    }
+
+    /// Adds a UDP-RPC front end's counters to what [`render`](Self::render) reports. Kept for
+    /// the registry's lifetime, so the counters never go back when a front end stops.
+    pub(crate) fn register_udp(&self, counters: Arc<UdpCounters>) {
+        self.udp.lock().unwrap_or_else(|p| p.into_inner()).push(counters);
     }
 
     /// Requests counted so far for `function` with outcome label `outcome` (tests, status page).
@@ -206,6 +217,16 @@ impl Metrics {
                 escape(r)
             );
         }
+        self.render_udp(&mut out);
+        out.push_str(
+            "# HELP luge_log_lines_suppressed_total Log lines dropped by the rate limits, by \
+             kind: repeated failures (udp_receive, udp_send, internal), guest_stderr.\n# TYPE luge_log_lines_suppressed_total counter\n",
+        );
+        let stderr = ("guest_stderr", luge_runtime::stderr_lines_suppressed());
+        let server = LogKind::ALL.map(|kind| (kind.label(), log_limit::suppressed(kind)));
+        for (kind, n) in server.into_iter().chain([stderr]) {
+            let _ = writeln!(out, "luge_log_lines_suppressed_total{{kind=\"{kind}\"}} {n}");
+        }
         let _ = writeln!(
             out,
             "# HELP luge_live_sandboxes Sandboxes alive (running or preempted).\n# TYPE luge_live_sandboxes gauge\nluge_live_sandboxes {}",
@@ -218,6 +239,25 @@ impl Metrics {
         );
         render_tenants(&mut out, runtime);
         out
+    }
+}
+
+impl Metrics {
+    /// `luge_udp_<counter>_total` for every [`UdpStats`] counter, summed over the registered
+    /// front ends; nothing when none is registered.
+    fn render_udp(&self, out: &mut String) {
+        let udp = self.udp.lock().unwrap_or_else(|p| p.into_inner());
+        if udp.is_empty() {
+            return;
+        }
+        let total = udp.iter().fold(UdpStats::default(), |sum, c| sum.plus(c.snapshot()));
+        drop(udp);
+        for (name, help, value) in total.series() {
+            let _ = writeln!(
+                out,
+                "# HELP luge_udp_{name}_total UDP-RPC: {help}\n# TYPE luge_udp_{name}_total counter\nluge_udp_{name}_total {value}"
+            );
+        }
     }
 }
 

@@ -27,6 +27,15 @@ pub fn rpc_status(result: &Result<Vec<u8>, Failure>) -> Status {
     }
 }
 
+/// The message a protocol sends for `failure`: its `Display`, except that a function not found is
+/// said to be not found (`not found: unknown function `f``) rather than a bad request.
+pub(crate) fn failure_message(failure: &Failure) -> String {
+    match failure {
+        Failure::BadRequest(b @ BadRequest::UnknownFunction(_)) => format!("not found: {b}"),
+        other => other.to_string(),
+    }
+}
+
 /// The HTTP status code of a result: 200, 400, 404, 413, 429, 503, 504 or 500.
 pub fn http_status(result: &Result<Vec<u8>, Failure>) -> u16 {
     rpc_status(result).http_status()
@@ -75,4 +84,17 @@ pub(crate) fn outcome_index(result: &Result<Vec<u8>, Failure>) -> usize {
 /// A short stable label of a result for metrics and logs (`ok`, `trap`, `killed`, …).
 pub fn outcome_label(result: &Result<Vec<u8>, Failure>) -> &'static str {
     OUTCOMES[outcome_index(result)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_function_is_not_found_not_a_bad_request() {
+        let missing = Failure::BadRequest(BadRequest::UnknownFunction("f".into()));
+        assert_eq!(failure_message(&missing), "not found: unknown function `f`");
+        let big = Failure::BadRequest(BadRequest::TooLarge { size: 2, cap: 1 });
+        assert_eq!(failure_message(&big), big.to_string());
+    }
 }

@@ -23,6 +23,7 @@ use luge_runtime::{
     BadRequest, Failure, Function, Outcome, Rejection, Runtime, SubmitOptions, Timing,
 };
 
+use crate::log_limit::{LogKind, log_limited};
 use crate::metrics::{Metrics, Protocol};
 use crate::request_log::{Entry, RequestLog, Sampler};
 
@@ -141,15 +142,26 @@ impl Gate {
     /// The outcome of a request to `function` refused by the front end before submission,
     /// recorded, under a local id. Its time in the node counts from `received`.
     pub fn refuse(&self, function: &Function, failure: Failure, received: Instant) -> Outcome {
+        self.refuse_call(function, failure, received, (None, None))
+    }
+
+    /// [`refuse`](Self::refuse), with the client's address and own id for the request log.
+    pub fn refuse_call(
+        &self,
+        function: &Function,
+        failure: Failure,
+        received: Instant,
+        client: (Option<SocketAddr>, Option<u64>),
+    ) -> Outcome {
         let outcome = self.local(Err(failure), Some(received));
-        self.account(function, &outcome, (None, None), function.config.relative_deadline);
+        self.account(function, &outcome, client, function.config.relative_deadline);
         outcome
     }
 
     /// Records one answered request in the metrics and the request log (`RequestLog`: off by
     /// default, as refusals, traps and limits are caused by clients and guests, are counted in
     /// /metrics, and at overload would write tens of thousands of lines a second); a failure
-    /// of the node itself is always a warning.
+    /// of the node itself is a warning, at most `log_limit::LINES_PER_SEC` a second.
     fn account(
         &self,
         function: &Function,
@@ -170,7 +182,14 @@ impl Gate {
         };
         self.log.record(&entry);
         if let Err(failure @ Failure::Internal(_)) = &outcome.result {
-            tracing::warn!(request_id = outcome.request_id, function = name, "{failure}");
+            // Rate-limited: a node failing every request must not write a line for each.
+            log_limited!(
+                LogKind::Internal,
+                tracing::Level::WARN,
+                request_id = outcome.request_id,
+                function = name,
+                "{failure}"
+            );
         }
     }
 

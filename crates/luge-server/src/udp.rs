@@ -39,6 +39,28 @@
 //! kernel refuses is counted ([`UdpStats::send_errors`]) and still cached, so the client's
 //! retransmission is answered from the cache.
 //!
+//! # Replies nobody asked the runtime for
+//!
+//! A UDP source is unverified: a datagram may carry a victim's address. So every reply the
+//! front end produces on its own — to an invalid datagram, and the refusals it gives before a
+//! request reaches the runtime (`UnknownFunction`, `BadRequest`, `Overloaded` when the
+//! duplicate cache is full, `ShuttingDown`) — must not let a spoofer aim traffic at someone:
+//!
+//! - it takes a token from its source's bucket and from a global one ([`limit`]); without
+//!   tokens it is not sent, only counted ([`UdpStats::invalid_replies_limited`],
+//!   [`UdpStats::refusals_limited`]);
+//! - it is no larger than the datagram that caused it: the message is cut to fit
+//!   ([`reply_room`]), and a datagram shorter than the 40-byte reply gets none (counted:
+//!   [`UdpStats::refusals_too_short`]). So a Request with a payload under 8 bytes that the front
+//!   end refuses goes unanswered and its client times out: the price of never answering a
+//!   spoofer with more bytes than it sent.
+//!
+//! Refusals the runtime produces (`DeadlineInfeasible`, `Overloaded`, `TooLarge`) have their
+//! message cut to the request's size the same way (so at most the 40-byte header, 1.25× a
+//! 32-byte request) but are not rate-limited: the request named a registered function, the
+//! runtime's admission ran, and a load generator must see every refusal it caused. A spoofer
+//! naming a registered function gets no more from a refusal than from the function's own answer.
+//!
 //! # Duplicate suppression
 //!
 //! A [`DedupCache`] behind a `Mutex`, locked briefly by the receive thread (`mark_in_flight`,
@@ -54,6 +76,7 @@
 //! request in flight has been answered or the grace passes. Then it stops the receive thread with
 //! a self-addressed wake-up datagram (the socket also has a read timeout as a fallback).
 
+mod limit;
 mod receiver;
 pub(crate) mod sys;
 
@@ -72,9 +95,10 @@ use luge_proto::{
 };
 use luge_runtime::{Outcome, Runtime};
 
+use crate::log_limit::{LogKind, log_limited};
 use crate::metrics::{Metrics, Protocol};
 use crate::request_log::RequestLog;
-use crate::status::rpc_status;
+use crate::status::{failure_message, rpc_status};
 use crate::submit::{Call, FunctionKey, Gate};
 
 use self::receiver::Receiver;
@@ -103,9 +127,13 @@ pub struct UdpConfig {
     pub recv_buffer_bytes: usize,
     /// `SO_SNDBUF` to ask for (0 = the kernel's default; capped at `wmem_max`).
     pub send_buffer_bytes: usize,
-    /// Replies to invalid datagrams allowed per second (§7 asks servers to rate-limit them);
-    /// the excess is counted and dropped.
+    /// Replies the front end produces on its own (to invalid datagrams, and refusals before
+    /// the runtime: unknown function, bad field, cache full, draining) allowed per second over
+    /// all sources, in bursts of as many; the excess is counted and dropped (§7, §11.1).
     pub invalid_replies_per_sec: u32,
+    /// The same replies allowed per second to one source (an IPv4 address or an IPv6 /64), in
+    /// bursts of as many: a spoofed source is answered at most this often.
+    pub refusals_per_source_per_sec: u32,
     /// Which answered requests get a line in the request log (`luge::request`).
     pub request_log: RequestLog,
 }
@@ -121,6 +149,7 @@ impl Default for UdpConfig {
             recv_buffer_bytes: 4 << 20,
             send_buffer_bytes: 4 << 20,
             invalid_replies_per_sec: 1_000,
+            refusals_per_source_per_sec: 50,
             request_log: RequestLog::Off,
         }
     }
@@ -159,7 +188,7 @@ pub struct UdpStats {
     pub malformed: u64,
     /// Replies sent to invalid datagrams.
     pub invalid_replies: u64,
-    /// Replies to invalid datagrams suppressed by the rate limit.
+    /// Replies to invalid datagrams suppressed by the rate limits (per source or global).
     pub invalid_replies_limited: u64,
     /// Well-formed replies (Response, Pong) received, which are never answered.
     pub stray_replies: u64,
@@ -171,6 +200,14 @@ pub struct UdpStats {
     pub replayed: u64,
     /// Requests for an unknown function id.
     pub unknown_function: u64,
+    /// Requests refused `BadRequest` (a field out of range).
+    pub bad_request: u64,
+    /// Refusals before the runtime (unknown function, bad request, cache full, draining) not
+    /// sent because of the rate limits (per source or global).
+    pub refusals_limited: u64,
+    /// Refusals before the runtime not sent because the request was shorter than the 40-byte
+    /// reply (a reply must never be larger than the datagram that caused it).
+    pub refusals_too_short: u64,
     /// Requests refused because every cache entry was in flight.
     pub overloaded: u64,
     /// Requests refused while draining.
@@ -179,8 +216,85 @@ pub struct UdpStats {
     pub send_errors: u64,
 }
 
+impl UdpStats {
+    /// Every counter with its metric name (`luge_udp_<name>_total`) and help text.
+    pub(crate) fn series(&self) -> [(&'static str, &'static str, u64); 17] {
+        [
+            ("datagrams", "Datagrams received.", self.datagrams),
+            ("submitted", "Requests submitted to the runtime.", self.submitted),
+            ("pings", "Pings answered.", self.pings),
+            ("malformed", "Datagrams that did not decode.", self.malformed),
+            ("invalid_replies", "Replies sent to invalid datagrams.", self.invalid_replies),
+            (
+                "invalid_replies_limited",
+                "Replies to invalid datagrams suppressed by the per-source or global rate limit.",
+                self.invalid_replies_limited,
+            ),
+            ("stray_replies", "Responses and Pongs received (never answered).", self.stray_replies),
+            ("retransmits", "Requests carrying the RETRANSMIT flag.", self.retransmits),
+            (
+                "duplicates_dropped",
+                "Retransmits of requests in flight, dropped.",
+                self.duplicates_dropped,
+            ),
+            (
+                "replayed",
+                "Retransmits of finished requests answered from the cache.",
+                self.replayed,
+            ),
+            ("unknown_function", "Requests for an unknown function id.", self.unknown_function),
+            (
+                "bad_request",
+                "Requests refused BadRequest (a field out of range).",
+                self.bad_request,
+            ),
+            (
+                "refusals_limited",
+                "Refusals before the runtime suppressed by the per-source or global rate limit.",
+                self.refusals_limited,
+            ),
+            (
+                "refusals_too_short",
+                "Refusals before the runtime not sent: the request was shorter than the reply.",
+                self.refusals_too_short,
+            ),
+            (
+                "overloaded",
+                "Requests refused because the duplicate cache was full.",
+                self.overloaded,
+            ),
+            ("shutting_down", "Requests refused while draining.", self.shutting_down),
+            ("send_errors", "Replies the kernel refused to send.", self.send_errors),
+        ]
+    }
+
+    /// The counters of `self` and `other` added (several front ends on one registry).
+    pub(crate) fn plus(self, other: UdpStats) -> UdpStats {
+        UdpStats {
+            datagrams: self.datagrams + other.datagrams,
+            submitted: self.submitted + other.submitted,
+            pings: self.pings + other.pings,
+            malformed: self.malformed + other.malformed,
+            invalid_replies: self.invalid_replies + other.invalid_replies,
+            invalid_replies_limited: self.invalid_replies_limited + other.invalid_replies_limited,
+            stray_replies: self.stray_replies + other.stray_replies,
+            retransmits: self.retransmits + other.retransmits,
+            duplicates_dropped: self.duplicates_dropped + other.duplicates_dropped,
+            replayed: self.replayed + other.replayed,
+            unknown_function: self.unknown_function + other.unknown_function,
+            bad_request: self.bad_request + other.bad_request,
+            refusals_limited: self.refusals_limited + other.refusals_limited,
+            refusals_too_short: self.refusals_too_short + other.refusals_too_short,
+            overloaded: self.overloaded + other.overloaded,
+            shutting_down: self.shutting_down + other.shutting_down,
+            send_errors: self.send_errors + other.send_errors,
+        }
+    }
+}
+
+/// The live counters of one UDP front end, shared with the [`Metrics`] registry it reports to.
 #[derive(Debug, Default)]
-struct Counters {
+pub(crate) struct UdpCounters {
     datagrams: AtomicU64,
     submitted: AtomicU64,
     pings: AtomicU64,
@@ -192,6 +306,9 @@ struct Counters {
     duplicates_dropped: AtomicU64,
     replayed: AtomicU64,
     unknown_function: AtomicU64,
+    bad_request: AtomicU64,
+    refusals_limited: AtomicU64,
+    refusals_too_short: AtomicU64,
     overloaded: AtomicU64,
     shutting_down: AtomicU64,
     send_errors: AtomicU64,
@@ -201,8 +318,8 @@ fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-impl Counters {
-    fn snapshot(&self) -> UdpStats {
+impl UdpCounters {
+    pub(crate) fn snapshot(&self) -> UdpStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         UdpStats {
             datagrams: get(&self.datagrams),
@@ -216,6 +333,9 @@ impl Counters {
             duplicates_dropped: get(&self.duplicates_dropped),
             replayed: get(&self.replayed),
             unknown_function: get(&self.unknown_function),
+            bad_request: get(&self.bad_request),
+            refusals_limited: get(&self.refusals_limited),
+            refusals_too_short: get(&self.refusals_too_short),
             overloaded: get(&self.overloaded),
             shutting_down: get(&self.shutting_down),
             send_errors: get(&self.send_errors),
@@ -232,7 +352,8 @@ struct Shared {
     dedup: Mutex<DedupCache>,
     /// The receive thread exits.
     stop: AtomicBool,
-    counters: Counters,
+    /// Also registered with `metrics`, which renders them in /metrics.
+    counters: Arc<UdpCounters>,
 }
 
 impl Shared {
@@ -244,11 +365,13 @@ impl Shared {
         self.dedup.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Renders the answer to a submitted request: encode, send, cache. Runs on a runtime
-    /// thread (or on the receive thread for an immediate refusal); never blocks. The gate has
-    /// counted and recorded it.
-    fn answer(&self, peer: SocketAddr, request_id: u64, outcome: Outcome) {
+    /// Renders the answer to a submitted request of `request_len` bytes: encode, send, cache.
+    /// Runs on a runtime thread (or on the receive thread for an immediate refusal); never
+    /// blocks. The gate has counted and recorded it. A refusal's message is cut so that the
+    /// answer is no larger than the request ([`reply_room`]).
+    fn answer(&self, peer: SocketAddr, request_id: u64, request_len: usize, outcome: Outcome) {
         let mut status = rpc_status(&outcome.result);
+        let refusal = matches!(status.class(), StatusClass::Client | StatusClass::Refused);
         let message;
         let payload: &[u8] = match &outcome.result {
             Ok(stdout) if stdout.len() <= MAX_RESPONSE_PAYLOAD => stdout,
@@ -261,8 +384,9 @@ impl Shared {
                 message.as_bytes()
             }
             Err(failure) => {
-                message = failure.to_string();
-                truncate_utf8(&message, MAX_RESPONSE_PAYLOAD)
+                message = failure_message(failure);
+                let room = if refusal { reply_room(request_len) } else { MAX_RESPONSE_PAYLOAD };
+                truncate_utf8(&message, room)
             }
         };
         let header = ResponseHeader {
@@ -279,14 +403,17 @@ impl Shared {
         // executed request is cached *after* its response is sent (the cache takes the bytes
         // and marks them REPLAYED); a retransmit arriving in between is dropped, harmlessly:
         // the original response is already on its way.
-        let cache =
-            encoded && !matches!(status.class(), StatusClass::Client | StatusClass::Refused);
+        let cache = encoded && !refusal;
         if !cache {
             self.dedup().abandon(peer, request_id);
         }
         if encoded {
             if let Err(e) = sys::send_to(self.fd(), &bytes, peer, libc::MSG_DONTWAIT) {
-                tracing::debug!("udp: cannot send the response to {peer}: {e}");
+                log_limited!(
+                    LogKind::UdpSend,
+                    tracing::Level::DEBUG,
+                    "udp: cannot send the response to {peer}: {e}"
+                );
                 bump(&self.counters.send_errors);
             }
         } else {
@@ -297,6 +424,13 @@ impl Shared {
             self.dedup().complete(peer, request_id, bytes);
         }
     }
+}
+
+/// How many payload bytes a reply the server gives without running anything — a refusal, an
+/// answer to an invalid datagram — may carry in answer to a datagram of `cause_len` bytes, so
+/// that the reply is no larger than its cause (0 when even the bare header is larger).
+pub(crate) fn reply_room(cause_len: usize) -> usize {
+    cause_len.saturating_sub(RESPONSE_HEADER_LEN).min(MAX_RESPONSE_PAYLOAD)
 }
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
@@ -352,13 +486,15 @@ impl UdpServer {
         }
         let gate =
             Arc::new(Gate::new(runtime, Arc::clone(&metrics), Protocol::Rpc, config.request_log));
+        let counters = Arc::new(UdpCounters::default());
+        metrics.register_udp(Arc::clone(&counters));
         let shared = Arc::new(Shared {
             socket,
             metrics,
             gate,
             dedup: Mutex::new(DedupCache::new(config.dedup_entries, config.dedup_bytes)),
             stop: AtomicBool::new(false),
-            counters: Counters::default(),
+            counters,
         });
         let receiver = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -457,6 +593,14 @@ pub fn usable(peer: SocketAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replies_are_no_larger_than_their_cause() {
+        assert_eq!(reply_room(0), 0);
+        assert_eq!(reply_room(RESPONSE_HEADER_LEN), 0);
+        assert_eq!(reply_room(RESPONSE_HEADER_LEN + 5), 5);
+        assert_eq!(reply_room(usize::MAX), MAX_RESPONSE_PAYLOAD);
+    }
 
     #[test]
     fn truncation_keeps_characters_whole() {

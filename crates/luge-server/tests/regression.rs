@@ -51,7 +51,8 @@ fn a_refusal_reported_no_time_in_the_node() {
 fn an_unknown_rpc_function_was_not_counted_as_malformed() {
     let node = rpc_node(1 << 20);
     let mut client = RpcClient::connect(node.rpc_addr().unwrap()).unwrap();
-    let reply = client.call(4242, b"x", opts()).unwrap();
+    // Padded: a refusal is never larger than its request, so one under 40 bytes gets none.
+    let reply = client.call(4242, b"x, padded to 8 bytes", opts()).unwrap();
     assert_eq!(reply.status, Status::UnknownFunction);
     assert_eq!(node.metrics().malformed_total(Protocol::Rpc), 1);
     assert_eq!(node.udp().unwrap().stats().unknown_function, 1);

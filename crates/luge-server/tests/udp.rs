@@ -184,8 +184,12 @@ fn every_status_path() {
         let r = client.call(function, payload, opts).unwrap();
         (r.status, r.message(), r.execution)
     };
-    let (status, message, _) = call(9_999, b"", opts());
+    // 32 payload bytes: the 40-byte header and the 24-byte message fit in the request's size.
+    let (status, message, _) = call(9_999, &[0; 32], opts());
     assert_eq!((status, message.as_str()), (Status::UnknownFunction, "no function with id 9999"));
+    // A 42-byte request: the message is cut to the 2 bytes that fit.
+    let (status, message, _) = call(9_999, &[0; 10], opts());
+    assert_eq!((status, message.as_str()), (Status::UnknownFunction, "no"), "cut to fit");
     let (status, message, _) = call(env.id("echo"), &[0; 2000], opts());
     assert_eq!(status, Status::TooLarge, "{message}");
     let infeasible = opts().with_deadline(MS);
@@ -289,9 +293,10 @@ fn a_full_duplicate_cache_answers_overloaded() {
     let env = Env::start(config, &[("spin", SPIN, &nothing)]);
     let raw = env.raw();
     raw.send(&request(1, env.id("spin"), Flags::NONE, SPIN_LONG)).unwrap();
-    raw.send(&request(2, env.id("spin"), Flags::NONE, b"1000")).unwrap();
-    let (h, _) = recv_response(&raw);
-    assert_eq!((h.request_id, h.status), (2, Status::Overloaded));
+    // Padded to 40 bytes: a refusal is never larger than its request (so here, no message).
+    raw.send(&request(2, env.id("spin"), Flags::NONE, b"1000    ")).unwrap();
+    let (h, message) = recv_response(&raw);
+    assert_eq!((h.request_id, h.status, message.len()), (2, Status::Overloaded, 0));
     let (h, _) = recv_response(&raw);
     assert_eq!((h.request_id, h.status), (1, Status::Ok));
     // Now the one entry is done and evictable: a new request runs. (Settled first: the entry is
@@ -316,19 +321,26 @@ fn malformed_datagrams_are_counted_answered_when_attributable_and_harmless() {
     let env = Env::start(UdpConfig::default(), &[("echo", ECHO, &nothing)]);
     let raw = env.raw();
     let echo = env.id("echo");
-    let valid = request(5, echo, Flags::NONE, b"hi");
+    // 42 bytes: long enough for a 40-byte reply.
+    let valid = request(5, echo, Flags::NONE, b"hi, echo!!");
 
     // Not attributable or not ours: counted, never answered.
     let mut bad_magic = valid.clone();
     bad_magic[0] = b'X';
     let mut reply_kind = with_prefix(1, 2, 6, &[0; 4]); // a truncated Response
     reply_kind.truncate(24);
+    let mut short_mismatch = valid[..34].to_vec();
+    short_mismatch[16] = 10; // declares 10 payload bytes, carries 2
     let silent: Vec<(&str, Vec<u8>)> = vec![
         ("empty", Vec::new()),
         ("one byte", vec![b'L']),
         ("15 bytes", valid[..15].to_vec()),
         ("bad magic", bad_magic),
         ("malformed reply", reply_kind),
+        // Attributable, but shorter than the 40-byte reply: answering would amplify.
+        ("truncated header", valid[..25].to_vec()),
+        ("short, length mismatch", short_mismatch),
+        ("short, unknown version", with_prefix(9, 1, 23, &[0; 4])),
     ];
     for (_, d) in &silent {
         raw.send(d).unwrap();
@@ -336,16 +348,15 @@ fn malformed_datagrams_are_counted_answered_when_attributable_and_harmless() {
 
     // Attributable: answered with the id from bytes 8–15 and an error status.
     let mut mismatch = valid.clone();
-    mismatch[16] = 10; // declares 10 payload bytes, carries 2
+    mismatch[16] = 20; // declares 20 payload bytes, carries 10
     let mut zero_id = valid.clone();
     zero_id[8..16].fill(0);
     let mut huge = with_prefix(1, 1, 0xabc, &[0; 4]); // payload length 0 …
     huge.resize(MAX_DATAGRAM, 0x55); // … in the largest IPv4 datagram
     let answered: Vec<(&str, Vec<u8>, u64, Status)> = vec![
-        ("unknown version", with_prefix(9, 1, 21, &[0; 16]), 21, Status::UnsupportedVersion),
-        ("truncated header", valid[..25].to_vec(), 5, Status::Malformed),
+        ("unknown version", with_prefix(9, 1, 21, &[0; 24]), 21, Status::UnsupportedVersion),
         ("length mismatch", mismatch, 5, Status::Malformed),
-        ("unknown kind", with_prefix(1, 9, 22, &[0; 4]), 22, Status::Malformed),
+        ("unknown kind", with_prefix(1, 9, 22, &[0; 24]), 22, Status::Malformed),
         ("zero id", zero_id, 0, Status::Malformed),
         ("65507 bytes, bogus header", huge, 0xabc, Status::Malformed),
     ];
@@ -358,7 +369,7 @@ fn malformed_datagrams_are_counted_answered_when_attributable_and_harmless() {
     // Nothing was sent for the silent ones: the next datagram is the answer to a real call.
     raw.send(&valid).unwrap();
     let (h, payload) = recv_response(&raw);
-    assert_eq!((h.request_id, h.status, payload.as_slice()), (5, Status::Ok, b"hi".as_slice()));
+    assert_eq!((h.request_id, h.status, payload.as_slice()), (5, Status::Ok, &b"hi, echo!!"[..]));
     let malformed = (silent.len() + answered.len()) as u64;
     assert_eq!(env.metrics.malformed_total(Protocol::Rpc), malformed);
     let stats = env.server().stats();
@@ -434,7 +445,8 @@ fn shutdown_answers_everything_in_flight() {
     assert!(env.server().in_flight() >= 2, "in flight: {}", env.server().in_flight());
     // Draining: a new request is refused at once …
     env.server().drain();
-    raw.send(&request(99, spin, Flags::NONE, b"1")).unwrap();
+    // (Padded to 8 bytes: a refusal is never larger than its request.)
+    raw.send(&request(99, spin, Flags::NONE, b"1       ")).unwrap();
     let (h, _) = recv_response(&raw);
     assert_eq!((h.request_id, h.status), (99, Status::ShuttingDown));
     // … while everything in flight is answered before the node's shutdown returns.
@@ -482,4 +494,161 @@ fn busy_poll_mode_serves_and_stops() {
     }
     assert_eq!(client.ping(b"spin", opts()).unwrap(), b"spin");
     assert_eq!(env.shutdown(), 0);
+}
+
+/// Receives Responses until none arrives for `idle`: each one's request id and size.
+fn drain_responses(socket: &UdpSocket, idle: Duration) -> Vec<(u64, usize)> {
+    socket.set_read_timeout(Some(idle)).unwrap();
+    let mut buf = vec![0; MAX_DATAGRAM + 1];
+    let mut got = Vec::new();
+    while let Ok(n) = socket.recv(&mut buf) {
+        match decode(&buf[..n]) {
+            Ok(Message::Response(r)) => got.push((r.header.request_id, n)),
+            other => panic!("expected a response, got {other:?}"),
+        }
+    }
+    got
+}
+
+/// Issue #15: a flood of requests for unknown functions with a spoofed source (here: every
+/// datagram from one socket) makes the server answer at most its per-source budget, each reply
+/// no larger than its request, so the victim receives fewer bytes than the spoofer sent. Before,
+/// every request got a reply of 40 bytes plus a message: 64 bytes for a 32-byte request.
+#[test]
+fn a_spoofed_flood_of_unknown_functions_is_not_amplified() {
+    const PER_SOURCE: u32 = 20;
+    const N: u64 = 400;
+    let config = UdpConfig { refusals_per_source_per_sec: PER_SOURCE, ..UdpConfig::default() };
+    let env = Env::start(config, &[("echo", ECHO, &nothing)]);
+    let raw = env.raw();
+    let started = Instant::now();
+    let mut sizes = std::collections::HashMap::new();
+    let mut sent = 0;
+    for id in 1..=N {
+        // Minimal requests (32 bytes) and requests with room for a message, alternately.
+        let payload: &[u8] = if id % 2 == 0 { b"" } else { &[7; 24] };
+        let d = request(id, 9_999, Flags::NONE, payload);
+        sent += d.len();
+        sizes.insert(id, d.len());
+        raw.send(&d).unwrap();
+    }
+    let replies = drain_responses(&raw, Duration::from_secs(1));
+    let elapsed = started.elapsed().as_secs_f64();
+    let received: usize = replies.iter().map(|(_, n)| n).sum();
+    for (id, n) in &replies {
+        assert!(*n <= sizes[id], "a {n}-byte reply to a {}-byte request", sizes[id]);
+        assert_eq!(sizes[id], 56, "only requests with room for the 40-byte header are answered");
+    }
+    // The burst, plus what the bucket refilled while the test ran (generously rounded up).
+    let budget = f64::from(PER_SOURCE) * (1.0 + elapsed) + 1.0;
+    assert!((1..=budget as usize).contains(&replies.len()), "{} replies", replies.len());
+    assert!(received * 4 < sent, "{received} bytes answered to {sent} sent");
+    let stats = env.server().stats();
+    assert_eq!(stats.unknown_function, N);
+    assert_eq!(stats.refusals_too_short, N / 2);
+    assert_eq!(stats.refusals_limited, N / 2 - replies.len() as u64);
+    assert_eq!(env.metrics.malformed_total(Protocol::Rpc), N);
+    // A request for a registered function is still served: the budget is for refusals only.
+    let r = env.client().call(env.id("echo"), b"still served", opts()).unwrap();
+    assert_eq!((r.status, r.payload.as_slice()), (Status::Ok, &b"still served"[..]));
+}
+
+/// The refusal budget is per source: a source that spent its budget is not answered, another
+/// source still is. (Sources hash into a table of buckets, so try a few: two may share one.)
+#[test]
+fn refusals_are_budgeted_per_source() {
+    let config = UdpConfig { refusals_per_source_per_sec: 5, ..UdpConfig::default() };
+    let env = Env::start(config, &[]);
+    let unknown = |id| request(id, 9_999, Flags::NONE, &[0; 24]);
+    let noisy = env.raw();
+    for id in 1..=50 {
+        noisy.send(&unknown(id)).unwrap();
+    }
+    let replies = drain_responses(&noisy, Duration::from_millis(500));
+    assert!((1..=15).contains(&replies.len()), "{} replies to the noisy source", replies.len());
+    let others = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"];
+    let answered = others.iter().filter(|ip| {
+        let Ok(quiet) = UdpSocket::bind((**ip, 0)) else { return false };
+        quiet.connect(env.addr).unwrap();
+        quiet.send(&unknown(1)).unwrap();
+        quiet.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        quiet.recv(&mut [0; 128]).is_ok()
+    });
+    assert!(answered.count() >= 1, "no other source was answered");
+    assert!(env.server().stats().refusals_limited >= 35);
+}
+
+/// Issue #15: both protocols check the two µs fields with one function. Over UDP-RPC a value
+/// above one hour is `BadRequest`, naming the field; one hour itself and 0 are accepted.
+#[test]
+fn out_of_range_fields_are_bad_requests() {
+    let env = Env::start(UdpConfig::default(), &[("echo", ECHO, &nothing)]);
+    let mut client = env.client();
+    let echo = env.id("echo");
+    let payload = [b'x'; 100]; // room for the whole message in the reply
+    let hour = Duration::from_secs(3600);
+    let r = client.call(echo, &payload, opts().with_deadline(hour + MS)).unwrap();
+    assert_eq!(r.status, Status::BadRequest, "{}", r.message());
+    assert_eq!(
+        r.message(),
+        "bad request: deadline of 3600001000 µs exceeds the maximum of 3600000000 µs"
+    );
+    let r = client.call(echo, &payload, opts().with_expected(Duration::from_secs(4000))).unwrap();
+    assert_eq!(r.status, Status::BadRequest);
+    assert!(r.message().contains("expected execution"), "{}", r.message());
+    let r = client.call(echo, b"ok", opts().with_deadline(hour).with_expected(hour)).unwrap();
+    assert_eq!(r.status, Status::Ok, "{}", r.message());
+    // 0 is "not given": the function's default deadline.
+    let raw = env.raw();
+    raw.send(&request(3, echo, Flags::NONE, b"zero")).unwrap();
+    let (h, out) = recv_response(&raw);
+    assert_eq!((h.status, out.as_slice()), (Status::Ok, &b"zero"[..]));
+    env.settled();
+    // (A client may retransmit a request whose refusal is late: refusals are not cached.)
+    let stats = env.server().stats();
+    assert_eq!(stats.submitted, 2);
+    assert!(stats.bad_request >= 2, "{stats:?}");
+    assert_eq!(env.metrics.malformed_total(Protocol::Rpc), stats.bad_request);
+}
+
+/// Issue #15: every counter of the UDP-RPC front end (`docs/protocol.md` §11.1) is in /metrics.
+#[test]
+fn udp_counters_are_in_the_metrics() {
+    let env = Env::start(UdpConfig::default(), &[("echo", ECHO, &nothing)]);
+    let mut client = env.client();
+    assert_eq!(client.call(env.id("echo"), b"1", opts()).unwrap().status, Status::Ok);
+    let r = client.call(9_999, &[0; 32], opts()).unwrap();
+    assert_eq!(r.status, Status::UnknownFunction);
+    assert_eq!(client.ping(b"p", opts()).unwrap(), b"p");
+    env.settled();
+    let text = env.metrics.render(&env.runtime);
+    let stats = env.server().stats();
+    // (A client may retransmit: its counters are read from the stats, not predicted.)
+    assert_eq!(stats.submitted, 1);
+    assert!(stats.pings >= 1 && stats.unknown_function >= 1, "{stats:?}");
+    let every = [
+        ("datagrams", stats.datagrams),
+        ("submitted", stats.submitted),
+        ("pings", stats.pings),
+        ("malformed", stats.malformed),
+        ("invalid_replies", stats.invalid_replies),
+        ("invalid_replies_limited", stats.invalid_replies_limited),
+        ("stray_replies", stats.stray_replies),
+        ("retransmits", stats.retransmits),
+        ("duplicates_dropped", stats.duplicates_dropped),
+        ("replayed", stats.replayed),
+        ("unknown_function", stats.unknown_function),
+        ("bad_request", stats.bad_request),
+        ("refusals_limited", stats.refusals_limited),
+        ("refusals_too_short", stats.refusals_too_short),
+        ("overloaded", stats.overloaded),
+        ("shutting_down", stats.shutting_down),
+        ("send_errors", stats.send_errors),
+    ];
+    for (name, value) in every {
+        let line = format!("\nluge_udp_{name}_total {value}\n");
+        assert!(text.contains(&line), "no {line:?} in\n{text}");
+        assert!(text.contains(&format!("# TYPE luge_udp_{name}_total counter")), "{name}");
+    }
+    assert_eq!(text.matches("# TYPE luge_udp_").count(), every.len(), "a counter not listed");
 }

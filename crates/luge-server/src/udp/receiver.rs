@@ -1,7 +1,11 @@
 //! The receive thread: `recvmmsg` a batch, decode each datagram, answer what the front end can
-//! answer itself (queued and sent with one `sendmmsg` at the end of the batch), and hand requests
-//! to the gate shared with HTTP.
+//! answer itself (within the reply budgets, no larger than the datagram; queued and sent with
+//! one `sendmmsg` at the end of the batch), and hand requests to the gate shared with HTTP.
 
+use luge_proto::RequestHeader;
+use luge_runtime::{Failure, Rejection};
+
+use super::limit::ReplyBudget;
 use super::sys::{RecvBatch, SendBatch};
 use super::*;
 
@@ -11,9 +15,8 @@ pub(super) struct Receiver {
     busy_poll: bool,
     batch: RecvBatch,
     out: SendBatch,
-    invalid_budget: u32,
-    invalid_left: u32,
-    invalid_window: Instant,
+    /// Tokens for the replies the front end produces on its own.
+    budget: ReplyBudget,
 }
 
 impl Receiver {
@@ -23,9 +26,10 @@ impl Receiver {
             busy_poll: config.busy_poll,
             batch: RecvBatch::new(config.batch, MAX_DATAGRAM + 1),
             out: SendBatch::new(),
-            invalid_budget: config.invalid_replies_per_sec,
-            invalid_left: config.invalid_replies_per_sec,
-            invalid_window: Instant::now(),
+            budget: ReplyBudget::new(
+                config.refusals_per_source_per_sec,
+                config.invalid_replies_per_sec,
+            ),
         }
     }
 
@@ -60,7 +64,11 @@ impl Receiver {
                     _ => {
                         // E.g. ENOMEM or an ICMP error surfacing on the socket: never spin hot
                         // on a persistent error.
-                        tracing::warn!("udp: recvmmsg failed: {e}");
+                        log_limited!(
+                            LogKind::UdpReceive,
+                            tracing::Level::WARN,
+                            "udp: recvmmsg failed: {e}"
+                        );
                         std::thread::sleep(Duration::from_millis(1));
                     }
                 },
@@ -86,12 +94,14 @@ impl Receiver {
             }
             return;
         };
+        let len = data.len();
         match decoded {
             Err(e) => {
                 shared.metrics.malformed(Protocol::Rpc, e.label());
                 bump(&shared.counters.malformed);
+                // `reply_to_invalid` answers only datagrams at least as long as the reply.
                 if let Some(reply) = reply_to_invalid(data, &e) {
-                    if self.take_invalid_budget(received) {
+                    if self.budget.take(peer.ip(), received).is_ok() {
                         bump(&shared.counters.invalid_replies);
                         let buf = self.out.push(peer);
                         if reply.message().encode(buf).is_err() {
@@ -115,30 +125,35 @@ impl Receiver {
                 // Copy what outlives the borrow of the batch buffer.
                 let header = request.header;
                 let payload = request.payload.to_vec();
-                self.request(&shared, peer, header, payload, received);
+                self.request(&shared, peer, (header, len), payload, received);
             }
         }
     }
 
-    /// Consumes one unit of the per-second budget for replies to invalid datagrams.
-    fn take_invalid_budget(&mut self, now: Instant) -> bool {
-        if now.duration_since(self.invalid_window) >= Duration::from_secs(1) {
-            self.invalid_window = now;
-            self.invalid_left = self.invalid_budget;
+    /// Queues a refusal of a request of `request_len` bytes, produced by the front end itself:
+    /// its status and as much of `message` as keeps the reply no larger than the request. Not
+    /// sent, only counted, when even the bare 40-byte header is larger than the request, or when
+    /// the reply budgets are spent.
+    fn refuse(
+        &mut self,
+        peer: SocketAddr,
+        (request_id, request_len): (u64, usize),
+        status: Status,
+        message: &str,
+        now: Instant,
+    ) {
+        if request_len < RESPONSE_HEADER_LEN {
+            bump(&self.shared.counters.refusals_too_short);
+            return;
         }
-        if self.invalid_left == 0 {
-            return false;
+        if self.budget.take(peer.ip(), now).is_err() {
+            bump(&self.shared.counters.refusals_limited);
+            return;
         }
-        self.invalid_left -= 1;
-        true
-    }
-
-    /// Queues a payload-less-or-short Response produced by the front end itself.
-    fn refuse(&mut self, peer: SocketAddr, request_id: u64, status: Status, message: &str) {
         let header = ResponseHeader::new(request_id, status);
+        let payload = truncate_utf8(message, reply_room(request_len));
         let buf = self.out.push(peer);
-        let msg = Message::Response(Response { header, payload: message.as_bytes() });
-        if msg.encode(buf).is_err() {
+        if Message::Response(Response { header, payload }).encode(buf).is_err() {
             self.out.pop();
         }
     }
@@ -147,7 +162,7 @@ impl Receiver {
         &mut self,
         shared: &Arc<Shared>,
         peer: SocketAddr,
-        header: luge_proto::RequestHeader,
+        (header, len): (RequestHeader, usize),
         payload: Vec<u8>,
         received: Instant,
     ) {
@@ -172,37 +187,55 @@ impl Receiver {
                 Seen::Full => {
                     drop(dedup);
                     bump(&counters.overloaded);
-                    self.refuse(peer, id, Status::Overloaded, "too many requests in flight");
+                    let message = "too many requests in flight";
+                    self.refuse(peer, (id, len), Status::Overloaded, message, received);
                     return;
                 }
             }
         }
+        // Checked in HTTP's order: the function, draining, then the fields.
         let function = match shared.gate.resolve(FunctionKey::Id(header.function)) {
             Ok(function) => function,
             Err(_) => {
                 shared.dedup().abandon(peer, id);
                 bump(&counters.unknown_function);
                 let message = format!("no function with id {}", header.function);
-                self.refuse(peer, id, Status::UnknownFunction, &message);
+                self.refuse(peer, (id, len), Status::UnknownFunction, &message, received);
                 return;
             }
         };
         if shared.gate.is_draining() {
+            // Refused here rather than by the gate, so that the refusal is within the budgets.
+            shared.dedup().abandon(peer, id);
             bump(&counters.shutting_down);
-        } else {
-            bump(&counters.submitted);
+            let failure = Failure::Rejected(Rejection::ShuttingDown);
+            let message = failure.to_string();
+            shared.gate.refuse_call(&function, failure, received, (Some(peer), Some(id)));
+            self.refuse(peer, (id, len), Status::ShuttingDown, &message, received);
+            return;
         }
-        let micros = |us: u32| (us > 0).then(|| Duration::from_micros(u64::from(us)));
+        let fields = match header.fields() {
+            Ok(fields) => fields,
+            Err(e) => {
+                shared.dedup().abandon(peer, id);
+                shared.metrics.malformed(Protocol::Rpc, e.label());
+                bump(&counters.bad_request);
+                let message = format!("bad request: {e}");
+                self.refuse(peer, (id, len), Status::BadRequest, &message, received);
+                return;
+            }
+        };
+        bump(&counters.submitted);
         let call = Call {
             function,
             payload,
-            deadline: micros(header.deadline_us),
-            expected: micros(header.expected_us),
+            deadline: fields.deadline,
+            expected: fields.expected,
             client: Some(peer),
             client_id: Some(id),
             received,
         };
         let callback_shared = Arc::clone(shared);
-        shared.gate.submit(call, move |outcome| callback_shared.answer(peer, id, outcome));
+        shared.gate.submit(call, move |outcome| callback_shared.answer(peer, id, len, outcome));
     }
 }

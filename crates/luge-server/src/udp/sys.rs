@@ -306,7 +306,11 @@ impl SendBatch {
                 }
                 // The first remaining reply cannot be sent (buffer full, unreachable peer, …):
                 // drop it and go on with the others.
-                tracing::debug!("udp: dropping a reply: {err}");
+                crate::log_limit::log_limited!(
+                    crate::log_limit::LogKind::UdpSend,
+                    tracing::Level::DEBUG,
+                    "udp: dropping a reply: {err}"
+                );
                 sent += 1;
                 failed += 1;
             }

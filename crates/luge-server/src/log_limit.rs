@@ -1,0 +1,152 @@
+//! Rate limits for log lines of repeated failures: a failure that repeats (a socket error on
+//! every receive, a send the kernel refuses under load, a runtime failing every request) must
+//! not turn into thousands of identical lines a second, which cost the node more than the
+//! failure and bury everything else in the log.
+//!
+//! Each [`LogKind`] may write [`LINES_PER_SEC`] lines a second; the rest are dropped and
+//! counted (`luge_log_lines_suppressed_total{kind}` in /metrics), and the next line that is
+//! written is preceded by one line `suppressed K similar messages`. Only lines whose level is
+//! enabled count: a debug line nobody asked for is neither written nor "suppressed".
+//!
+//! Guest stderr is limited the same way by the runtime (`luge_runtime::stderr_lines_suppressed`,
+//! reported as `kind="guest_stderr"`).
+//!
+//! Use [`log_limited!`]:
+//! `log_limited!(LogKind::UdpReceive, tracing::Level::WARN, "udp: recvmmsg failed: {e}")`.
+//! Process-wide and lock-free (three relaxed atomics per kind).
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Lines of one kind written per second at most.
+pub(crate) const LINES_PER_SEC: u32 = 10;
+
+/// A kind of repeated failure, limited separately from the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum LogKind {
+    /// The UDP receive call failed.
+    UdpReceive,
+    /// The kernel refused to send a UDP reply.
+    UdpSend,
+    /// A request failed inside the node (`Failure::Internal`).
+    Internal,
+}
+
+impl LogKind {
+    /// Every kind, in the order of [`LIMITS`].
+    pub(crate) const ALL: [LogKind; 3] = [LogKind::UdpReceive, LogKind::UdpSend, LogKind::Internal];
+
+    /// The metric label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            LogKind::UdpReceive => "udp_receive",
+            LogKind::UdpSend => "udp_send",
+            LogKind::Internal => "internal",
+        }
+    }
+}
+
+/// One kind's state.
+struct Limit {
+    /// The second (since [`epoch`]) the count below is for.
+    window: AtomicU64,
+    /// Lines written in that second.
+    written: AtomicU32,
+    /// Lines suppressed since the last line written.
+    pending: AtomicU64,
+    /// Lines suppressed in all.
+    suppressed: AtomicU64,
+}
+
+impl Limit {
+    const fn new() -> Self {
+        Self {
+            window: AtomicU64::new(0),
+            written: AtomicU32::new(0),
+            pending: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+}
+
+static LIMITS: [Limit; LogKind::ALL.len()] = [Limit::new(), Limit::new(), Limit::new()];
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Whether a line of `kind` may be written now: `Some(k)` if so, `k` being the lines
+/// suppressed since the last one written (to report first); `None` if it is suppressed.
+/// Called by [`log_limited!`] only when the line's level is enabled.
+pub(crate) fn admit(kind: LogKind) -> Option<u64> {
+    let limit = &LIMITS[kind as usize];
+    let second = epoch().elapsed().as_secs();
+    let window = limit.window.load(Ordering::Relaxed);
+    if second != window
+        && limit
+            .window
+            .compare_exchange(window, second, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        limit.written.store(0, Ordering::Relaxed);
+    }
+    if limit.written.fetch_add(1, Ordering::Relaxed) < LINES_PER_SEC {
+        Some(limit.pending.swap(0, Ordering::Relaxed))
+    } else {
+        // Saturate rather than wrap under a flood that lasts for ages.
+        limit.written.store(LINES_PER_SEC, Ordering::Relaxed);
+        limit.pending.fetch_add(1, Ordering::Relaxed);
+        limit.suppressed.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+/// Lines of `kind` suppressed so far (process-wide).
+pub(crate) fn suppressed(kind: LogKind) -> u64 {
+    LIMITS[kind as usize].suppressed.load(Ordering::Relaxed)
+}
+
+/// Writes a `tracing` event at `$level` (a `tracing::Level` constant) unless lines of `$kind`
+/// ([`LogKind`]) are over their rate; see the module doc.
+macro_rules! log_limited {
+    ($kind:expr, $level:expr, $($arg:tt)+) => {
+        if ::tracing::enabled!($level) {
+            let kind: $crate::log_limit::LogKind = $kind;
+            if let Some(skipped) = $crate::log_limit::admit(kind) {
+                if skipped > 0 {
+                    ::tracing::event!(
+                        $level,
+                        kind = kind.label(),
+                        suppressed = skipped,
+                        "suppressed {skipped} similar messages"
+                    );
+                }
+                ::tracing::event!($level, $($arg)+);
+            }
+        }
+    };
+}
+pub(crate) use log_limited;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_writes_its_quota_then_counts() {
+        // Process-wide state: use one kind no other unit test logs.
+        let kind = LogKind::UdpReceive;
+        let before = suppressed(kind);
+        let admitted: Vec<_> = (0..1000).map(|_| admit(kind)).collect();
+        let written = admitted.iter().filter(|a| a.is_some()).count();
+        // At most two windows' worth if the second turned over during the loop.
+        assert!((1..=2 * LINES_PER_SEC as usize).contains(&written), "{written} written");
+        assert_eq!(suppressed(kind) - before, (1000 - written) as u64);
+        // The next line in a new window reports what was skipped.
+        std::thread::sleep(std::time::Duration::from_millis(1_050));
+        let reported = admit(kind).unwrap_or_default();
+        assert!(reported > 0, "the suppressed lines are reported with the next line");
+    }
+}
