@@ -91,8 +91,8 @@ const TEXT: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
 const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Largest value accepted in `Luge-Deadline-Us` / `Luge-Expected-Us`: one hour.
-const MAX_HEADER_US: u64 = 3_600_000_000;
+/// Largest value accepted in `Luge-Deadline-Us` / `Luge-Expected-Us`: one hour, as in UDP-RPC.
+const MAX_HEADER_US: u64 = luge_proto::MAX_FIELD_US;
 /// After an oversized body is refused, how long and how many frames the server keeps reading
 /// (and discarding) it so that the client sees the 413 rather than a reset.
 const DRAIN_TIME: Duration = Duration::from_millis(500);

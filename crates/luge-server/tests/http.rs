@@ -635,7 +635,7 @@ async fn metrics_health_and_routes() {
         assert!(text.contains(line), "no {line:?} in\n{text}");
     }
     let answer = send(&c, Method::POST, &node.url("/metrics"), &[], "").await;
-    assert_eq!((answer.status.as_u16(), answer.header("allow")), (405, Some("GET")));
+    assert_eq!((answer.status.as_u16(), answer.header("allow")), (405, Some("GET, HEAD")));
 
     // Explicit routes: another path for a function; the default one keeps working.
     node.server().set_route("/v1/echo", "echo").unwrap();

@@ -2,6 +2,7 @@
 //! table both front ends share; errors the server finds itself are plain text.
 
 use super::*;
+use crate::status::failure_message;
 
 /// What the response headers say about a request.
 pub(super) struct Meta {
@@ -119,7 +120,7 @@ impl Shared {
             }
             Err(failure) => {
                 let shutting_down = matches!(failure, Failure::Rejected(Rejection::ShuttingDown));
-                let reason = Bytes::from(failure.to_string());
+                let reason = Bytes::from(failure_message(&failure));
                 let response = self.respond(status(code), &meta, Some(TEXT), reason);
                 if shutting_down { close(response) } else { response }
             }

@@ -2,18 +2,20 @@
 //! style of Firecracker's `ParsedRequest`), the route table's lookups, the checks of routes and
 //! function names, and the parsing of Luge's request headers.
 
+use luge_proto::Field;
+
 use super::*;
 
 /// What a request asks the server for, decided from its method and path alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Action {
-    /// `GET /healthz`.
+    /// `GET | HEAD /healthz`.
     Health,
-    /// `GET /readyz`.
+    /// `GET | HEAD /readyz`.
     Ready,
-    /// `GET /metrics`.
+    /// `GET | HEAD /metrics`.
     Metrics,
-    /// `GET /admin/functions`.
+    /// `GET | HEAD /admin/functions`.
     ListFunctions,
     /// `GET | PUT | DELETE /admin/functions/<name>` (the method is checked by the handler).
     Function(String),
@@ -26,16 +28,17 @@ pub(super) enum Action {
 }
 
 impl Action {
-    /// Parses a request's method and path.
+    /// Parses a request's method and path. The server's read-only endpoints answer `HEAD` as
+    /// they answer `GET` (hyper sends the head without the body).
     pub(super) fn parse(method: &Method, path: &str) -> Self {
-        let get = method == Method::GET;
+        let get = method == Method::GET || method == Method::HEAD;
         match path {
             "/healthz" if get => Self::Health,
             "/readyz" if get => Self::Ready,
             "/metrics" if get => Self::Metrics,
             "/admin/functions" if get => Self::ListFunctions,
             "/healthz" | "/readyz" | "/metrics" | "/admin/functions" => {
-                Self::MethodNotAllowed("GET")
+                Self::MethodNotAllowed("GET, HEAD")
             }
             p if p.starts_with("/admin/functions/") => {
                 Self::Function(p.trim_start_matches("/admin/functions/").to_owned())
@@ -110,7 +113,9 @@ pub(super) fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses a `*-Us` header: absent, or exactly one decimal u64 of at most [`MAX_HEADER_US`].
+/// Parses a `*-Us` header: absent, or exactly one decimal u64 of at most [`MAX_HEADER_US`],
+/// checked by `luge_proto::validate_us` as UDP-RPC checks its fields: `0` is "not given", like
+/// an absent header (the function's default deadline; no estimate).
 pub(super) fn micros_header(
     headers: &HeaderMap,
     name: &HeaderName,
@@ -130,10 +135,9 @@ pub(super) fn micros_header(
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad());
     }
-    match text.parse::<u64>() {
-        Ok(us) if us <= MAX_HEADER_US => Ok(Some(Duration::from_micros(us))),
-        _ => Err(bad()),
-    }
+    let field = if *name == DEADLINE_US { Field::Deadline } else { Field::Expected };
+    let us = text.parse::<u64>().map_err(|_| bad())?;
+    luge_proto::validate_us(field, us).map_err(|_| bad())
 }
 
 #[cfg(test)]
@@ -143,14 +147,17 @@ mod tests {
 
     #[test]
     fn requests_parse_into_actions() {
-        let (get, post, put) = (Method::GET, Method::POST, Method::PUT);
+        let (get, post, put, head) = (Method::GET, Method::POST, Method::PUT, Method::HEAD);
         assert_eq!(Action::parse(&get, "/healthz"), Action::Health);
+        assert_eq!(Action::parse(&head, "/healthz"), Action::Health);
+        assert_eq!(Action::parse(&head, "/metrics"), Action::Metrics);
+        assert_eq!(Action::parse(&head, "/echo"), Action::Invoke);
         assert_eq!(Action::parse(&get, "/metrics"), Action::Metrics);
         assert_eq!(Action::parse(&get, "/readyz"), Action::Ready);
-        assert_eq!(Action::parse(&post, "/readyz"), Action::MethodNotAllowed("GET"));
+        assert_eq!(Action::parse(&post, "/readyz"), Action::MethodNotAllowed("GET, HEAD"));
         assert_eq!(Action::parse(&get, "/admin/functions"), Action::ListFunctions);
-        assert_eq!(Action::parse(&post, "/metrics"), Action::MethodNotAllowed("GET"));
-        assert_eq!(Action::parse(&put, "/admin/functions"), Action::MethodNotAllowed("GET"));
+        assert_eq!(Action::parse(&post, "/metrics"), Action::MethodNotAllowed("GET, HEAD"));
+        assert_eq!(Action::parse(&put, "/admin/functions"), Action::MethodNotAllowed("GET, HEAD"));
         assert_eq!(Action::parse(&put, "/admin/functions/f"), Action::Function("f".into()));
         assert_eq!(Action::parse(&get, "/admin/x"), Action::NotFound);
         assert_eq!(Action::parse(&get, "/admin"), Action::NotFound);
@@ -162,6 +169,11 @@ mod tests {
     fn deadline_headers_are_strict() {
         let mut h = HeaderMap::new();
         assert_eq!(micros_header(&h, &DEADLINE_US), Ok(None));
+        // 0 is "not given", as in UDP-RPC.
+        h.insert(DEADLINE_US, HeaderValue::from_static("0"));
+        assert_eq!(micros_header(&h, &DEADLINE_US), Ok(None));
+        h.insert(DEADLINE_US, HeaderValue::from_static("3600000000"));
+        assert_eq!(micros_header(&h, &DEADLINE_US), Ok(Some(Duration::from_secs(3600))));
         h.insert(DEADLINE_US, HeaderValue::from_static(" 1500 "));
         assert_eq!(micros_header(&h, &DEADLINE_US), Ok(Some(Duration::from_micros(1500))));
         for bad in ["", "-1", "+5", "1.5", "1e3", "abc", "99999999999999999999", "3600000001"] {
