@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use luge_sched::{Admission, PolicyConfig, PolicyKind};
 
+use crate::limits::RegistrationLimits;
 use crate::tenants::TenantConfig;
 
 /// How idle threads wait for work.
@@ -75,8 +76,14 @@ pub struct RuntimeConfig {
     /// Bounds-check every memory access in code instead of relying on a 4 GiB virtual
     /// reservation with guard pages (smaller address-space footprint, slower code).
     pub explicit_bounds_checks: bool,
-    /// Where AoT-compiled artifacts are cached; `None` = compile in memory every start.
+    /// Where AoT-compiled artifacts are cached; `None` = compile in memory every start. Created
+    /// owner-only; a directory other users can write is not used (see the `cache` module).
     pub cache_dir: Option<PathBuf>,
+    /// Bound on the cached artifacts' total size: beyond it, the least recently used artifacts
+    /// of no registered function are deleted.
+    pub cache_max_bytes: u64,
+    /// Bounds on the modules `register` accepts, checked before compiling.
+    pub registration: RegistrationLimits,
     /// Estimator used for requests that bring no expected execution.
     pub default_estimate: Duration,
     /// Shutdown grace period: in-flight requests still running after it are killed.
@@ -107,6 +114,8 @@ impl Default for RuntimeConfig {
             code_opt: CodeOpt::Speed,
             explicit_bounds_checks: false,
             cache_dir: None,
+            cache_max_bytes: 1 << 30,
+            registration: RegistrationLimits::default(),
             default_estimate: Duration::from_millis(1),
             shutdown_grace: Duration::from_secs(5),
             tenants: Vec::new(),

@@ -68,6 +68,20 @@ pub(crate) fn raise_nofile_limit() {
     }
 }
 
+/// Returns the heap memory freed so far to the OS. Compiling a module frees hundreds of MiB of
+/// Cranelift's working memory at once, and unregistering a module frees its metadata; glibc's
+/// allocator keeps such memory in its per-thread arenas (resident, reusable only by further
+/// allocations) unless asked to release it. Called after compiles and unregistrations, on the
+/// admin thread that did them, never on request paths.
+pub(crate) fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` only releases free memory of glibc's allocator (which Rust's
+    // default `System` allocator is); it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Pins the calling thread to `cpu`; failures are logged, not fatal (the layout still works).
 pub(crate) fn pin_current_thread(cpu: usize) {
     if !crate::affinity::set_affinity(&[cpu]) {

@@ -57,6 +57,28 @@ pub enum RegisterError {
     /// A limit exceeds what the runtime was configured for.
     #[error("{0}")]
     Limit(String),
+    /// The module is larger than a [`crate::RegistrationLimits`] bound allows; refused before
+    /// it is compiled.
+    #[error("{}; the limit is {max} (registration.{})", limit.describe(*had), limit.key())]
+    OverLimit {
+        /// Which bound.
+        limit: RegistrationLimit,
+        /// What the module has.
+        had: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// `max_concurrent` modules were already compiling and none finished within `waited`.
+    #[error(
+        "{max_concurrent} modules are already compiling (registration.max_concurrent_compiles) \
+         and none finished within {waited:?}; try again later"
+    )]
+    Busy {
+        /// The bound on concurrent compiles.
+        max_concurrent: usize,
+        /// How long the registration waited for a compile slot.
+        waited: std::time::Duration,
+    },
     /// The name is taken.
     #[error("a function with this name is already registered")]
     Duplicate,
@@ -75,4 +97,60 @@ pub enum RegisterError {
         /// Its limit.
         max: u32,
     },
+}
+
+/// A bound of [`crate::RegistrationLimits`] that a module can exceed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RegistrationLimit {
+    /// Size of the module as submitted (Wasm binary or WAT text), and of its binary.
+    ModuleBytes,
+    /// Functions the module defines (its function section).
+    Functions,
+    /// Bytes of the largest function body.
+    FunctionBytes,
+    /// Bytes of Wasm code (the code section).
+    CodeBytes,
+    /// Imports of every kind.
+    Imports,
+    /// Data segments.
+    DataSegments,
+    /// Element segments.
+    ElementSegments,
+    /// Tables, imported and defined.
+    Tables,
+    /// Globals, imported and defined.
+    Globals,
+}
+
+impl RegistrationLimit {
+    /// The field of [`crate::RegistrationLimits`] (and manifest key under `registration`) that
+    /// sets this bound.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::ModuleBytes => "max_module_bytes",
+            Self::Functions => "max_functions",
+            Self::FunctionBytes => "max_function_bytes",
+            Self::CodeBytes => "max_code_bytes",
+            Self::Imports => "max_imports",
+            Self::DataSegments => "max_data_segments",
+            Self::ElementSegments => "max_element_segments",
+            Self::Tables => "max_tables",
+            Self::Globals => "max_globals",
+        }
+    }
+
+    /// What a module with `had` of this has, in words ("module defines 12 functions").
+    fn describe(self, had: u64) -> String {
+        match self {
+            Self::ModuleBytes => format!("module is {had} bytes"),
+            Self::Functions => format!("module defines {had} functions"),
+            Self::FunctionBytes => format!("module has a function body of {had} bytes"),
+            Self::CodeBytes => format!("module has {had} bytes of code"),
+            Self::Imports => format!("module has {had} imports"),
+            Self::DataSegments => format!("module has {had} data segments"),
+            Self::ElementSegments => format!("module has {had} element segments"),
+            Self::Tables => format!("module has {had} tables"),
+            Self::Globals => format!("module has {had} globals"),
+        }
+    }
 }

@@ -17,10 +17,12 @@
 //! so `races.rs` drives a dispatcher and a worker deterministically under a manual clock.
 
 mod affinity;
+mod cache;
 mod config;
 mod dispatcher;
 mod engine;
 mod error;
+mod limits;
 mod notify;
 mod outcome;
 mod registry;
@@ -38,7 +40,8 @@ mod worker;
 
 pub use crate::affinity::{affinity, set_affinity};
 pub use crate::config::{CodeOpt, FunctionConfig, Layout, Limits, RuntimeConfig, WaitMode};
-pub use crate::error::{Error, RegisterError};
+pub use crate::error::{Error, RegisterError, RegistrationLimit};
+pub use crate::limits::RegistrationLimits;
 pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing, TrapKind};
 pub use crate::registry::Function;
 pub use crate::reply::Ticket;

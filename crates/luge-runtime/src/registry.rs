@@ -1,19 +1,29 @@
-//! The function registry: validates a module once, AoT-compiles it (or loads the cached
-//! artifact), links it against Luge's WASI layer into one `InstancePre`, and hands out
-//! `Arc<Function>`s that requests carry to their worker.
+//! The function registry: checks a module against the registration limits, AoT-compiles it (or
+//! loads its verified cached artifact), links it against Luge's WASI layer into one
+//! `InstancePre`, and hands out `Arc<Function>`s that requests carry to their worker.
+//!
+//! Registration order: the submitted size, then (on the Wasm binary) the section counts of
+//! [`RegistrationLimits`] and the memory cap, all before anything is compiled; then a compile
+//! slot (at most `max_concurrent_compiles` modules load or compile at once, a registration
+//! waits up to `compile_wait` for one); then the cache ([`crate::cache`]: load only an intact
+//! artifact Luge wrote for this very module, else compile and write one); then the import and
+//! export checks and linking. Unregistering drops the registry's `Arc`s (the module is freed
+//! when the last in-flight request ends) and deletes the cached artifact unless another
+//! registered function has the same module.
 
-use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use luge_sched::FunctionId;
 use sha2::{Digest, Sha256};
 use wasmtime::{Engine, ExternType, InstancePre, Linker, Module};
 
-use crate::config::FunctionConfig;
+use crate::cache::Cache;
+use crate::config::{FunctionConfig, RuntimeConfig};
 use crate::error::{Error, RegisterError};
+use crate::limits::RegistrationLimits;
 use crate::store::SandboxState;
 use crate::wasi;
 
@@ -44,8 +54,10 @@ impl std::fmt::Debug for Function {
 pub(crate) struct Registry {
     engine: Engine,
     linker: Linker<SandboxState>,
-    cache_dir: Option<PathBuf>,
+    cache: Option<Cache>,
     max_memory_bytes: u64,
+    limits: RegistrationLimits,
+    compiles: CompileSlots,
     functions: RwLock<Functions>,
 }
 
@@ -56,35 +68,61 @@ struct Functions {
     next_id: u32,
 }
 
+/// What a module that is neither format is refused with.
+const NOT_A_MODULE: &str = "the module is neither a Wasm binary (no `\\0asm` header) nor WAT \
+                            text (not UTF-8)";
+
 fn reject(name: &str, reason: RegisterError) -> Error {
     Error::Register { name: name.to_owned(), reason }
 }
 
 impl Registry {
+    /// A registry with the default [`RegistrationLimits`] and cache bound (for unit tests).
+    #[cfg(test)]
     pub(crate) fn new(
         engine: Engine,
-        cache_dir: Option<PathBuf>,
+        cache_dir: Option<std::path::PathBuf>,
         max_memory_bytes: u64,
     ) -> Result<Self, Error> {
+        Self::from_config(
+            engine,
+            &RuntimeConfig { cache_dir, max_memory_bytes, ..RuntimeConfig::default() },
+        )
+    }
+
+    /// A registry with `config`'s cache, memory bound and registration limits.
+    pub(crate) fn from_config(engine: Engine, config: &RuntimeConfig) -> Result<Self, Error> {
+        let limits = config.registration;
+        if limits.max_concurrent_compiles == 0 {
+            return Err(Error::Config(
+                "registration.max_concurrent_compiles must be at least 1".into(),
+            ));
+        }
         let mut linker = Linker::new(&engine);
         wasi::add_to_linker(&mut linker).map_err(|e| Error::Engine(format!("{e:#}")))?;
         // The cache only saves compile time: a directory that cannot be made (read-only or full
-        // disk, a file in the way) means compiling every start, not refusing to serve.
-        let cache_dir = cache_dir.filter(|dir| match std::fs::create_dir_all(dir) {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!(dir = %dir.display(), "serving without the AoT cache: {e}");
-                false
-            }
-        });
-        Ok(Self { engine, linker, cache_dir, max_memory_bytes, functions: RwLock::default() })
+        // disk, a file in the way) or that other users could write means compiling every start,
+        // not refusing to serve.
+        let cache = config
+            .cache_dir
+            .as_deref()
+            .and_then(|dir| Cache::open(&engine, dir, config.cache_max_bytes));
+        Ok(Self {
+            engine,
+            linker,
+            cache,
+            max_memory_bytes: config.max_memory_bytes,
+            limits,
+            compiles: CompileSlots::new(limits.max_concurrent_compiles),
+            functions: RwLock::default(),
+        })
     }
 
     pub(crate) fn engine(&self) -> &Engine {
         &self.engine
     }
 
-    /// Validates, compiles (or loads from cache) and links `bytes` (Wasm binary or WAT text),
+    /// Checks, compiles (or loads from cache) and links `bytes` (Wasm binary or WAT text),
     /// without registering it. `luge compile` uses this to check a module.
     pub(crate) fn compile(
         &self,
@@ -92,8 +130,16 @@ impl Registry {
         bytes: &[u8],
     ) -> Result<(InstancePre<SandboxState>, String, bool), Error> {
         let name = config.name.as_str();
+        // Everything up to the compile slot is bounded by the module's size and cheap next to
+        // compiling: a module over a limit is refused at once, never queued.
+        self.limits.check_size(bytes.len()).map_err(|e| reject(name, e))?;
+        if !bytes.starts_with(b"\0asm") && std::str::from_utf8(bytes).is_err() {
+            // `wat` would say "input bytes aren't valid utf-8", which names neither format.
+            return Err(reject(name, RegisterError::Invalid(NOT_A_MODULE.into())));
+        }
         let bytes = wat::parse_bytes(bytes)
             .map_err(|e| reject(name, RegisterError::Invalid(e.to_string())))?;
+        self.limits.check_module(&bytes).map_err(|e| reject(name, e))?;
         if config.limits.max_memory_bytes > self.max_memory_bytes {
             return Err(reject(
                 name,
@@ -103,8 +149,19 @@ impl Registry {
                 )),
             ));
         }
-        let hash = hex(&Sha256::digest(&bytes));
-        let (module, from_cache) = self.load_or_compile(name, &bytes, &hash)?;
+        let digest: [u8; 32] = Sha256::digest(&bytes).into();
+        let hash = hex(&digest);
+        let slot = self.compiles.acquire(self.limits.compile_wait).ok_or_else(|| {
+            reject(
+                name,
+                RegisterError::Busy {
+                    max_concurrent: self.limits.max_concurrent_compiles,
+                    waited: self.limits.compile_wait,
+                },
+            )
+        })?;
+        let (module, from_cache) = self.load_or_compile(name, &bytes, &digest, &hash)?;
+        drop(slot);
         let unsupported: Vec<String> = module
             .imports()
             .filter(|i| !wasi::provides(i.module(), i.name()))
@@ -143,38 +200,48 @@ impl Registry {
         &self,
         name: &str,
         bytes: &[u8],
+        digest: &[u8; 32],
         hash: &str,
     ) -> Result<(Module, bool), Error> {
-        let Some(dir) = &self.cache_dir else {
+        let compile = || {
             let module = Module::new(&self.engine, bytes)
-                .map_err(|e| reject(name, RegisterError::Invalid(format!("{e:#}"))))?;
-            return Ok((module, false));
+                .map_err(|e| reject(name, RegisterError::Invalid(format!("{e:#}"))));
+            // Cranelift's working memory (hundreds of MiB for a large module) is free now but
+            // still resident in the allocator's arenas: hand it back.
+            crate::engine::trim_heap();
+            module
         };
-        let mut compat = DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut compat);
-        let path = dir.join(format!("{hash}-{:016x}.cwasm", compat.finish()));
-        if path.exists() {
-            // SAFETY: the artifact was written by `Module::serialize` of an engine with the same
-            // compatibility hash (it is in the file name) into the operator's cache directory;
-            // Wasmtime additionally checks its version and settings header on load. A file that
-            // fails to load is recompiled and replaced below.
-            match unsafe { Module::deserialize_file(&self.engine, &path) } {
-                Ok(module) => return Ok((module, true)),
-                Err(e) => tracing::warn!(path = %path.display(), "ignoring bad artifact: {e:#}"),
-            }
+        let Some(cache) = &self.cache else {
+            return Ok((compile()?, false));
+        };
+        match cache.load(&self.engine, digest, hash) {
+            Ok(Some(module)) => return Ok((module, true)),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                function = name,
+                artifact = ?cache.file_name(hash),
+                "ignoring the cached artifact, recompiling: {e}"
+            ),
         }
-        let module = Module::new(&self.engine, bytes)
-            .map_err(|e| reject(name, RegisterError::Invalid(format!("{e:#}"))))?;
+        let module = compile()?;
         // A failed write (read-only or full disk) costs the next start a compile, nothing more.
         match module.serialize() {
             Ok(artifact) => {
-                if let Err(e) = write_atomically(&path, &artifact) {
-                    tracing::warn!(path = %path.display(), "cannot cache the artifact: {e}");
+                if let Err(e) = cache.store(digest, hash, &artifact, &self.cached_in_use(cache)) {
+                    tracing::warn!(function = name, "cannot cache the artifact: {e}");
                 }
             }
             Err(e) => tracing::warn!(function = name, "cannot serialize the artifact: {e:#}"),
         }
+        // The serialized copy is as large as the compiled code.
+        crate::engine::trim_heap();
         Ok((module, false))
+    }
+
+    /// File names of the artifacts of registered functions (never evicted).
+    fn cached_in_use(&self, cache: &Cache) -> HashSet<OsString> {
+        let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
+        functions.by_name.values().map(|f| cache.file_name(&f.module_hash)).collect()
     }
 
     /// Compiles and registers a function under a fresh id.
@@ -199,12 +266,27 @@ impl Registry {
         Ok(function)
     }
 
-    /// Removes a function; requests already submitted keep their `Arc` and finish.
-    pub(crate) fn unregister(&self, name: &str) -> Option<Arc<Function>> {
-        let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
-        let function = functions.by_name.remove(name)?;
-        functions.by_id.remove(&function.id.0);
-        Some(function)
+    /// Removes a function; requests already submitted keep their `Arc` and finish. Its cached
+    /// artifact is deleted unless another registered function has the same module. If no
+    /// request holds the function, its module is freed here and the freed memory returned to
+    /// the OS (otherwise it is freed when the last request ends).
+    pub(crate) fn unregister(&self, name: &str) -> Option<()> {
+        let (function, shared) = {
+            let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
+            let function = functions.by_name.remove(name)?;
+            functions.by_id.remove(&function.id.0);
+            let shared = functions.by_name.values().any(|f| f.module_hash == function.module_hash);
+            (function, shared)
+        };
+        // Outside the lock: requests look functions up under it.
+        if let Some(cache) = self.cache.as_ref().filter(|_| !shared) {
+            cache.remove(&function.module_hash);
+        }
+        if let Some(function) = Arc::into_inner(function) {
+            drop(function);
+            crate::engine::trim_heap();
+        }
+        Some(())
     }
 
     pub(crate) fn get_by_id(&self, id: u32) -> Option<Arc<Function>> {
@@ -223,14 +305,313 @@ impl Registry {
     }
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A counting semaphore bounding the modules loaded or compiled at once.
+struct CompileSlots {
+    busy: Mutex<usize>,
+    freed: Condvar,
+    max: usize,
+}
+
+/// One compile slot, returned on drop.
+struct CompileSlot<'a>(&'a CompileSlots);
+
+impl CompileSlots {
+    fn new(max: usize) -> Self {
+        Self { busy: Mutex::new(0), freed: Condvar::new(), max }
+    }
+
+    /// A slot, waiting at most `wait` for one to free up.
+    fn acquire(&self, wait: Duration) -> Option<CompileSlot<'_>> {
+        let deadline = Instant::now().checked_add(wait);
+        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        while *busy >= self.max {
+            let now = Instant::now();
+            let left = match deadline {
+                Some(deadline) if deadline <= now => return None,
+                Some(deadline) => deadline - now,
+                // A wait too long to represent: wait in long steps, forever.
+                None => Duration::from_secs(3600),
+            };
+            busy = self.freed.wait_timeout(busy, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        *busy += 1;
+        Some(CompileSlot(self))
+    }
+}
+
+impl Drop for CompileSlot<'_> {
+    fn drop(&mut self) {
+        let mut busy = self.0.busy.lock().unwrap_or_else(|p| p.into_inner());
+        *busy -= 1;
+        self.0.freed.notify_one();
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::error::RegistrationLimit;
+
+    /// Small limits, so modules just at and just beyond each are cheap to build and compile.
+    const LIMITS: RegistrationLimits = RegistrationLimits {
+        max_module_bytes: 1 << 20,
+        max_functions: 5,
+        max_function_bytes: 64,
+        max_code_bytes: 256,
+        max_imports: 3,
+        max_data_segments: 4,
+        max_element_segments: 4,
+        max_tables: 1,
+        max_globals: 6,
+        max_concurrent_compiles: 1,
+        compile_wait: Duration::ZERO,
+    };
+
+    fn with(limits: RegistrationLimits, cache: Option<&Path>, cache_max: u64) -> Registry {
+        let config = RuntimeConfig {
+            registration: limits,
+            cache_dir: cache.map(Path::to_owned),
+            cache_max_bytes: cache_max,
+            ..RuntimeConfig::default()
+        };
+        Registry::from_config(crate::engine::build(&config).unwrap(), &config).unwrap()
+    }
+
+    /// A command module (binary) with `functions` defined functions and the fields `extra`.
+    fn module(functions: usize, extra: &str) -> Vec<u8> {
+        let funcs = "(func)".repeat(functions - 1);
+        wat::parse_str(format!(
+            "(module {extra} (memory (export \"memory\") 1) (func (export \"_start\")) {funcs})"
+        ))
+        .unwrap()
+    }
+
+    /// A function whose body is `n + 2` bytes.
+    fn nops(n: usize) -> String {
+        format!("(func {})", "nop ".repeat(n))
+    }
+
+    fn outcome(registry: &Registry, bytes: &[u8]) -> Result<(), RegisterError> {
+        match registry.compile(&FunctionConfig::new("f"), bytes) {
+            Ok(_) => Ok(()),
+            Err(Error::Register { reason, .. }) => Err(reason),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn each_limit_accepts_a_module_at_it_and_refuses_one_just_beyond() {
+        let registry = with(LIMITS, None, 0);
+        let import = r#"(import "wasi_snapshot_preview1" "proc_exit" (func (param i32)))"#;
+        let global_import = r#"(import "wasi_snapshot_preview1" "g" (global i32))"#;
+        let cases = [
+            (RegistrationLimit::Functions, module(5, ""), module(6, "")),
+            (
+                RegistrationLimit::Imports,
+                module(1, &import.repeat(3)),
+                module(1, &import.repeat(4)),
+            ),
+            (
+                RegistrationLimit::DataSegments,
+                module(1, &r#"(data (i32.const 0) "x")"#.repeat(4)),
+                module(1, &r#"(data "x")"#.repeat(5)),
+            ),
+            (
+                RegistrationLimit::ElementSegments,
+                module(1, &"(elem declare func 0)".repeat(4)),
+                module(1, &"(elem func 0)".repeat(5)),
+            ),
+            (
+                RegistrationLimit::Tables,
+                module(1, "(table 1 funcref)"),
+                module(1, &"(table 0 funcref)".repeat(2)),
+            ),
+            (
+                RegistrationLimit::Globals,
+                module(1, &"(global i32 (i32.const 0))".repeat(6)),
+                module(1, &"(global i32 (i32.const 0))".repeat(7)),
+            ),
+            // Function bodies: `nop`s between the local declarations (1 byte) and `end`.
+            (RegistrationLimit::FunctionBytes, module(1, &nops(62)), module(1, &nops(63))),
+            // Code: a count byte, `_start` (3 bytes) and four bodies with their size bytes.
+            (
+                RegistrationLimit::CodeBytes,
+                module(1, &nops(60).repeat(4)),
+                module(1, &[nops(60).repeat(3), nops(61)].concat()),
+            ),
+            // Imported globals and tables count too (refused before linking would fail).
+            (
+                RegistrationLimit::Globals,
+                module(1, &"(global i32 (i32.const 0))".repeat(6)),
+                module(1, &[global_import, &"(global i32 (i32.const 0))".repeat(6)].concat()),
+            ),
+        ];
+        for (limit, at, beyond) in cases {
+            assert_eq!(outcome(&registry, &at).map_err(|e| e.to_string()), Ok(()), "{limit:?}");
+            match outcome(&registry, &beyond) {
+                Err(RegisterError::OverLimit { limit: l, had, max }) => {
+                    assert_eq!((l, had), (limit, max + 1), "{limit:?}")
+                }
+                other => panic!("{limit:?}: expected a refusal, got {other:?}"),
+            }
+        }
+        // Size: as submitted (WAT text here) and as a binary.
+        let at = module(1, "");
+        let sized =
+            with(RegistrationLimits { max_module_bytes: at.len() as u64, ..LIMITS }, None, 0);
+        assert_eq!(outcome(&sized, &at).map_err(|e| e.to_string()), Ok(()));
+        let mut beyond = at.clone();
+        beyond.extend_from_slice(b"\0\x01x"); // an empty custom section named "x"
+        assert!(matches!(
+            outcome(&sized, &beyond),
+            Err(RegisterError::OverLimit { limit: RegistrationLimit::ModuleBytes, had, max })
+                if had == max + 3
+        ));
+        let text = r#"(module (memory (export "memory") 1) (func (export "_start")))"#;
+        let small = with(RegistrationLimits { max_module_bytes: 40, ..LIMITS }, None, 0);
+        assert!(matches!(
+            outcome(&small, text.as_bytes()),
+            Err(RegisterError::OverLimit { limit: RegistrationLimit::ModuleBytes, .. })
+        ));
+    }
+
+    #[test]
+    fn compiles_beyond_the_bound_wait_then_are_refused() {
+        let wasm = module(1, "");
+        // Refused at once while the only slot is taken (a zero wait).
+        let now = with(LIMITS, None, 0);
+        let slot = now.compiles.acquire(Duration::ZERO).unwrap();
+        assert!(matches!(outcome(&now, &wasm), Err(RegisterError::Busy { max_concurrent: 1, .. })));
+        // A module over a limit is refused for that, not queued.
+        assert!(matches!(outcome(&now, &module(6, "")), Err(RegisterError::OverLimit { .. })));
+        drop(slot);
+        assert!(outcome(&now, &wasm).is_ok(), "the slot is back");
+        // Waiting: refused after the wait if no slot frees up…
+        let wait = Duration::from_millis(200);
+        let waits = with(RegistrationLimits { compile_wait: wait, ..LIMITS }, None, 0);
+        let slot = waits.compiles.acquire(Duration::ZERO).unwrap();
+        let start = Instant::now();
+        let refused = outcome(&waits, &wasm).unwrap_err();
+        assert!(start.elapsed() >= wait);
+        assert_eq!(
+            refused.to_string(),
+            "1 modules are already compiling (registration.max_concurrent_compiles) and none \
+             finished within 200ms; try again later"
+        );
+        // …and served as soon as one does.
+        let waits = RegistrationLimits { compile_wait: Duration::from_secs(60), ..LIMITS };
+        let patient = with(waits, None, 0);
+        std::thread::scope(|s| {
+            let slot = patient.compiles.acquire(Duration::ZERO).unwrap();
+            let waiter = s.spawn(|| outcome(&patient, &wasm));
+            std::thread::sleep(Duration::from_millis(100));
+            assert!(!waiter.is_finished(), "waits for the slot");
+            drop(slot);
+            assert!(waiter.join().unwrap().is_ok());
+        });
+        drop(slot);
+        // At most `max_concurrent_compiles` hold a slot at once.
+        let two = CompileSlots::new(2);
+        let a = two.acquire(Duration::ZERO).unwrap();
+        let b = two.acquire(Duration::ZERO).unwrap();
+        assert!(two.acquire(Duration::from_millis(10)).is_none());
+        drop(a);
+        assert!(two.acquire(Duration::ZERO).is_some());
+        drop(b);
+    }
+
+    #[test]
+    fn bytes_that_are_neither_wasm_nor_wat_are_named_as_such() {
+        let registry = with(LIMITS, None, 0);
+        for bytes in [&b"\xff\xfe\0\x01"[..], b"GIF89a\x80"] {
+            match outcome(&registry, bytes) {
+                Err(RegisterError::Invalid(reason)) => assert_eq!(reason, NOT_A_MODULE),
+                other => panic!("{bytes:?}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            NOT_A_MODULE,
+            "the module is neither a Wasm binary (no `\\0asm` header) nor WAT text (not UTF-8)"
+        );
+        // Text is parsed as WAT, and a binary as Wasm: their own errors stand.
+        assert!(
+            matches!(outcome(&registry, b"hello"), Err(RegisterError::Invalid(r)) if r != NOT_A_MODULE)
+        );
+        let truncated = b"\0asm\x01\0\0\0\x01\xff";
+        assert!(
+            matches!(outcome(&registry, truncated), Err(RegisterError::Invalid(r)) if r != NOT_A_MODULE)
+        );
+    }
+
+    #[test]
+    fn zero_concurrent_compiles_is_a_configuration_error() {
+        let config = RuntimeConfig {
+            registration: RegistrationLimits { max_concurrent_compiles: 0, ..LIMITS },
+            ..RuntimeConfig::default()
+        };
+        let engine = crate::engine::build(&config).unwrap();
+        assert!(matches!(Registry::from_config(engine, &config), Err(Error::Config(_))));
+    }
+
+    /// A distinct module per `i`, all of the same shape (so their artifacts are the same size).
+    fn numbered(i: u32) -> Vec<u8> {
+        module(1, &format!(r#"(data (i32.const 0) "module-{i:04}")"#))
+    }
+
+    fn artifact(dir: &Path, registry: &Registry, bytes: &[u8]) -> PathBuf {
+        let cache = registry.cache.as_ref().unwrap();
+        dir.join(cache.file_name(&hex(&Sha256::digest(bytes))))
+    }
+
+    #[test]
+    fn beyond_the_size_bound_the_least_recently_used_unregistered_artifacts_go() {
+        let dir = std::env::temp_dir().join(format!("luge-cache-evict-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let unbounded = with(RegistrationLimits::default(), Some(&dir), u64::MAX);
+        assert!(outcome(&unbounded, &numbered(0)).is_ok());
+        let size = std::fs::metadata(artifact(&dir, &unbounded, &numbered(0))).unwrap().len();
+        drop(unbounded);
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Room for three and a half artifacts.
+        let registry = with(RegistrationLimits::default(), Some(&dir), size * 7 / 2);
+        let path = |i| artifact(&dir, &registry, &numbered(i));
+        let pause = || std::thread::sleep(Duration::from_millis(20));
+        // 0 is registered (so kept although it is the oldest); 1, 2 are only compiled.
+        registry.register(FunctionConfig::new("zero"), &numbered(0)).unwrap();
+        pause();
+        assert!(outcome(&registry, &numbered(1)).is_ok());
+        pause();
+        assert!(outcome(&registry, &numbered(2)).is_ok());
+        pause();
+        // Loading 1 from the cache makes it more recently used than 2.
+        let (_, _, from_cache) =
+            registry.compile(&FunctionConfig::new("one"), &numbered(1)).unwrap();
+        assert!(from_cache);
+        pause();
+        assert!([0, 1, 2].iter().all(|&i| path(i).exists()), "three fit");
+        assert!(outcome(&registry, &numbered(3)).is_ok());
+        assert_eq!(
+            [0, 1, 2, 3].map(|i| path(i).exists()),
+            [true, true, false, true],
+            "the fourth evicts the least recently used unregistered one"
+        );
+        // Registered artifacts are never evicted, even when that leaves the cache over its bound.
+        registry.register(FunctionConfig::new("one"), &numbered(1)).unwrap();
+        registry.register(FunctionConfig::new("three"), &numbered(3)).unwrap();
+        registry.register(FunctionConfig::new("four"), &numbered(4)).unwrap();
+        assert!([0, 1, 3, 4].iter().all(|&i| path(i).exists()));
+        // An artifact larger than the whole bound is not written at all.
+        let tiny = with(RegistrationLimits::default(), Some(&dir), size / 2);
+        assert!(outcome(&tiny, &numbered(5)).is_ok());
+        assert!(!path(5).exists());
+        drop((registry, tiny));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -98,8 +98,7 @@ impl Runtime {
         }
         crate::engine::raise_nofile_limit();
         let engine = crate::engine::build(&config)?;
-        let registry =
-            Registry::new(engine.clone(), config.cache_dir.clone(), config.max_memory_bytes)?;
+        let registry = Registry::from_config(engine.clone(), &config)?;
         let signals = Arc::new(Signals {
             clock: Clock::new(),
             epoch: Epoch::Engine(engine.clone()),
