@@ -3,7 +3,7 @@
 
 use super::*;
 use luge_proto::{FunctionInfo, micros};
-use luge_runtime::RegisterError;
+use luge_runtime::{RegisterError, RegistrationLimit};
 
 /// `GET /admin/functions`.
 pub(super) async fn list_functions(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
@@ -185,14 +185,11 @@ pub(super) async fn put_function(
         Ok(Err(luge_runtime::Error::Register { reason: RegisterError::Duplicate, .. })) => {
             return already_registered(shared, name);
         }
-        Ok(Err(
-            e @ luge_runtime::Error::Register {
-                reason: RegisterError::TenantFunctions { .. }, ..
-            },
-        )) => {
-            return shared.error(StatusCode::TOO_MANY_REQUESTS, "tenant_limit", e.to_string());
+        Ok(Err(e)) => {
+            let (status, label) = refusal_status(&e);
+            tracing::info!(function = name, status = status.as_u16(), "registration refused: {e}");
+            return shared.error(status, label, e.to_string());
         }
-        Ok(Err(e)) => return bad(e.to_string()),
         Err(e) => {
             return shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string());
         }
@@ -223,6 +220,30 @@ pub(super) async fn put_function(
         response.headers_mut().insert(header::LOCATION, location);
     }
     response
+}
+
+/// The status and `Luge-Outcome` of a refused registration (`docs/http.md` §6): `413
+/// too_large` for a module over `registration.max_module_bytes` (the registry's bound, which
+/// may be below the upload limit); `422 over_limit` for one over another registration limit
+/// (a well-formed request whose content the node will not take on; the message names the
+/// manifest key); `503 busy` (with `Retry-After`, as on every 503) while every compile slot
+/// stayed taken; `400 bad_request` for a module that is not valid or cannot run here.
+fn refusal_status(error: &luge_runtime::Error) -> (StatusCode, &'static str) {
+    match error {
+        luge_runtime::Error::Register { reason, .. } => match reason {
+            RegisterError::OverLimit { limit: RegistrationLimit::ModuleBytes, .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
+            }
+            RegisterError::OverLimit { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "over_limit"),
+            RegisterError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
+            RegisterError::TenantFunctions { .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, "tenant_limit")
+            }
+            RegisterError::Duplicate => (StatusCode::CONFLICT, "conflict"),
+            _ => (StatusCode::BAD_REQUEST, "bad_request"),
+        },
+        _ => (StatusCode::BAD_REQUEST, "bad_request"),
+    }
 }
 
 /// 409: `name` is taken.
@@ -281,5 +302,23 @@ mod tests {
         {
             assert!(parse_put_query(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn registration_refusals_map_to_their_statuses() {
+        let status = |reason| {
+            let (status, label) =
+                refusal_status(&luge_runtime::Error::Register { name: "f".into(), reason });
+            (status.as_u16(), label)
+        };
+        let over = |limit| RegisterError::OverLimit { limit, had: 2, max: 1 };
+        assert_eq!(status(over(RegistrationLimit::ModuleBytes)), (413, "too_large"));
+        for limit in [RegistrationLimit::Functions, RegistrationLimit::CodeBytes] {
+            assert_eq!(status(over(limit)), (422, "over_limit"));
+        }
+        let busy = RegisterError::Busy { max_concurrent: 2, waited: Duration::from_secs(30) };
+        assert_eq!(status(busy), (503, "busy"));
+        assert_eq!(status(RegisterError::Duplicate), (409, "conflict"));
+        assert_eq!(status(RegisterError::Invalid("x".into())), (400, "bad_request"));
     }
 }
