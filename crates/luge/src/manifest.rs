@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use luge_runtime::{
-    FunctionConfig, Layout, Limits, PolicyKind, RuntimeConfig, TenantConfig, WaitMode,
+    FunctionConfig, Layout, Limits, PolicyKind, RegistrationLimits, RuntimeConfig, TenantConfig,
+    WaitMode,
 };
 use luge_server::{BadRequestLog, NodeFunction, RequestLog};
 use serde::Deserialize;
@@ -66,6 +67,8 @@ pub struct FunctionEntry {
 struct RawManifest {
     #[serde(default)]
     server: RawServer,
+    #[serde(default)]
+    registration: RawRegistration,
     #[serde(default, rename = "function")]
     functions: Vec<RawFunction>,
     #[serde(default, rename = "tenant")]
@@ -107,6 +110,7 @@ struct RawServer {
     max_sandboxes: Option<u32>,
     max_memory_bytes: Option<u64>,
     cache_dir: Option<String>,
+    cache_max_bytes: Option<u64>,
     default_estimate_us: Option<u64>,
     shutdown_grace_ms: Option<u64>,
     reject_infeasible: Option<bool>,
@@ -114,6 +118,54 @@ struct RawServer {
     protect_admitted: Option<bool>,
     shed: Option<bool>,
     max_queued: Option<usize>,
+}
+
+/// `[registration]`: bounds on the modules the node accepts (`RegistrationLimits`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRegistration {
+    max_module_bytes: Option<u64>,
+    max_functions: Option<u32>,
+    max_function_bytes: Option<u64>,
+    max_code_bytes: Option<u64>,
+    max_imports: Option<u32>,
+    max_data_segments: Option<u32>,
+    max_element_segments: Option<u32>,
+    max_tables: Option<u32>,
+    max_globals: Option<u32>,
+    max_concurrent_compiles: Option<Spanned<usize>>,
+    compile_wait_ms: Option<u64>,
+}
+
+impl RawRegistration {
+    /// The limits, each key overriding its default.
+    fn limits(self, text: &str, file: &str) -> Result<RegistrationLimits, ManifestError> {
+        let d = RegistrationLimits::default();
+        let max_concurrent_compiles = match self.max_concurrent_compiles {
+            Some(n) if *n.get_ref() == 0 => {
+                return Err(ManifestError {
+                    file: file.to_owned(),
+                    line: line_of(text, n.span().start),
+                    reason: "max_concurrent_compiles must be at least 1".to_owned(),
+                });
+            }
+            Some(n) => n.into_inner(),
+            None => d.max_concurrent_compiles,
+        };
+        Ok(RegistrationLimits {
+            max_module_bytes: self.max_module_bytes.unwrap_or(d.max_module_bytes),
+            max_functions: self.max_functions.unwrap_or(d.max_functions),
+            max_function_bytes: self.max_function_bytes.unwrap_or(d.max_function_bytes),
+            max_code_bytes: self.max_code_bytes.unwrap_or(d.max_code_bytes),
+            max_imports: self.max_imports.unwrap_or(d.max_imports),
+            max_data_segments: self.max_data_segments.unwrap_or(d.max_data_segments),
+            max_element_segments: self.max_element_segments.unwrap_or(d.max_element_segments),
+            max_tables: self.max_tables.unwrap_or(d.max_tables),
+            max_globals: self.max_globals.unwrap_or(d.max_globals),
+            max_concurrent_compiles,
+            compile_wait: self.compile_wait_ms.map_or(d.compile_wait, Duration::from_millis),
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -233,6 +285,7 @@ impl Manifest {
             }
             server.runtime.tenants.push(tenant);
         }
+        server.runtime.registration = raw.registration.limits(text, file)?;
         let mut functions: Vec<FunctionEntry> = Vec::new();
         for f in raw.functions {
             let at = |span: Range<usize>, reason: String| ManifestError {
@@ -417,6 +470,9 @@ fn settings(
         runtime.max_memory_bytes = m;
     }
     runtime.cache_dir = raw.cache_dir.map(|d| dir.join(d)).or_else(default_cache_dir);
+    if let Some(c) = raw.cache_max_bytes {
+        runtime.cache_max_bytes = c;
+    }
     if let Some(e) = raw.default_estimate_us {
         runtime.default_estimate = Duration::from_micros(e);
     }
@@ -630,6 +686,39 @@ tenant = 1
         assert!(
             parse("[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\ntenant = 7\n").is_ok()
         );
+    }
+
+    #[test]
+    fn registration_limits_and_the_cache_bound_are_settings() {
+        let m = parse(
+            "[server]\ncache_max_bytes = 1000\n[registration]\nmax_module_bytes = 1\n\
+             max_functions = 2\nmax_function_bytes = 3\nmax_code_bytes = 4\nmax_imports = 5\n\
+             max_data_segments = 6\nmax_element_segments = 7\nmax_tables = 8\n\
+             max_globals = 9\nmax_concurrent_compiles = 10\ncompile_wait_ms = 11\n",
+        )
+        .unwrap();
+        assert_eq!(m.server.runtime.cache_max_bytes, 1000);
+        let want = RegistrationLimits {
+            max_module_bytes: 1,
+            max_functions: 2,
+            max_function_bytes: 3,
+            max_code_bytes: 4,
+            max_imports: 5,
+            max_data_segments: 6,
+            max_element_segments: 7,
+            max_tables: 8,
+            max_globals: 9,
+            max_concurrent_compiles: 10,
+            compile_wait: Duration::from_millis(11),
+        };
+        assert_eq!(m.server.runtime.registration, want);
+        let defaults = parse("").unwrap().server.runtime;
+        assert_eq!(defaults.registration, RegistrationLimits::default());
+        assert_eq!(defaults.cache_max_bytes, RuntimeConfig::default().cache_max_bytes);
+        let (line, reason) = error("[registration]\n\nmax_concurrent_compiles = 0\n");
+        assert!(line == 3 && reason.contains("at least 1"), "{line}: {reason}");
+        let (line, reason) = error("[registration]\nmax_funcs = 1\n");
+        assert!(line == 2 && reason.contains("unknown field `max_funcs`"), "{line}: {reason}");
     }
 
     #[test]

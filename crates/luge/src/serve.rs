@@ -185,6 +185,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
         admin,
         expose_metrics: server.expose_metrics,
         max_connections_per_client: server.max_connections_per_client,
+        // An upload the registry would refuse is refused before it is read.
+        max_module_bytes: server.runtime.registration.max_module_bytes,
         ..HttpConfig::default()
     };
     match luge_server::net::raise_fd_limit() {
