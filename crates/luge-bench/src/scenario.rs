@@ -21,7 +21,7 @@
 //! | [`density`](Scenario::Density) | N byte-distinct no-op modules at a fixed rate: p99 and RSS per function |
 //! | [`sim-vs-real`](Scenario::SimVsReal) | the same arrivals through `luge-sim` (with measured overheads) and the runtime |
 //! | [`overload`](Scenario::Overload) | past capacity: goodput, refusals, their latency and RSS at 1×–5× of the measured capacity, both protocols, a fixed and a bimodal `spin` mix; and a 0.5× → 2× step in 10 ms bins |
-//! | [`tenants`](Scenario::Tenants) | one tenant's no-op latency while another, rate-limited, offers 10× its limit, ÷ alone, interleaved trials |
+//! | [`tenants`](Scenario::Tenants) | one tenant's no-op latency while another, rate-limited, offers 10× its limit, ÷ while it offers its limit, interleaved trials |
 //! | [`slow-clients`](Scenario::SlowClients) | HTTP no-op latency and throughput while thousands of slow ("slowloris") connections are open, ÷ the same node quiet, interleaved trials |
 //!
 //! `quick` shrinks every duration and sweep so that a scenario takes a second or two: it proves
@@ -287,12 +287,15 @@ pub struct SlowClientsOptions {
 pub struct TenantsOptions {
     /// Tenant A's offered rate (default 2 000/s; quick 500/s).
     pub rate: Option<f64>,
-    /// Tenant B's rate limit; it offers ten times this (default 500/s; quick 100/s).
+    /// Tenant B's rate limit; it offers this and ten times this (default 100/s; quick 50/s).
     pub b_limit: Option<f64>,
     /// Time per trial (default 3 s; quick 300 ms).
     pub duration: Option<Duration>,
-    /// Alone/flooded trial pairs (default 3; quick 1).
+    /// Trial pairs (B at its limit, B at 10×) (default 3; quick 1).
     pub trials: Option<usize>,
+    /// Declare no tenant limits (B offers the same 10× but nothing refuses it for its tenant:
+    /// the node before `[[tenant]]`), for a before/after.
+    pub no_limits: bool,
 }
 
 /// A scenario and its own settings.

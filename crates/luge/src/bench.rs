@@ -53,7 +53,7 @@ enum BenchCommand {
     /// HTTP no-op latency while thousands of slow ("slowloris") connections are open, ÷ the
     /// same node quiet.
     SlowClients(SlowClientsArgs),
-    /// One tenant's no-op latency while another offers 10× its rate limit, ÷ alone.
+    /// One tenant's no-op latency while another offers 10× its rate limit, ÷ at its limit.
     Tenants(TenantsArgs),
     /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
     #[command(hide = true)]
@@ -343,15 +343,19 @@ struct TenantsArgs {
     /// Tenant A's requests per second [default: 2000; quick: 500].
     #[arg(long)]
     rate: Option<f64>,
-    /// Tenant B's rate limit; it offers ten times this [default: 500; quick: 100].
+    /// Tenant B's rate limit; it offers this and ten times this [default: 100; quick: 50].
     #[arg(long)]
     b_limit: Option<f64>,
     /// Time per trial [default: 3s; quick 300ms].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Alone/flooded trial pairs [default: 3; quick: 1].
+    /// Trial pairs (B at its limit, B at 10×) [default: 3; quick: 1].
     #[arg(long)]
     trials: Option<usize>,
+    /// Declare no tenant limits: B's 10× is not refused for its tenant (the node before
+    /// `[[tenant]]`), for a before/after.
+    #[arg(long)]
+    no_limits: bool,
 }
 
 #[derive(Debug, Args)]
@@ -468,6 +472,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 b_limit: a.b_limit,
                 duration: a.duration,
                 trials: a.trials,
+                no_limits: a.no_limits,
             };
             scenario(Scenario::Tenants(t), &a.common)
         }

@@ -243,9 +243,10 @@ fn slow_clients_hold_connections_while_a_client_is_served() {
 fn tenants_measures_one_tenant_beside_another_over_its_limit() {
     let (dir, report, summary) = quick("tenants", &["tenants"]);
     let r = &report["results"];
+    assert_eq!(r["tenant_limits"], true, "measures the limits by default");
     let trials = r["trials"].as_array().unwrap();
-    assert_eq!(trials.len(), 2, "one trial alone and one flooded: {trials:?}");
-    let flooded = trials.iter().find(|t| t["condition"] == "flooded").unwrap();
+    assert_eq!(trials.len(), 2, "one trial with B at its limit, one at 10×: {trials:?}");
+    let flooded = trials.iter().find(|t| t["condition"] == "at_10x").unwrap();
     // B offered 10× its limit and most of it was refused (TenantLimit), while A was served.
     let b = &flooded["b"];
     assert!(b["errors"].as_u64().unwrap() * 2 > b["planned"].as_u64().unwrap(), "{b}");
@@ -253,7 +254,7 @@ fn tenants_measures_one_tenant_beside_another_over_its_limit() {
         assert!(t["a"]["planned"].as_u64().unwrap() > 0, "{t}");
         assert_eq!(t["a"]["errors"], 0, "{t}");
     }
-    assert!(summary.contains("flooded ÷ alone"), "{summary}");
+    assert!(summary.contains("at 10× ÷ at its limit"), "{summary}");
     done(&dir);
 }
 
