@@ -2,6 +2,9 @@
 //! loads its verified cached artifact), links it against Luge's WASI layer into one
 //! `InstancePre`, and hands out `Arc<Function>`s that requests carry to their worker.
 //!
+//! Above ~600 lines only through its tests (~260 lines); the checks before compiling live in
+//! `limits`, the artifact format and its verification in `cache`.
+//!
 //! Registration order: the submitted size, then (on the Wasm binary) the section counts of
 //! [`RegistrationLimits`] and the memory cap, all before anything is compiled; then a compile
 //! slot (at most `max_concurrent_compiles` modules load or compile at once, a registration

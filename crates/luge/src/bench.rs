@@ -2,6 +2,9 @@
 //! scenarios of issue #6, which start Luge and the baselines in this process on loopback ports
 //! and write `results/<scenario>-<UTC date-time>/` (`compare`, `noop`, `policies`, `density`,
 //! `sim-vs-real`, `overload`, `slow-clients`, `tenants`). See `docs/benchmarks.md`.
+//!
+//! About 600 lines: the command line of every scenario, each flag documented for `--help`, and
+//! its mapping onto the scenario's options; the scenarios themselves live in `luge-bench`.
 
 use std::io::Write;
 use std::path::PathBuf;
