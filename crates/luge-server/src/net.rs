@@ -4,11 +4,23 @@
 //! and reply-address check, and the HTTP front end's accept step.
 //!
 //! They are plumbing, not the product: a stable API is not promised. [`raise_fd_limit`] is for
-//! processes that hold many connections (`luge serve`, load generators).
+//! processes that hold many connections (`luge serve`, load generators); `client_unit`, the unit
+//! both front ends count a client by, is the crate's own.
 
 pub use crate::http::accept_next;
 pub use crate::udp::sys::{RecvBatch, SendBatch, send_to, set_int_option};
 pub use crate::udp::{usable, wake};
+
+/// The unit a client is counted by, for the per-client connection cap (HTTP) and the reply
+/// budgets (UDP-RPC) alike: its IPv4 address (also when mapped into IPv6), or its IPv6 /64
+/// prefix — the unit one subscriber gets, so a client rotating addresses inside it gains nothing.
+pub(crate) fn client_unit(ip: std::net::IpAddr) -> std::net::IpAddr {
+    use std::net::{IpAddr, Ipv6Addr};
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+    }
+}
 
 /// Raises the soft limit on open files to the hard limit (one descriptor per connection: the
 /// common soft default of 1024 would cap a node far below its `max_connections`). Returns the

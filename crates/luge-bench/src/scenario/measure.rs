@@ -95,6 +95,18 @@ pub(crate) fn median<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<
     m.is_finite().then_some(m)
 }
 
+/// `median(over, f) ÷ median(base, f)`; `None` when either is infinite or the base is 0.
+pub(crate) fn median_ratio<T>(
+    over: &[&T],
+    base: &[&T],
+    f: impl Fn(&T) -> Option<f64>,
+) -> Option<f64> {
+    match (median(over, &f), median(base, &f)) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
 /// Runs against one target with one mapping.
 #[derive(Debug, Clone)]
 pub(crate) struct Driver {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
-use super::measure::{Driver, Point, median};
+use super::measure::{Driver, Point, median, median_ratio};
 use super::node::{LugeNode, NodeSpec, Pinning};
 use super::output::{Results, Table, ratio, rps, us};
 use super::{Protocol, ScenarioOptions, SlowClientsOptions, layout_name, wait_name};
@@ -154,10 +154,7 @@ pub(crate) fn run(
         ]);
     }
     let _ = writeln!(md, "{}", t.render());
-    let r = |f: &dyn Fn(&Trial) -> Option<f64>| match (median(&slow, f), median(&quiet, f)) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    };
+    let r = |f: &dyn Fn(&Trial) -> Option<f64>| median_ratio(&slow, &quiet, f);
     let (p50, p99, tput) =
         (r(&|t| t.point.p50_us), r(&|t| t.point.p99_us), r(&|t| Some(t.point.throughput_rps)));
     let _ = writeln!(

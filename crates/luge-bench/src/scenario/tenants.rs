@@ -14,7 +14,7 @@ use luge_runtime::{FunctionConfig, TenantConfig};
 use serde::Serialize;
 use serde_json::json;
 
-use super::measure::{Driver, Point, median};
+use super::measure::{Driver, Point, median, median_ratio};
 use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
 use super::output::{Results, Table, ratio, rps, us};
 use super::{Protocol, ScenarioOptions, TenantsOptions, layout_name, wait_name};
@@ -153,10 +153,7 @@ pub(crate) fn run(
         ]);
     }
     let _ = writeln!(md, "{}", table.render());
-    let r = |f: &dyn Fn(&Trial) -> Option<f64>| match (median(&at_10x, f), median(&at_limit, f)) {
-        (Some(x), Some(y)) if y > 0.0 => Some(x / y),
-        _ => None,
-    };
+    let r = |f: &dyn Fn(&Trial) -> Option<f64>| median_ratio(&at_10x, &at_limit, f);
     let (p50, p99) = (r(&|t| t.a.p50_us), r(&|t| t.a.p99_us));
     let _ = writeln!(
         md,

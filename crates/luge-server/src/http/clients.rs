@@ -1,12 +1,13 @@
 //! The per-client connection cap: how many connections one client address may hold open on the
 //! function listener, so that one client (a slowloris, a leaking pool) cannot take the
-//! connections every other client needs. IPv4 clients are counted by address; IPv6 clients by
-//! their /64 prefix, the unit one subscriber gets (a client changing addresses inside it gains
-//! nothing).
+//! connections every other client needs. Clients are counted by `net::client_unit`: IPv4 address
+//! or IPv6 /64 prefix.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
+
+use crate::net::client_unit;
 
 /// Open connections per client address.
 #[derive(Debug)]
@@ -30,7 +31,7 @@ impl Clients {
 
     /// A slot for a connection from `ip`, or `None` if the client already holds `cap`.
     pub(super) fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<ClientSlot> {
-        let key = key(ip);
+        let key = client_unit(ip);
         if self.cap > 0 {
             let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
             let count = open.entry(key).or_insert(0);
@@ -46,7 +47,7 @@ impl Clients {
     #[cfg(test)]
     fn held(&self, ip: IpAddr) -> usize {
         let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.get(&key(ip)).copied().unwrap_or(0)
+        open.get(&client_unit(ip)).copied().unwrap_or(0)
     }
 }
 
@@ -61,18 +62,6 @@ impl Drop for ClientSlot {
             if *count == 0 {
                 open.remove(&self.key);
             }
-        }
-    }
-}
-
-/// The unit a client is counted by: its IPv4 address (also when mapped into IPv6), or its IPv6
-/// /64 prefix.
-fn key(ip: IpAddr) -> IpAddr {
-    match ip.to_canonical() {
-        IpAddr::V4(v4) => IpAddr::V4(v4),
-        IpAddr::V6(v6) => {
-            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-            IpAddr::V6(Ipv6Addr::from(prefix))
         }
     }
 }
@@ -95,7 +84,7 @@ mod tests {
         assert_eq!(clients.held(a), 1);
         assert!(clients.admit(a).is_some(), "a slot is returned when its connection ends");
         let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
-        assert_eq!(key(mapped), a, "IPv4-mapped IPv6 is the IPv4 client");
+        assert_eq!(client_unit(mapped), a, "IPv4-mapped IPv6 is the IPv4 client");
     }
 
     #[test]

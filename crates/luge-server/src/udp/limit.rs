@@ -18,6 +18,8 @@ use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::time::Instant;
 
+use crate::net::client_unit;
+
 /// Buckets in the per-source table (a power of two): 32 KiB.
 pub(super) const SOURCE_BUCKETS: usize = 4096;
 
@@ -96,17 +98,10 @@ impl ReplyBudget {
         Ok(())
     }
 
-    /// The bucket of `source`: its IPv4 address, or the /64 prefix of its IPv6 address (an
-    /// IPv4-mapped IPv6 address counts as the IPv4 address).
+    /// The bucket of `source`'s client unit (`net::client_unit`: its IPv4 address, or the /64
+    /// prefix of its IPv6 address; an IPv4-mapped IPv6 address counts as the IPv4 address).
     fn slot(&self, source: IpAddr) -> usize {
-        let key: (u8, u64) = match source {
-            IpAddr::V4(v4) => (4, u64::from(v4.to_bits())),
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => (4, u64::from(v4.to_bits())),
-                None => (6, (v6.to_bits() >> 64) as u64),
-            },
-        };
-        (self.hasher.hash_one(key) as usize) & (SOURCE_BUCKETS - 1)
+        (self.hasher.hash_one(client_unit(source)) as usize) & (SOURCE_BUCKETS - 1)
     }
 
     /// When the bucket of `source` has a token again (tests).
