@@ -1,11 +1,12 @@
-//! The HTTP/1.1 driver: a pooled hyper client on a small tokio runtime, fed by the pacer.
+//! The HTTP/1.1 driver: hyper client connections on a small tokio runtime, fed by the pacer.
 //!
 //! Tokio's timer has a 1 ms resolution, too coarse to pace an open loop (every request would
 //! be up to 1 ms late, all of it counted as latency). So the same precise pacer thread as for
 //! UDP decides *when*; at each intended time it spawns the request onto the runtime. The
 //! window is the ledger's (the pacer blocks for a slot), which also bounds the number of
-//! connections: HTTP/1.1 has one request in flight per connection, and the pool
-//! (`pool_max_idle_per_host` = window) keeps them open for reuse. A request's send time is when
+//! connections: HTTP/1.1 has one request in flight per connection, and the [`pool`] hands a
+//! connection back before the answer frees its slot, so it never opens more connections than
+//! the window. A request's send time is when
 //! the pacer hands it to the runtime; its response time is taken when the whole body has been
 //! read, so connection set-up and the runtime's scheduling count as latency.
 //!
@@ -22,11 +23,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::header::HOST;
 use hyper::{Request, StatusCode, Uri};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::runtime::Runtime;
+
+use self::pool::{ConnectError, Pool};
 
 use crate::calibrate::{CALIBRATION_DEADLINE_US, Caller, Reply};
 use crate::drive::Transport;
@@ -40,12 +41,12 @@ use luge_proto::{
 use crate::sample::ErrorKind;
 use crate::target::FunctionRef;
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+mod pool;
 
-/// The runtime and the pooled client of an HTTP run.
+/// The runtime and the connections of an HTTP run.
 pub(crate) struct HttpSetup {
     rt: Runtime,
-    client: HttpClient,
+    pool: Arc<Pool>,
     addr: SocketAddr,
     base_path: String,
 }
@@ -55,7 +56,6 @@ impl HttpSetup {
         addr: SocketAddr,
         base_path: &str,
         threads: usize,
-        window: usize,
     ) -> Result<Self, BenchError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads.max(1))
@@ -63,20 +63,18 @@ impl HttpSetup {
             .enable_all()
             .build()
             .map_err(|e| BenchError::io("starting the HTTP client runtime", e))?;
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(window)
-            .pool_idle_timeout(Duration::from_secs(30))
-            .pool_timer(TokioTimer::new())
-            .build(connector);
-        Ok(Self { rt, client, addr, base_path: base_path.to_owned() })
+        Ok(Self { rt, pool: Arc::new(Pool::new(addr)), addr, base_path: base_path.to_owned() })
     }
 
-    /// The URI of a function on the target.
+    /// The path of a function on the target (requests carry the origin form and a `Host`).
     pub(crate) fn uri(&self, f: &FunctionRef) -> Result<Uri, BenchError> {
-        let text = format!("http://{}{}{}", self.addr, self.base_path, f.http_route);
-        text.parse::<Uri>().map_err(|e| BenchError::Config(format!("bad URI `{text}`: {e}")))
+        let text = format!("{}{}", self.base_path, f.http_route);
+        text.parse::<Uri>().map_err(|e| BenchError::Config(format!("bad path `{text}`: {e}")))
+    }
+
+    /// The most connections that were open at once.
+    pub(crate) fn most_connections(&self) -> usize {
+        self.pool.most_open()
     }
 
     pub(crate) fn caller(&self, timeout: Duration) -> HttpCaller<'_> {
@@ -93,7 +91,8 @@ impl HttpSetup {
         let uris = functions.iter().map(|f| self.uri(f)).collect::<Result<_, _>>()?;
         Ok(HttpTransport {
             handle: self.rt.handle().clone(),
-            client: self.client.clone(),
+            pool: Arc::clone(&self.pool),
+            host: self.addr.to_string(),
             uris,
             ledger,
             timeout,
@@ -103,44 +102,44 @@ impl HttpSetup {
 
     /// Stops the runtime, dropping requests still in flight.
     pub(crate) fn shutdown(self) {
-        drop(self.client);
+        drop(self.pool);
         self.rt.shutdown_timeout(Duration::from_millis(200));
     }
 }
 
 fn request(
     uri: Uri,
+    host: &str,
     payload: &[u8],
     deadline_us: u32,
     expected_us: Option<u32>,
 ) -> Request<Full<Bytes>> {
-    let mut b = Request::post(uri).header(DEADLINE_HEADER, deadline_us);
+    let mut b = Request::post(uri).header(HOST, host).header(DEADLINE_HEADER, deadline_us);
     if let Some(e) = expected_us {
         b = b.header(EXPECTED_HEADER, e);
     }
-    // A POST with a valid URI and integer headers always builds.
+    // A POST with a valid URI, a socket address for host and integer headers always builds.
     b.body(Full::new(Bytes::copy_from_slice(payload)))
         .unwrap_or_else(|_| Request::new(Full::new(Bytes::new())))
 }
 
-/// Sends one request and reads the whole response.
-async fn exchange(client: &HttpClient, req: Request<Full<Bytes>>, timeout: Duration) -> Reply {
+/// Sends one request on a connection of `pool` and reads the whole response; the connection
+/// is back in the pool before this returns.
+async fn exchange(pool: &Pool, req: Request<Full<Bytes>>, timeout: Duration) -> Reply {
     let error = |kind| Reply { error: Some(kind), ..Reply::default() };
     let fut = async {
-        let resp = match client.request(req).await {
-            Ok(r) => r,
-            Err(e) => {
-                return error(if e.is_connect() {
-                    ErrorKind::Connect
-                } else {
-                    ErrorKind::Transport
-                });
-            }
+        let mut conn = match pool.checkout().await {
+            Ok(conn) => conn,
+            Err(ConnectError::Tcp | ConnectError::Handshake) => return error(ErrorKind::Connect),
+        };
+        let Ok(resp) = conn.sender().send_request(req).await else {
+            return error(ErrorKind::Transport);
         };
         let (parts, body) = resp.into_parts();
         if body.collect().await.is_err() {
             return error(ErrorKind::Transport);
         }
+        pool.checkin(conn);
         let text = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
         let number = |name: &str| text(name).and_then(|s| s.trim().parse::<u64>().ok());
         let failure = (parts.status != StatusCode::OK)
@@ -157,7 +156,8 @@ async fn exchange(client: &HttpClient, req: Request<Full<Bytes>>, timeout: Durat
 /// The sending half: spawns each request onto the runtime.
 pub(crate) struct HttpTransport {
     handle: tokio::runtime::Handle,
-    client: HttpClient,
+    pool: Arc<Pool>,
+    host: String,
     uris: Vec<Uri>,
     ledger: Arc<Ledger>,
     timeout: Duration,
@@ -167,12 +167,12 @@ pub(crate) struct HttpTransport {
 impl Transport for HttpTransport {
     fn send(&mut self, p: &Planned, _: &FunctionRef, payload: &[u8]) -> Result<(), ErrorKind> {
         let uri = self.uris.get(p.function).cloned().ok_or(ErrorKind::Send)?;
-        let req =
-            request(uri, payload, p.deadline_us(), self.send_expected.then(|| p.expected_us()));
-        let (client, ledger, timeout, seq) =
-            (self.client.clone(), Arc::clone(&self.ledger), self.timeout, p.seq);
+        let expected = self.send_expected.then(|| p.expected_us());
+        let req = request(uri, &self.host, payload, p.deadline_us(), expected);
+        let (pool, ledger, timeout, seq) =
+            (Arc::clone(&self.pool), Arc::clone(&self.ledger), self.timeout, p.seq);
         self.handle.spawn(async move {
-            let reply = exchange(&client, req, timeout).await;
+            let reply = exchange(&pool, req, timeout).await;
             let now = ledger.now_ns();
             ledger.complete(seq, now, reply);
         });
@@ -188,8 +188,9 @@ pub(crate) struct HttpCaller<'a> {
 
 impl Caller for HttpCaller<'_> {
     fn call(&mut self, function: &FunctionRef, payload: &[u8]) -> Result<Reply, BenchError> {
-        let req = request(self.setup.uri(function)?, payload, CALIBRATION_DEADLINE_US, None);
-        let reply = self.setup.rt.block_on(exchange(&self.setup.client, req, self.timeout));
+        let host = self.setup.addr.to_string();
+        let req = request(self.setup.uri(function)?, &host, payload, CALIBRATION_DEADLINE_US, None);
+        let reply = self.setup.rt.block_on(exchange(&self.setup.pool, req, self.timeout));
         match reply.error {
             Some(ErrorKind::Timeout) => Err(BenchError::Calibration(format!(
                 "no answer within {:?} (is the server running on the target?)",

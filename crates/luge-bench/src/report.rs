@@ -40,6 +40,8 @@ pub struct Report {
     pub summary: Summary,
     /// Most requests ever in flight at once.
     pub max_in_flight: usize,
+    /// HTTP: the most connections open at once (at most `max_in_flight`); `None` over UDP-RPC.
+    pub max_connections: Option<usize>,
     /// Datagrams or responses that answered no request in flight (late answers after a
     /// timeout, or foreign datagrams).
     pub stray_responses: u64,

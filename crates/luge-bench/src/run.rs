@@ -190,7 +190,7 @@ pub fn calibrate(
             calibrate::measure(&mut caller, spin, options)
         }
         Target::Http { addr, base_path } => {
-            let setup = HttpSetup::new(*addr, base_path, 1, 1)?;
+            let setup = HttpSetup::new(*addr, base_path, 1)?;
             let result = calibrate::measure(&mut setup.caller(timeout), spin, options);
             setup.shutdown();
             result
@@ -206,7 +206,7 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
     let wire = match &config.target {
         Target::Rpc(addr) => Wire::Udp(*addr),
         Target::Http { addr, base_path } => {
-            Wire::Http(Box::new(HttpSetup::new(*addr, base_path, config.http_threads, window)?))
+            Wire::Http(Box::new(HttpSetup::new(*addr, base_path, config.http_threads)?))
         }
     };
     let calibration = match (&config.mapping, &config.calibration) {
@@ -244,6 +244,7 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
     };
     let done = AtomicBool::new(false);
 
+    let mut max_connections = None;
     match wire {
         Wire::Udp(addr) => {
             let sock = udp::connect(addr)?;
@@ -262,6 +263,7 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
             )?;
             pace(&config, &plan, &ledger, &mut transport, schedule, &done, None::<fn()>);
             drop(transport);
+            max_connections = Some(setup.most_connections());
             setup.shutdown();
         }
     }
@@ -312,6 +314,7 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
         timeout_s: config.timeout.as_secs_f64(),
         summary,
         max_in_flight,
+        max_connections,
         stray_responses: stray,
         notes,
         samples,

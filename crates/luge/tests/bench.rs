@@ -203,6 +203,12 @@ fn overload_answers_every_request_past_capacity() {
         assert_eq!(p["timeouts"], 0, "{p}");
         assert_eq!(p["local_failures"], 0, "{p}");
         assert_eq!(p["other_answers"], 0, "{p}");
+        // HTTP: one connection per request in flight at most, so the load generator never
+        // crosses the node's per-address connection cap (1 024) with its window of 900.
+        if p["protocol"] == "http" {
+            let connections = p["max_connections"].as_u64().unwrap();
+            assert!(connections <= p["window"].as_u64().unwrap(), "{p}");
+        }
     }
     // At 5× the node must refuse (and say so) rather than queue doomed work: it refuses, and
     // the 200s it gives met their deadline in the node. (Not a share of the offer: in a debug

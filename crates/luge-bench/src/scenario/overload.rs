@@ -261,6 +261,7 @@ struct OverloadPoint {
     rss_over_1x: Option<f64>,
     send_lag_p99_us: Option<f64>,
     max_in_flight: usize,
+    max_connections: Option<usize>,
     window: usize,
     per_class: Vec<ClassLine>,
     notes: Vec<String>,
@@ -344,6 +345,7 @@ fn point_of(
         rss_over_1x: None,
         send_lag_p99_us: s.send_lag_us.p99,
         max_in_flight: r.max_in_flight,
+        max_connections: r.max_connections,
         window: r.window,
         per_class: s
             .per_class
