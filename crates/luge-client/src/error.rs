@@ -47,6 +47,13 @@ pub enum ClientError {
         /// The server's message.
         message: String,
     },
+    /// Not sent: the adaptive window (the node had signalled load) stayed full for the call's
+    /// whole deadline, or its timeout when it has none.
+    #[error("not sent: the client's window stayed full for {waited:?} (the node signalled load)")]
+    Backpressure {
+        /// Time the call waited for a place.
+        waited: Duration,
+    },
     /// The async client's receive task is gone (its runtime shut down).
     #[error("the client's receive task has stopped")]
     Closed,

@@ -2,7 +2,8 @@
 //!
 //! - UDP-RPC (`docs/protocol.md`): [`RpcClient`] (blocking, one call at a time per client) and
 //!   [`AsyncRpcClient`] (tokio; any number of concurrent calls over one socket, demultiplexed by
-//!   request id, optionally bounded by a window). Both retransmit on the [`Backoff`] schedule
+//!   request id, optionally bounded by a window, fixed or adapting to the load signal in the
+//!   node's responses: [`AsyncRpcClient::connect_adaptive`]). Both retransmit on the [`Backoff`] schedule
 //!   with the `RETRANSMIT` flag, start their request ids from a random value and ignore
 //!   responses to other ids.
 //! - HTTP/1.1: [`AsyncHttpClient`] (hyper-util's pooled keep-alive client) and [`HttpClient`]
@@ -19,6 +20,7 @@ mod error;
 mod http;
 mod rpc;
 mod rpc_async;
+mod window;
 
 pub use crate::admin::{AddOptions, AdminClient};
 pub use crate::error::ClientError;
@@ -26,6 +28,7 @@ pub use crate::http::{AsyncHttpClient, HttpClient, HttpResponse};
 pub use crate::rpc::{CallOptions, RpcClient, RpcResponse};
 pub use crate::rpc_async::AsyncRpcClient;
 pub use luge_proto::{
-    Backoff, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, OUTCOME_HEADER,
-    QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, Status, StatusClass,
+    Backoff, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, LOAD_REFUSED,
+    LOAD_WAITED_ALL, OUTCOME_HEADER, QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, Status,
+    StatusClass,
 };

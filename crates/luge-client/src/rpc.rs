@@ -93,6 +93,11 @@ pub struct RpcResponse {
     pub request_id: u64,
     /// Served from the server's duplicate cache (the times are the original execution's).
     pub replayed: bool,
+    /// The node's load signal (`docs/protocol.md` §3.1): the share of the deadline this request
+    /// waited in the node, in 254ths ([`LOAD_WAITED_ALL`](crate::LOAD_WAITED_ALL) = all of
+    /// it), or [`LOAD_REFUSED`](crate::LOAD_REFUSED) for a refusal for load; 0 from a node that
+    /// sends none.
+    pub load: u8,
     /// Datagrams the client sent for this call (1 = no retransmission).
     pub attempts: u32,
 }
@@ -122,6 +127,7 @@ impl RpcResponse {
             queueing: Duration::from_nanos(h.queueing_ns),
             request_id: h.request_id,
             replayed: h.flags.contains(Flags::REPLAYED),
+            load: h.flags.load(),
             attempts,
         }
     }

@@ -5,7 +5,9 @@
 //! per client reads every datagram and completes the pending call with that id; answers nobody
 //! waits for (late, replayed, or for a call that gave up) are counted and dropped. A call that
 //! is cancelled (its future dropped) removes its entry. An optional window bounds the calls
-//! outstanding at once, as a pipelined load generator needs.
+//! outstanding at once, as a pipelined load generator needs: fixed, or adaptive — shrinking when
+//! the node's responses signal load, so a well-behaved client slows down before the node must
+//! refuse ([`crate::window`]).
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use luge_proto::{DecodeError, Kind, MAX_DATAGRAM, Message, decode};
 use tokio::net::{ToSocketAddrs, UdpSocket};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::error::ClientError;
@@ -23,6 +25,7 @@ use crate::rpc::{
     CallOptions, Expect, IdGenerator, Reply, RpcResponse, encode_ping, encode_request, first_addr,
     mark_retransmit,
 };
+use crate::window::{Slot, Window};
 
 type Pending = HashMap<u64, (Expect, oneshot::Sender<Reply>)>;
 
@@ -99,7 +102,7 @@ impl Drop for PendingGuard<'_> {
 #[derive(Debug)]
 struct Inner {
     shared: Arc<Shared>,
-    window: Option<Arc<Semaphore>>,
+    window: Option<Window>,
     task: JoinHandle<()>,
 }
 
@@ -129,10 +132,26 @@ impl AsyncRpcClient {
         server: impl ToSocketAddrs,
         window: usize,
     ) -> Result<Self, ClientError> {
-        Self::build(server, Some(window.max(1))).await
+        Self::build(server, Some(Window::fixed(window))).await
     }
 
-    async fn build(server: impl ToSocketAddrs, window: Option<usize>) -> Result<Self, ClientError> {
+    /// A client whose window adapts to the node's load signal (`docs/protocol.md` §3.1): at most
+    /// `max` calls outstanding, halved when an answer waited half its deadline in the node or
+    /// was refused for load, grown by one per window's worth of quiet answers. A call waits for
+    /// a place at most its deadline (its timeout if it has none) and is then not sent
+    /// ([`ClientError::Backpressure`]); the time it waited is taken off the deadline it sends,
+    /// since the node counts the deadline from receipt.
+    pub async fn connect_adaptive(
+        server: impl ToSocketAddrs,
+        max: usize,
+    ) -> Result<Self, ClientError> {
+        Self::build(server, Some(Window::adaptive(max))).await
+    }
+
+    async fn build(
+        server: impl ToSocketAddrs,
+        window: Option<Window>,
+    ) -> Result<Self, ClientError> {
         let server = first_addr(tokio::net::lookup_host(server).await?, "the server")?;
         let bind: SocketAddr = match server {
             SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
@@ -150,7 +169,6 @@ impl AsyncRpcClient {
             undecodable: AtomicU64::new(0),
         });
         let task = tokio::spawn(receive(Arc::clone(&shared)));
-        let window = window.map(|w| Arc::new(Semaphore::new(w)));
         Ok(Self { inner: Arc::new(Inner { shared, window, task }) })
     }
 
@@ -169,6 +187,11 @@ impl AsyncRpcClient {
         self.inner.shared.pending().len()
     }
 
+    /// The calls the window lets be outstanding right now (`None`: no window).
+    pub fn window(&self) -> Option<usize> {
+        self.inner.window.as_ref().map(Window::limit)
+    }
+
     /// Datagrams received that answered no pending call (late answers, replays, duplicates).
     pub fn stale_responses(&self) -> u64 {
         self.inner.shared.stale.load(Ordering::Relaxed)
@@ -182,10 +205,11 @@ impl AsyncRpcClient {
         payload: &[u8],
         opts: CallOptions,
     ) -> Result<RpcResponse, ClientError> {
+        let (slot, opts) = self.place(opts).await?;
         let id = self.inner.shared.ids.next();
         let mut datagram = Vec::new();
         encode_request(&mut datagram, id, function_id, payload, &opts)?;
-        match self.exchange(id, datagram, Expect::Response, &opts).await? {
+        match self.exchange(id, datagram, Expect::Response, &opts, slot).await? {
             Reply::Response(r) => Ok(r),
             // Never: the receive task hands a Pong only to a Ping.
             Reply::Pong(_) => {
@@ -196,12 +220,37 @@ impl AsyncRpcClient {
 
     /// Sends a Ping with `payload`; returns the echoed payload.
     pub async fn ping(&self, payload: &[u8], opts: CallOptions) -> Result<Vec<u8>, ClientError> {
+        let (slot, opts) = self.place(opts).await?;
         let id = self.inner.shared.ids.next();
         let mut datagram = Vec::new();
         encode_ping(&mut datagram, id, payload)?;
-        match self.exchange(id, datagram, Expect::Pong, &opts).await? {
+        match self.exchange(id, datagram, Expect::Pong, &opts, slot).await? {
             Reply::Pong(p) => Ok(p),
             Reply::Response(r) => Err(ClientError::Status(r.status)),
+        }
+    }
+
+    /// A place in the window, if there is one, and the options to send with: a fixed window
+    /// waits as long as it takes (the wait counts towards nothing); an adaptive one at most the
+    /// deadline (else the timeout), which it shortens by the wait.
+    async fn place(
+        &self,
+        opts: CallOptions,
+    ) -> Result<(Option<Slot<'_>>, CallOptions), ClientError> {
+        let Some(window) = &self.inner.window else { return Ok((None, opts)) };
+        if !window.is_adaptive() {
+            return Ok((window.acquire(None).await, opts));
+        }
+        let start = tokio::time::Instant::now();
+        let bound = opts.deadline.unwrap_or(opts.timeout);
+        let slot = window.acquire(Some(start + bound)).await;
+        let waited = start.elapsed();
+        match slot {
+            Some(slot) if waited < bound => {
+                let deadline = opts.deadline.map(|d| d.saturating_sub(waited));
+                Ok((Some(slot), CallOptions { deadline, ..opts }))
+            }
+            _ => Err(ClientError::Backpressure { waited }),
         }
     }
 
@@ -211,11 +260,8 @@ impl AsyncRpcClient {
         mut datagram: Vec<u8>,
         expect: Expect,
         opts: &CallOptions,
+        _slot: Option<Slot<'_>>,
     ) -> Result<Reply, ClientError> {
-        let _permit = match &self.inner.window {
-            Some(window) => Some(window.acquire().await.map_err(|_| ClientError::Closed)?),
-            None => None,
-        };
         let shared = &*self.inner.shared;
         let (tx, mut rx) = oneshot::channel();
         shared.pending().insert(id, (expect, tx));
@@ -240,6 +286,9 @@ impl AsyncRpcClient {
             match tokio::time::timeout(wait, &mut rx).await {
                 Ok(Ok(Reply::Response(mut r))) => {
                     r.attempts = attempts;
+                    if let Some(window) = &self.inner.window {
+                        window.observe(r.load, start.elapsed());
+                    }
                     return Ok(Reply::Response(r));
                 }
                 Ok(Ok(pong)) => return Ok(pong),

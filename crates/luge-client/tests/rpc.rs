@@ -333,3 +333,76 @@ async fn async_ping_is_echoed() {
     assert_eq!(echoed, b"are you there");
     server.join().unwrap();
 }
+
+/// A Response to `id` with `status` and the load signal `load` in its flags.
+fn loaded_response(id: u64, status: Status, load: u8) -> Vec<u8> {
+    let header = ResponseHeader {
+        request_id: id,
+        flags: Flags::NONE.with_load(load),
+        status,
+        execution_ns: 1_500,
+        queueing_ns: 2_500,
+    };
+    let mut out = Vec::new();
+    Message::Response(Response { header, payload: b"" }).encode(&mut out).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adaptive_client_slows_down_when_the_node_signals_load() {
+    let socket = server_socket();
+    let addr = socket.local_addr().unwrap();
+    // Three refusals for load, then one answer held 100 ms (load 100: hold the window), then one
+    // quiet answer. Returns the deadline (µs) of every request it saw.
+    let server = std::thread::spawn(move || {
+        let mut buf = vec![0; 2048];
+        let mut deadlines = Vec::new();
+        for n in 0..5 {
+            let (peer, got) = recv_request(&socket, &mut buf);
+            deadlines.push(got.header.deadline_us);
+            let (status, load) = match n {
+                0..3 => (Status::Overloaded, luge_client::LOAD_REFUSED),
+                3 => {
+                    std::thread::sleep(100 * MS);
+                    (Status::Ok, 100)
+                }
+                _ => (Status::Ok, 0),
+            };
+            socket.send_to(&loaded_response(got.header.request_id, status, load), peer).unwrap();
+        }
+        deadlines
+    });
+    let client = AsyncRpcClient::connect_adaptive(addr, 8).await.unwrap();
+    assert_eq!(client.window(), Some(8), "starts at its maximum");
+    // No retransmissions: the fake server counts datagrams.
+    let once = Duration::from_secs(10);
+    let opts = CallOptions::default()
+        .with_backoff(Backoff { initial: once, max: once, ..Backoff::default() })
+        .with_timeout(Duration::from_secs(5));
+    for _ in 0..3 {
+        let r = client.call(1, b"", opts.with_deadline(Duration::from_secs(1))).await.unwrap();
+        assert_eq!((r.status, r.load), (Status::Overloaded, luge_client::LOAD_REFUSED));
+    }
+    assert_eq!(client.window(), Some(1), "halved on each refusal: 8 → 4 → 2 → 1");
+    // One call holds the only place for 100 ms.
+    let held = {
+        let client = client.clone();
+        tokio::spawn(async move { client.call(1, b"", opts.with_deadline(10 * 1000 * MS)).await })
+    };
+    tokio::time::sleep(10 * MS).await;
+    // A call with a 1 s deadline waits for the place and sends what is left of its deadline…
+    let waiting = {
+        let client = client.clone();
+        tokio::spawn(async move { client.call(1, b"", opts.with_deadline(1000 * MS)).await })
+    };
+    // …and one whose 30 ms deadline passes first is not sent at all.
+    let err = client.call(1, b"", opts.with_deadline(30 * MS)).await.unwrap_err();
+    assert!(matches!(err, ClientError::Backpressure { waited } if waited >= 30 * MS), "{err}");
+    assert_eq!(held.await.unwrap().unwrap().load, 100);
+    assert_eq!(waiting.await.unwrap().unwrap().load, 0);
+    let deadlines = server.join().unwrap();
+    assert_eq!(deadlines.len(), 5, "the call given up on was never sent");
+    let left = deadlines[4];
+    assert!(left < 950_000 && left > 500_000, "the wait came off the deadline: {left} µs");
+    assert_eq!(client.window(), Some(2), "a quiet answer at a window of 1 grows it to 2");
+}

@@ -13,6 +13,8 @@
 //! - [`DedupCache`] — the server's bounded cache of recent responses, so that a retransmitted
 //!   request is answered, not executed twice.
 //! - [`Backoff`] — the client's retransmission schedule, bounded by the remaining deadline.
+//! - [`load_signal`] — the load a Response carries back (flags bits 8–15), so clients can slow
+//!   down before the node must refuse.
 //! - [`fuzz_decode`] — the fuzz target.
 //! - [`FunctionInfo`] and the `*_HEADER` names — HTTP's vocabulary; [`micros`] / [`nanos`] — the
 //!   one Duration → integer conversion of every `*_us` / `*_ns` field.
@@ -21,6 +23,7 @@ mod backoff;
 mod dedup;
 mod fields;
 mod http;
+mod load;
 mod status;
 mod wire;
 
@@ -34,6 +37,7 @@ pub use crate::http::{
     DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, OUTCOME_HEADER,
     QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, micros, nanos,
 };
+pub use crate::load::{LOAD_REFUSED, LOAD_WAITED_ALL, load_signal};
 pub use crate::status::{Status, StatusClass};
 pub use crate::wire::{
     DecodeError, Echo, EncodeError, FROZEN_PREFIX_LEN, Flags, InvalidReply, Kind, MAGIC,

@@ -82,6 +82,8 @@ impl Flags {
     pub const RETRANSMIT: Flags = Flags(1 << 0);
     /// Response: served from the duplicate cache; the times describe the original execution.
     pub const REPLAYED: Flags = Flags(1 << 1);
+    /// Response: bits 8–15 hold the load signal ([`Flags::load`]).
+    const LOAD_MASK: u32 = 0xff << 8;
 
     /// Whether every bit of `other` is set.
     pub fn contains(self, other: Flags) -> bool {
@@ -91,6 +93,18 @@ impl Flags {
     /// `self` with the bits of `other` set.
     pub fn with(self, other: Flags) -> Flags {
         Flags(self.0 | other.0)
+    }
+
+    /// Response: the node's load signal, bits 8–15 ([`load_signal`](crate::load_signal),
+    /// [`LOAD_REFUSED`](crate::LOAD_REFUSED)); `0` from a node that sends none.
+    pub fn load(self) -> u8 {
+        // The mask keeps 8 bits: the cast drops nothing.
+        ((self.0 & Self::LOAD_MASK) >> 8) as u8
+    }
+
+    /// `self` with the load signal set to `load`.
+    pub fn with_load(self, load: u8) -> Flags {
+        Flags((self.0 & !Self::LOAD_MASK) | (u32::from(load) << 8))
     }
 }
 
@@ -604,6 +618,21 @@ mod tests {
         assert_eq!(out, GOLDEN_RESPONSE);
         assert_eq!(decode(&GOLDEN_RESPONSE), Ok(golden_response()));
         assert_eq!(doc_examples(), vec![GOLDEN_REQUEST.to_vec(), GOLDEN_RESPONSE.to_vec()]);
+    }
+
+    #[test]
+    fn the_load_signal_rides_in_flags_bits_8_to_15() {
+        let flags = Flags::REPLAYED.with_load(200);
+        assert_eq!(flags.load(), 200);
+        assert!(flags.contains(Flags::REPLAYED), "other bits are kept");
+        assert_eq!(flags.with_load(7).load(), 7, "setting replaces, not ORs");
+        assert_eq!(Flags::NONE.load(), 0, "a node that sends none signals 0");
+        let Message::Response(mut r) = golden_response() else { unreachable!() };
+        r.header.flags = flags;
+        let mut out = Vec::new();
+        assert_eq!(Message::Response(r).encode(&mut out), Ok(42));
+        assert_eq!(out[5], 200, "byte 5 on the wire (flags are little-endian from byte 4)");
+        assert_eq!(decode(&out).map(|m| m.flags().load()), Ok(200));
     }
 
     #[test]

@@ -94,8 +94,8 @@ use std::time::{Duration, Instant};
 
 use luge_proto::nanos;
 use luge_proto::{
-    DecodeError, DedupCache, Echo, Flags, MAX_DATAGRAM, Message, RESPONSE_HEADER_LEN, Response,
-    ResponseHeader, Seen, Status, StatusClass, decode, reply_to_invalid,
+    DecodeError, DedupCache, Echo, Flags, LOAD_REFUSED, MAX_DATAGRAM, Message, RESPONSE_HEADER_LEN,
+    Response, ResponseHeader, Seen, Status, StatusClass, decode, load_signal, reply_to_invalid,
 };
 use luge_runtime::{Outcome, Runtime};
 
@@ -373,7 +373,15 @@ impl Shared {
     /// Runs on a runtime thread (or on the receive thread for an immediate refusal); never
     /// blocks. The gate has counted and recorded it. A refusal's message is cut so that the
     /// answer is no larger than the request ([`reply_room`]).
-    fn answer(&self, peer: SocketAddr, request_id: u64, request_len: usize, outcome: Outcome) {
+    /// `deadline` is the relative deadline the request was held to, for the load signal.
+    fn answer(
+        &self,
+        peer: SocketAddr,
+        request: (u64, usize),
+        deadline: Duration,
+        outcome: Outcome,
+    ) {
+        let (request_id, request_len) = request;
         let mut status = rpc_status(&outcome.result);
         let refusal = matches!(status.class(), StatusClass::Client | StatusClass::Refused);
         let message;
@@ -393,12 +401,13 @@ impl Shared {
                 truncate_utf8(&message, room)
             }
         };
+        let queueing = outcome.timing.queueing();
         let header = ResponseHeader {
             request_id,
-            flags: Flags::NONE,
+            flags: Flags::NONE.with_load(load_of(status, queueing, deadline)),
             status,
             execution_ns: nanos(outcome.timing.executed),
-            queueing_ns: nanos(outcome.timing.queueing()),
+            queueing_ns: nanos(queueing),
         };
         let mut bytes = Vec::with_capacity(RESPONSE_HEADER_LEN + payload.len());
         let encoded = Message::Response(Response { header, payload }).encode(&mut bytes).is_ok();
@@ -427,6 +436,16 @@ impl Shared {
         if cache {
             self.dedup().complete(peer, request_id, bytes);
         }
+    }
+}
+
+/// The load signal of an answer of `status` (`docs/protocol.md` §3.1): [`LOAD_REFUSED`] for a
+/// refusal for load (the node's or the tenant's), else the share of its relative `deadline` the
+/// request spent waiting in the node.
+pub(crate) fn load_of(status: Status, queueing: Duration, deadline: Duration) -> u8 {
+    match status {
+        Status::Overloaded | Status::TenantLimit => LOAD_REFUSED,
+        _ => load_signal(queueing, deadline),
     }
 }
 

@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use luge_client::{Backoff, CallOptions, RpcClient, Status};
-use luge_proto::{Flags, MAX_DATAGRAM, Message, Request, RequestHeader, ResponseHeader, decode};
+use luge_proto::{
+    Flags, LOAD_REFUSED, MAX_DATAGRAM, Message, Request, RequestHeader, ResponseHeader, decode,
+    load_signal,
+};
 use luge_runtime::{FunctionConfig, Runtime, RuntimeConfig};
 use luge_server::{Metrics, Node, NodeConfig, NodeFunction, Protocol, UdpConfig, UdpServer};
 
@@ -297,6 +300,7 @@ fn a_full_duplicate_cache_answers_overloaded() {
     raw.send(&request(2, env.id("spin"), Flags::NONE, b"1000    ")).unwrap();
     let (h, message) = recv_response(&raw);
     assert_eq!((h.request_id, h.status, message.len()), (2, Status::Overloaded, 0));
+    assert_eq!(h.flags.load(), LOAD_REFUSED, "a refusal for load says so");
     let (h, _) = recv_response(&raw);
     assert_eq!((h.request_id, h.status), (1, Status::Ok));
     // Now the one entry is done and evictable: a new request runs. (Settled first: the entry is
@@ -305,6 +309,41 @@ fn a_full_duplicate_cache_answers_overloaded() {
     raw.send(&request(3, env.id("spin"), Flags::NONE, b"1000")).unwrap();
     let (h, out) = recv_response(&raw);
     assert_eq!((h.request_id, h.status, out.as_slice()), (3, Status::Ok, SPIN_1000));
+}
+
+#[test]
+fn answers_carry_the_share_of_their_deadline_they_waited() {
+    let env = Env::start(UdpConfig::default(), &[("spin", SPIN, &nothing)]);
+    let raw = env.raw();
+    let deadline = Duration::from_secs(5);
+    let send = |id, payload: &[u8]| {
+        let header = RequestHeader {
+            request_id: id,
+            flags: Flags::NONE,
+            function: env.id("spin"),
+            deadline_us: u32::try_from(deadline.as_micros()).unwrap(),
+            expected_us: 0,
+        };
+        let mut out = Vec::new();
+        Message::Request(Request { header, payload }).encode(&mut out).unwrap();
+        raw.send(&out).unwrap();
+    };
+    // One worker: the second request (a later absolute deadline under EDF) waits behind the
+    // first's ~50–100 ms.
+    send(1, SPIN_LONG);
+    send(2, b"1000");
+    let mut waited = Duration::ZERO;
+    for _ in 0..2 {
+        let (h, _) = recv_response(&raw);
+        assert_eq!(h.status, Status::Ok);
+        let queueing = Duration::from_nanos(h.queueing_ns);
+        assert_eq!(h.flags.load(), load_signal(queueing, deadline), "request {}", h.request_id);
+        if h.request_id == 2 {
+            waited = queueing;
+        }
+    }
+    assert!(waited > 20 * MS, "premise: the second request waited ({waited:?})");
+    assert!(load_signal(waited, deadline) > 0);
 }
 
 /// The 16-byte frozen prefix of a request with id `id`, then `rest`.

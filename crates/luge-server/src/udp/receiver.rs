@@ -150,7 +150,9 @@ impl Receiver {
             bump(&self.shared.counters.refusals_limited);
             return;
         }
-        let header = ResponseHeader::new(request_id, status);
+        let mut header = ResponseHeader::new(request_id, status);
+        // Nothing waited: only a refusal for load signals anything.
+        header.flags = header.flags.with_load(load_of(status, Duration::ZERO, Duration::ZERO));
         let payload = truncate_utf8(message, reply_room(request_len));
         let buf = self.out.push(peer);
         if Message::Response(Response { header, payload }).encode(buf).is_err() {
@@ -226,6 +228,7 @@ impl Receiver {
             }
         };
         bump(&counters.submitted);
+        let deadline = fields.deadline.unwrap_or(function.config.relative_deadline);
         let call = Call {
             function,
             payload,
@@ -236,6 +239,8 @@ impl Receiver {
             received,
         };
         let callback_shared = Arc::clone(shared);
-        shared.gate.submit(call, move |outcome| callback_shared.answer(peer, id, len, outcome));
+        shared.gate.submit(call, move |outcome| {
+            callback_shared.answer(peer, (id, len), deadline, outcome)
+        });
     }
 }
