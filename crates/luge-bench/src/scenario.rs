@@ -1,5 +1,5 @@
 //! The benchmark scenarios of issue #6 (`luge bench
-//! compare|noop|policies|density|sim-vs-real|overload|slow-clients|tenants`).
+//! compare|noop|policies|density|sim-vs-real|overload|slow-clients|tenants|backpressure`).
 //!
 //! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
 //! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
@@ -22,11 +22,13 @@
 //! | [`sim-vs-real`](Scenario::SimVsReal) | the same arrivals through `luge-sim` (with measured overheads) and the runtime |
 //! | [`overload`](Scenario::Overload) | past capacity: goodput, refusals, their latency and RSS at 1×–5× of the measured capacity, both protocols, a fixed and a bimodal `spin` mix; and a 0.5× → 2× step in 10 ms bins |
 //! | [`tenants`](Scenario::Tenants) | one tenant's no-op latency while another, rate-limited, offers 10× its limit, ÷ while it offers its limit, interleaved trials |
+//! | [`backpressure`](Scenario::Backpressure) | closed-loop callers that retry refusals at once, past capacity: a `luge-client` window that ignores the load signal vs one that adapts to it — goodput and refusals, interleaved trials |
 //! | [`slow-clients`](Scenario::SlowClients) | HTTP no-op latency and throughput while thousands of slow ("slowloris") connections are open, ÷ the same node quiet, interleaved trials |
 //!
 //! `quick` shrinks every duration and sweep so that a scenario takes a second or two: it proves
 //! the pipeline (CI), not the numbers.
 
+mod backpressure;
 mod compare;
 mod density;
 mod machine;
@@ -298,6 +300,17 @@ pub struct TenantsOptions {
     pub no_limits: bool,
 }
 
+/// `backpressure` settings (`None` takes the default of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct BackpressureOptions {
+    /// Closed-loop callers, also the client's (maximum) window (default 256).
+    pub callers: Option<usize>,
+    /// Time per trial (default 3 s; quick 300 ms).
+    pub duration: Option<Duration>,
+    /// Trials per client (default 3; quick 1).
+    pub trials: Option<usize>,
+}
+
 /// A scenario and its own settings.
 #[derive(Debug, Clone)]
 pub enum Scenario {
@@ -317,6 +330,8 @@ pub enum Scenario {
     SlowClients(SlowClientsOptions),
     /// One tenant's latency while another floods at 10× its limit.
     Tenants(TenantsOptions),
+    /// Retrying clients past capacity, with and without the load signal.
+    Backpressure(BackpressureOptions),
 }
 
 impl Scenario {
@@ -331,6 +346,7 @@ impl Scenario {
             Scenario::Overload(_) => "overload",
             Scenario::SlowClients(_) => "slow-clients",
             Scenario::Tenants(_) => "tenants",
+            Scenario::Backpressure(_) => "backpressure",
         }
     }
 }
@@ -370,6 +386,7 @@ pub fn run_scenario(
         Scenario::Overload(o) => overload::run(o, opts, pin, &mut out),
         Scenario::SlowClients(s) => slow_clients::run(s, opts, pin, &mut out),
         Scenario::Tenants(t) => tenants::run(t, opts, pin, &mut out),
+        Scenario::Backpressure(b) => backpressure::run(b, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {
         node::set_affinity(&before);

@@ -1,7 +1,7 @@
 //! `luge bench`: drive a running node with a workload (`run`), or run one of the named
 //! scenarios of issue #6, which start Luge and the baselines in this process on loopback ports
 //! and write `results/<scenario>-<UTC date-time>/` (`compare`, `noop`, `policies`, `density`,
-//! `sim-vs-real`, `overload`, `slow-clients`, `tenants`). See `docs/benchmarks.md`.
+//! `sim-vs-real`, `overload`, `slow-clients`, `tenants`, `backpressure`). See `docs/benchmarks.md`.
 //!
 //! About 600 lines: the command line of every scenario, each flag documented for `--help`, and
 //! its mapping onto the scenario's options; the scenarios themselves live in `luge-bench`.
@@ -13,8 +13,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
-    CompareOptions, DensityOptions, OverloadOptions, Pin, PoliciesOptions, Protocol, Scenario,
-    ScenarioOptions, SimRealOptions, SlowClientsOptions, TenantsOptions, run_scenario,
+    BackpressureOptions, CompareOptions, DensityOptions, OverloadOptions, Pin, PoliciesOptions,
+    Protocol, Scenario, ScenarioOptions, SimRealOptions, SlowClientsOptions, TenantsOptions,
+    run_scenario,
 };
 use luge_bench::{
     Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
@@ -58,6 +59,9 @@ enum BenchCommand {
     SlowClients(SlowClientsArgs),
     /// One tenant's no-op latency while another offers 10× its rate limit, ÷ at its limit.
     Tenants(TenantsArgs),
+    /// Closed-loop callers that retry refusals at once, past capacity: a client window that
+    /// ignores the node's load signal vs one that adapts to it (goodput, refusals).
+    Backpressure(BackpressureArgs),
     /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
     #[command(hide = true)]
     HoldSlowConnections(HoldArgs),
@@ -362,6 +366,21 @@ struct TenantsArgs {
 }
 
 #[derive(Debug, Args)]
+struct BackpressureArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Closed-loop callers, also the client's (maximum) window [default: 256].
+    #[arg(long)]
+    callers: Option<usize>,
+    /// Time per trial [default: 3s; quick 300ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Trials per client [default: 3; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
+}
+
+#[derive(Debug, Args)]
 struct HoldArgs {
     /// The node's HTTP address.
     #[arg(long)]
@@ -479,6 +498,11 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             };
             scenario(Scenario::Tenants(t), &a.common)
         }
+        BenchCommand::Backpressure(a) => {
+            let b =
+                BackpressureOptions { callers: a.callers, duration: a.duration, trials: a.trials };
+            scenario(Scenario::Backpressure(b), &a.common)
+        }
         BenchCommand::HoldSlowConnections(a) => {
             Ok(luge_bench::hold_slow_connections(a.to, a.connections, a.per_address)?)
         }
@@ -508,7 +532,10 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
             vec![Layout::Inline, Layout::Threads]
         } else if matches!(
             s,
-            Scenario::Overload(_) | Scenario::SlowClients(_) | Scenario::Tenants(_)
+            Scenario::Overload(_)
+                | Scenario::SlowClients(_)
+                | Scenario::Tenants(_)
+                | Scenario::Backpressure(_)
         ) {
             // As `luge serve` ships: a dispatcher thread of its own.
             vec![Layout::Threads]

@@ -339,3 +339,28 @@ fn overhead_compares_native_and_wasm() {
     assert_eq!(report.as_array().unwrap().len(), 2);
     std::fs::remove_dir_all(&out_dir).unwrap();
 }
+
+#[test]
+fn backpressure_compares_a_client_that_heeds_the_load_signal() {
+    let (dir, report, summary) = quick("backpressure", &["backpressure"]);
+    let r = &report["results"];
+    let trials = r["trials"].as_array().unwrap();
+    let of = |c: &str| trials.iter().find(|t| t["client"] == c).unwrap();
+    let (fixed, adaptive) = (of("fixed"), of("adaptive"));
+    let callers = r["callers"].as_u64().unwrap();
+    for t in [fixed, adaptive] {
+        assert_eq!(t["lost"], 0, "every call answered: {t}");
+        assert!(t["ok_rps"].as_f64().unwrap() > 0.0, "{t}");
+    }
+    // Far more callers than 10 ms of queue: the node refuses the naive client's excess…
+    assert!(fixed["refused_rps"].as_f64().unwrap() > 0.0, "{fixed}");
+    assert_eq!(fixed["window_end"].as_u64(), Some(callers), "{fixed}");
+    // …and the client that heeds the signal shrinks its window and is refused less.
+    assert!(adaptive["window_end"].as_u64().unwrap() < callers, "{adaptive}");
+    assert!(
+        adaptive["refused_rps"].as_f64().unwrap() < fixed["refused_rps"].as_f64().unwrap(),
+        "{adaptive} vs {fixed}"
+    );
+    assert!(summary.contains("adaptive ÷ fixed"), "{summary}");
+    done(&dir);
+}
