@@ -18,8 +18,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use luge_proto::{
-    DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, OUTCOME_HEADER, QUEUEING_HEADER,
-    READINESS_HEADER, REQUEST_ID_HEADER,
+    DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, LOAD_HEADER, OUTCOME_HEADER,
+    QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER,
 };
 
 use crate::error::ClientError;
@@ -44,6 +44,8 @@ pub struct HttpResponse {
     pub outcome: Option<String>,
     /// `Retry-After` in seconds (503, 429), if present.
     pub retry_after: Option<Duration>,
+    /// `Luge-Load`, the node's load signal (`docs/protocol.md` §3.1), on answers to calls.
+    pub load: Option<u8>,
 }
 
 impl HttpResponse {
@@ -68,6 +70,7 @@ impl HttpResponse {
                 .and_then(|v| v.to_str().ok())
                 .map(|s| s.trim().to_owned()),
             retry_after: parse(headers, RETRY_AFTER.as_str()).map(Duration::from_secs),
+            load: parse(headers, LOAD_HEADER),
         }
     }
 }

@@ -28,7 +28,7 @@ pub use crate::http::{AsyncHttpClient, HttpClient, HttpResponse};
 pub use crate::rpc::{CallOptions, RpcClient, RpcResponse};
 pub use crate::rpc_async::AsyncRpcClient;
 pub use luge_proto::{
-    Backoff, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, LOAD_REFUSED,
-    LOAD_WAITED_ALL, OUTCOME_HEADER, QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, Status,
-    StatusClass,
+    Backoff, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, LOAD_HEADER,
+    LOAD_REFUSED, LOAD_WAITED_ALL, OUTCOME_HEADER, QUEUEING_HEADER, READINESS_HEADER,
+    REQUEST_ID_HEADER, Status, StatusClass,
 };

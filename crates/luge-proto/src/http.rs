@@ -19,6 +19,9 @@ pub const QUEUEING_HEADER: &str = "luge-queueing-ns";
 pub const OUTCOME_HEADER: &str = "luge-outcome";
 /// Response header: readiness in ns, receipt to the first guest instruction (HORSE §2).
 pub const READINESS_HEADER: &str = "luge-readiness-ns";
+/// Response header, on answers to function calls: the load signal (0–255,
+/// [`load_signal`](crate::load_signal)), as UDP-RPC's flags bits 8–15 carry it.
+pub const LOAD_HEADER: &str = "luge-load";
 
 /// A registered function as the admin API reports it (`GET /admin/functions`,
 /// `GET|PUT /admin/functions/<name>`).

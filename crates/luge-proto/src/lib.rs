@@ -34,7 +34,7 @@ pub use crate::fields::{
     validate_us,
 };
 pub use crate::http::{
-    DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, OUTCOME_HEADER,
+    DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, LOAD_HEADER, OUTCOME_HEADER,
     QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, micros, nanos,
 };
 pub use crate::load::{LOAD_REFUSED, LOAD_WAITED_ALL, load_signal};

@@ -90,6 +90,7 @@ const EXECUTION_NS: HeaderName = HeaderName::from_static(luge_proto::EXECUTION_H
 const QUEUEING_NS: HeaderName = HeaderName::from_static(luge_proto::QUEUEING_HEADER);
 const READINESS_NS: HeaderName = HeaderName::from_static(luge_proto::READINESS_HEADER);
 const OUTCOME: HeaderName = HeaderName::from_static(luge_proto::OUTCOME_HEADER);
+const LOAD: HeaderName = HeaderName::from_static(luge_proto::LOAD_HEADER);
 
 const OCTET_STREAM: &str = "application/octet-stream";
 const TEXT: &str = "text/plain; charset=utf-8";

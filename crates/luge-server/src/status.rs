@@ -1,7 +1,21 @@
 //! How a request's [`Outcome`](luge_runtime::Outcome) maps onto each protocol's status: one table, shared by both front ends so HTTP and UDP-RPC never disagree.
+//! Also the load signal both carry back (`docs/protocol.md` §3.1).
 
-use luge_proto::Status;
+use std::time::Duration;
+
+use luge_proto::{LOAD_REFUSED, Status, load_signal};
 use luge_runtime::{BadRequest, Failure, Rejection};
+
+/// The load signal of an answer of `status` (`docs/protocol.md` §3.1): [`LOAD_REFUSED`] for a
+/// refusal for load (the node's or the tenant's), else the share of its relative `deadline` the
+/// request spent waiting in the node. Both protocols send it: UDP-RPC in flags bits 8–15, HTTP
+/// as `Luge-Load`.
+pub(crate) fn load_of(status: Status, queueing: Duration, deadline: Duration) -> u8 {
+    match status {
+        Status::Overloaded | Status::TenantLimit => LOAD_REFUSED,
+        _ => load_signal(queueing, deadline),
+    }
+}
 
 /// The UDP-RPC status of a result.
 pub fn rpc_status(result: &Result<Vec<u8>, Failure>) -> Status {

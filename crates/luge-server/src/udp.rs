@@ -94,15 +94,15 @@ use std::time::{Duration, Instant};
 
 use luge_proto::nanos;
 use luge_proto::{
-    DecodeError, DedupCache, Echo, Flags, LOAD_REFUSED, MAX_DATAGRAM, Message, RESPONSE_HEADER_LEN,
-    Response, ResponseHeader, Seen, Status, StatusClass, decode, load_signal, reply_to_invalid,
+    DecodeError, DedupCache, Echo, Flags, MAX_DATAGRAM, Message, RESPONSE_HEADER_LEN, Response,
+    ResponseHeader, Seen, Status, StatusClass, decode, reply_to_invalid,
 };
 use luge_runtime::{Outcome, Runtime};
 
 use crate::log_limit::{LogKind, log_limited};
 use crate::metrics::{Metrics, Protocol};
 use crate::request_log::RequestLog;
-use crate::status::{failure_message, rpc_status};
+use crate::status::{failure_message, load_of, rpc_status};
 use crate::submit::{Call, FunctionKey, Gate};
 
 use self::receiver::Receiver;
@@ -436,16 +436,6 @@ impl Shared {
         if cache {
             self.dedup().complete(peer, request_id, bytes);
         }
-    }
-}
-
-/// The load signal of an answer of `status` (`docs/protocol.md` §3.1): [`LOAD_REFUSED`] for a
-/// refusal for load (the node's or the tenant's), else the share of its relative `deadline` the
-/// request spent waiting in the node.
-pub(crate) fn load_of(status: Status, queueing: Duration, deadline: Duration) -> u8 {
-    match status {
-        Status::Overloaded | Status::TenantLimit => LOAD_REFUSED,
-        _ => load_signal(queueing, deadline),
     }
 }
 

@@ -546,6 +546,7 @@ async fn a_tenant_over_its_limit_is_answered_429() {
     assert_eq!(refused.status.as_u16(), 429, "{}", refused.text());
     assert_eq!(refused.outcome, "tenant_limit");
     assert_eq!(refused.header("retry-after"), Some("1"));
+    assert_eq!(refused.header("luge-load"), Some("255"), "a refusal for load says so");
     assert!(refused.text().contains("request rate"), "{}", refused.text());
     assert_ok(&post(&c, &node, "/echo", "other").await, b"other");
     // Registration: acme has its one function.
@@ -595,6 +596,10 @@ async fn queueing_counts_from_the_request_head_like_udp_rpc() {
     assert!(
         readiness <= queueing + answer.header("luge-execution-ns").unwrap().parse::<u64>().unwrap()
     );
+    // The load signal: the share of the deadline it waited, as UDP-RPC's flags carry it.
+    let deadline = FunctionConfig::new("echo").relative_deadline;
+    let load: u8 = answer.header("luge-load").unwrap().parse().unwrap();
+    assert_eq!(load, luge_proto::load_signal(Duration::from_nanos(queueing), deadline));
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 //! the gate when the runtime answers, so a client that leaves early is still counted.
 
 use super::*;
+use crate::status::{load_of, rpc_status};
 
 /// `<method> /<route>`: runs a function.
 pub(super) async fn invoke(
@@ -80,6 +81,7 @@ pub(super) async fn invoke(
 /// server's grace period (then it is answered 503 `shutting_down`; the runtime's later outcome
 /// is still recorded by the gate).
 async fn submit(shared: &Arc<Shared>, call: Call) -> Response<Full<Bytes>> {
+    let deadline = call.deadline.unwrap_or(call.function.config.relative_deadline);
     let (tx, rx) = oneshot::channel();
     shared.gate.submit(call, move |outcome| {
         // The receiver is gone when the client left; the gate has recorded the outcome.
@@ -96,5 +98,8 @@ async fn submit(shared: &Arc<Shared>, call: Call) -> Response<Full<Bytes>> {
             shared.gate.local(Err(Failure::Rejected(Rejection::ShuttingDown)), None)
         }
     };
-    shared.render(outcome)
+    let load = load_of(rpc_status(&outcome.result), outcome.timing.queueing(), deadline);
+    let mut response = shared.render(outcome);
+    response.headers_mut().insert(LOAD, HeaderValue::from(u16::from(load)));
+    response
 }
