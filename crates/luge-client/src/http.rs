@@ -19,7 +19,7 @@ use hyper_util::rt::TokioExecutor;
 
 use luge_proto::{
     DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, LOAD_HEADER, OUTCOME_HEADER,
-    QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER,
+    QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, STAGE_HEADER, STAGES_HEADER,
 };
 
 use crate::error::ClientError;
@@ -46,6 +46,10 @@ pub struct HttpResponse {
     pub retry_after: Option<Duration>,
     /// `Luge-Load`, the node's load signal (`docs/protocol.md` §3.1), on answers to calls.
     pub load: Option<u8>,
+    /// `Luge-Stages`, on a chain's answer: each stage that ran, `name;q=<ns>;e=<ns>`.
+    pub stages: Option<String>,
+    /// `Luge-Stage`, on a chain's failure: the stage that answered.
+    pub stage: Option<String>,
 }
 
 impl HttpResponse {
@@ -58,6 +62,9 @@ impl HttpResponse {
         fn parse<T: FromStr>(headers: &HeaderMap, name: &str) -> Option<T> {
             headers.get(name)?.to_str().ok()?.trim().parse().ok()
         }
+        fn text(headers: &HeaderMap, name: &str) -> Option<String> {
+            headers.get(name).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_owned())
+        }
         Self {
             status,
             body,
@@ -65,12 +72,11 @@ impl HttpResponse {
             execution: parse(headers, EXECUTION_HEADER).map(Duration::from_nanos),
             queueing: parse(headers, QUEUEING_HEADER).map(Duration::from_nanos),
             readiness: parse(headers, READINESS_HEADER).map(Duration::from_nanos),
-            outcome: headers
-                .get(OUTCOME_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .map(|s| s.trim().to_owned()),
+            outcome: text(headers, OUTCOME_HEADER),
             retry_after: parse(headers, RETRY_AFTER.as_str()).map(Duration::from_secs),
             load: parse(headers, LOAD_HEADER),
+            stages: text(headers, STAGES_HEADER),
+            stage: text(headers, STAGE_HEADER),
         }
     }
 }

@@ -22,6 +22,11 @@ pub const READINESS_HEADER: &str = "luge-readiness-ns";
 /// Response header, on answers to function calls: the load signal (0–255,
 /// [`load_signal`](crate::load_signal)), as UDP-RPC's flags bits 8–15 carry it.
 pub const LOAD_HEADER: &str = "luge-load";
+/// Response header, on answers of a chain: each stage that ran, `name;q=<ns>;e=<ns>`,
+/// comma-separated (queueing and execution, as `Luge-Queueing-Ns` / `Luge-Execution-Ns`).
+pub const STAGES_HEADER: &str = "luge-stages";
+/// Response header, on a chain's failure: the stage that answered.
+pub const STAGE_HEADER: &str = "luge-stage";
 
 /// A registered function as the admin API reports it (`GET /admin/functions`,
 /// `GET|PUT /admin/functions/<name>`).

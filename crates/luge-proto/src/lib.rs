@@ -35,7 +35,8 @@ pub use crate::fields::{
 };
 pub use crate::http::{
     DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, LOAD_HEADER, OUTCOME_HEADER,
-    QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, micros, nanos,
+    QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, STAGE_HEADER, STAGES_HEADER, micros,
+    nanos,
 };
 pub use crate::load::{LOAD_REFUSED, LOAD_WAITED_ALL, load_signal};
 pub use crate::status::{Status, StatusClass};

@@ -36,6 +36,9 @@ pub enum Status {
     OutputTooLarge,
     /// The guest exited with a non-zero status.
     ExitFailure,
+    /// A chain's deadline passed, or could no longer be met, before one of its stages could
+    /// run (earlier stages ran); the message names the stage.
+    DeadlineMissed,
     /// A server-side failure.
     Internal,
     /// A code this version of the crate does not know; see [`Status::class`].
@@ -58,7 +61,7 @@ pub enum StatusClass {
 }
 
 /// `(status, code)` for every named status; the single source of the numbering.
-const CODES: [(Status, u16); 16] = [
+const CODES: [(Status, u16); 17] = [
     (Status::Ok, 0),
     (Status::BadRequest, 100),
     (Status::Malformed, 101),
@@ -74,6 +77,7 @@ const CODES: [(Status, u16); 16] = [
     (Status::MemoryLimit, 302),
     (Status::OutputTooLarge, 303),
     (Status::ExitFailure, 304),
+    (Status::DeadlineMissed, 305),
     (Status::Internal, 400),
 ];
 
@@ -111,7 +115,7 @@ impl Status {
             Status::TooLarge => 413,
             Status::TenantLimit => 429,
             Status::Overloaded | Status::DeadlineInfeasible | Status::ShuttingDown => 503,
-            Status::Killed => 504,
+            Status::Killed | Status::DeadlineMissed => 504,
             Status::Trap
             | Status::MemoryLimit
             | Status::OutputTooLarge
@@ -143,6 +147,7 @@ impl Status {
             Status::MemoryLimit => "memory_limit",
             Status::OutputTooLarge => "output_too_large",
             Status::ExitFailure => "exit_failure",
+            Status::DeadlineMissed => "deadline_missed",
             Status::Internal => "internal",
             Status::Unknown(_) => "unknown",
         }

@@ -82,6 +82,10 @@ pub enum RegisterError {
     /// The name is taken.
     #[error("a function with this name is already registered")]
     Duplicate,
+    /// A chain that cannot be registered: no stages, too many, an unknown stage, a zero
+    /// deadline.
+    #[error("invalid chain: {0}")]
+    Chain(String),
     /// The AoT cache could not be read or written.
     #[error("artifact cache: {0}")]
     Cache(String),

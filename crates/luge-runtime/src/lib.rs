@@ -4,6 +4,9 @@
 //!
 //! - [`Runtime`] — start from a [`RuntimeConfig`], [`register`](Runtime::register) functions,
 //!   [`submit`](Runtime::submit) requests (each gets exactly one [`Outcome`]), shut down.
+//! - Chains (Edge-RT §III): [`register_chain`](Runtime::register_chain) names registered
+//!   functions as stages; [`submit_chain`](Runtime::submit_chain) runs a request through them
+//!   under one deadline, each stage in its own sandbox.
 //! - Function ABI (Sledge): request body on stdin, response on stdout, stderr to the log
 //!   (bounded and rate-limited; [`stderr_lines_suppressed`] counts what was dropped), exit
 //!   status 0 = success; WASI preview1 through Luge's own non-blocking layer.
@@ -12,12 +15,14 @@
 //!
 //! Modules are layered, each using only those below it (no import cycles): `tenants` · `config`,
 //! `outcome`, `error` · `signals` (clock, epoch, flags), `notify`, `reply`, `turnaround`, `engine`,
-//! `stderr_log` · `wasi` · `store` · `registry` · `sandbox` · `task` · `dispatcher` (knows tasks,
-//! not sandboxes) · `worker` · `runtime`. The clock, the epoch and the epoch hook are injected through `signals`,
+//! `stderr_log` · `wasi` · `store` · `registry` · `chain` · `sandbox` · `task` · `dispatcher`
+//! (knows tasks, not sandboxes) · `worker` · `runtime` · `chain_run`. The clock, the epoch and the epoch hook are injected through `signals`,
 //! so `races.rs` drives a dispatcher and a worker deterministically under a manual clock.
 
 mod affinity;
 mod cache;
+mod chain;
+mod chain_run;
 mod config;
 mod dispatcher;
 mod engine;
@@ -39,10 +44,11 @@ mod wasi;
 mod worker;
 
 pub use crate::affinity::{affinity, set_affinity};
+pub use crate::chain::{Chain, ChainConfig, MAX_STAGES};
 pub use crate::config::{CodeOpt, FunctionConfig, Layout, Limits, RuntimeConfig, WaitMode};
 pub use crate::error::{Error, RegisterError, RegistrationLimit};
 pub use crate::limits::RegistrationLimits;
-pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing, TrapKind};
+pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, StageReport, Timing, TrapKind};
 pub use crate::registry::Function;
 pub use crate::reply::Ticket;
 pub use crate::runtime::{Health, Runtime, SubmitOptions};

@@ -12,11 +12,31 @@ pub struct Outcome {
     pub request_id: u64,
     /// The function's stdout, or why there is none.
     pub result: Result<Vec<u8>, Failure>,
-    /// Where the time went.
+    /// Where the time went (for a chain: the whole chain; see [`StageReport`]).
+    pub timing: Timing,
+    /// A chain's stages, in order, each with its own request id and timing, up to the one
+    /// that answered (the last, when the chain failed). Empty for a function.
+    pub stages: Vec<StageReport>,
+}
+
+/// One stage of a chain as it ran: which function, under which request id, and its timing
+/// (from its hand-off to its answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageReport {
+    /// The stage's function.
+    pub name: String,
+    /// The runtime request id the stage ran under.
+    pub request_id: u64,
+    /// The stage's own timing.
     pub timing: Timing,
 }
 
 impl Outcome {
+    /// An outcome of a function (no chain stages).
+    pub fn new(request_id: u64, result: Result<Vec<u8>, Failure>, timing: Timing) -> Self {
+        Self { request_id, result, timing, stages: Vec::new() }
+    }
+
     /// True when the function ran to completion and exited 0.
     pub fn is_ok(&self) -> bool {
         self.result.is_ok()
@@ -91,6 +111,10 @@ pub enum Failure {
     /// The request was refused before it ran.
     #[error("rejected: {0}")]
     Rejected(Rejection),
+    /// A chain's deadline passed, or could no longer be met, before this stage could run
+    /// (earlier stages ran: this is not a refusal to retry later).
+    #[error("deadline missed: no time was left for this stage and the ones after it")]
+    DeadlineMissed,
     /// The request itself was invalid.
     #[error("bad request: {0}")]
     BadRequest(BadRequest),

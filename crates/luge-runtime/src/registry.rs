@@ -68,6 +68,9 @@ pub(crate) struct Registry {
 struct Functions {
     by_name: HashMap<String, Arc<Function>>,
     by_id: HashMap<u32, Arc<Function>>,
+    /// Names and ids taken by chains (`crate::chain`): one namespace and one id space with the
+    /// functions, so a route or a UDP-RPC id names one thing.
+    reserved: HashMap<String, u32>,
     next_id: u32,
 }
 
@@ -253,12 +256,14 @@ impl Registry {
         config: FunctionConfig,
         bytes: &[u8],
     ) -> Result<Arc<Function>, Error> {
-        if self.get(&config.name).is_some() {
+        if self.taken(&config.name) {
             return Err(reject(&config.name, RegisterError::Duplicate));
         }
         let (pre, module_hash, from_cache) = self.compile(&config, bytes)?;
         let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
-        if functions.by_name.contains_key(&config.name) {
+        if functions.by_name.contains_key(&config.name)
+            || functions.reserved.contains_key(&config.name)
+        {
             return Err(reject(&config.name, RegisterError::Duplicate));
         }
         let id = FunctionId(functions.next_id);
@@ -290,6 +295,30 @@ impl Registry {
             crate::engine::trim_heap();
         }
         Some(())
+    }
+
+    /// Whether a function or a chain has this name.
+    fn taken(&self, name: &str) -> bool {
+        let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
+        functions.by_name.contains_key(name) || functions.reserved.contains_key(name)
+    }
+
+    /// Takes `name` and a fresh id for a chain; `Duplicate` if a function or chain has it.
+    pub(crate) fn reserve(&self, name: &str) -> Result<FunctionId, Error> {
+        let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
+        if functions.by_name.contains_key(name) || functions.reserved.contains_key(name) {
+            return Err(reject(name, RegisterError::Duplicate));
+        }
+        let id = functions.next_id;
+        functions.next_id += 1;
+        functions.reserved.insert(name.to_owned(), id);
+        Ok(FunctionId(id))
+    }
+
+    /// Gives a chain's name back.
+    pub(crate) fn release(&self, name: &str) -> Option<FunctionId> {
+        let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
+        functions.reserved.remove(name).map(FunctionId)
     }
 
     pub(crate) fn get_by_id(&self, id: u32) -> Option<Arc<Function>> {

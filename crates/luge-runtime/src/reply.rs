@@ -36,11 +36,8 @@ impl Reply {
 impl Drop for Reply {
     fn drop(&mut self) {
         if let Some(callback) = self.callback.take() {
-            callback(Outcome {
-                request_id: self.request_id,
-                result: Err(Failure::Internal("request dropped by the runtime".into())),
-                timing: Timing::default(),
-            });
+            let failure = Failure::Internal("request dropped by the runtime".into());
+            callback(Outcome::new(self.request_id, Err(failure), Timing::default()));
         }
     }
 }

@@ -2,7 +2,7 @@
 //! functions, submit requests (each gets exactly one [`Outcome`]), shut down gracefully.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -10,6 +10,7 @@ use luge_sched::{Estimator, EstimatorConfig, PolicyConfig, RequestId};
 
 use luge_proto::nanos;
 
+use crate::chain::{self, Chain, ChainConfig, Chains};
 use crate::config::{FunctionConfig, Layout, RuntimeConfig};
 use crate::dispatcher::{Dispatcher, GroupShared, Submission};
 use crate::error::{Error, RegisterError};
@@ -63,6 +64,8 @@ struct Inner {
     ticker_stop: AtomicBool,
     /// The declared tenants' limits and counters.
     tenants: Tenants,
+    /// The registered chains.
+    chains: RwLock<Chains>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -126,6 +129,7 @@ impl Runtime {
             submitting: AtomicUsize::new(0),
             ticker_stop: AtomicBool::new(false),
             tenants,
+            chains: RwLock::default(),
             config: config.clone(),
         });
         let mut threads = Vec::new();
@@ -305,6 +309,62 @@ impl Runtime {
         self.inner.registry.list()
     }
 
+    /// Registers a chain of functions already registered (Edge-RT §III; `crate::chain`): its
+    /// name and id share the functions' namespace and id space, so a route or a UDP-RPC id
+    /// names a chain as it names a function. Requests run through
+    /// [`submit_chain`](Self::submit_chain).
+    pub fn register_chain(&self, config: ChainConfig) -> Result<Arc<Chain>, Error> {
+        let invalid = |reason| Error::Register {
+            name: config.name.clone(),
+            reason: RegisterError::Chain(reason),
+        };
+        chain::check(&config).map_err(invalid)?;
+        let stages = config
+            .stages
+            .iter()
+            .map(|s| self.function(s).ok_or_else(|| invalid(format!("no function named `{s}`"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let id = self.inner.registry.reserve(&config.name)?;
+        let chain = Arc::new(Chain::new(id, config, stages));
+        let mut chains = self.inner.chains.write().unwrap_or_else(|p| p.into_inner());
+        chains.by_name.insert(chain.config.name.clone(), Arc::clone(&chain));
+        chains.by_id.insert(id.0, Arc::clone(&chain));
+        Ok(chain)
+    }
+
+    /// Removes a chain; requests already in it finish.
+    pub fn unregister_chain(&self, name: &str) -> Result<(), Error> {
+        let mut chains = self.inner.chains.write().unwrap_or_else(|p| p.into_inner());
+        let chain =
+            chains.by_name.remove(name).ok_or_else(|| Error::UnknownFunction(name.to_owned()))?;
+        chains.by_id.remove(&chain.id.0);
+        self.inner.registry.release(name);
+        Ok(())
+    }
+
+    /// The chain registered under `name`.
+    pub fn chain(&self, name: &str) -> Option<Arc<Chain>> {
+        self.inner.chains.read().unwrap_or_else(|p| p.into_inner()).by_name.get(name).cloned()
+    }
+
+    /// The chain registered under numeric id `id`.
+    pub fn chain_by_id(&self, id: u32) -> Option<Arc<Chain>> {
+        self.inner.chains.read().unwrap_or_else(|p| p.into_inner()).by_id.get(&id).cloned()
+    }
+
+    /// Every registered chain, by id.
+    pub fn chains(&self) -> Vec<Arc<Chain>> {
+        let chains = self.inner.chains.read().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<_> = chains.by_name.values().cloned().collect();
+        all.sort_by_key(|c| c.id);
+        all
+    }
+
+    /// A fresh runtime-wide request id, for an answer given without a submission.
+    pub(crate) fn fresh_request_id(&self) -> u64 {
+        self.inner.next_request.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// Submits a request to the function named `function`; the ticket yields its one outcome.
     pub fn submit(&self, function: &str, payload: Vec<u8>, options: SubmitOptions) -> Ticket {
         let (ticket, fill) = Ticket::new();
@@ -326,11 +386,7 @@ impl Runtime {
             None => {
                 let id = self.inner.next_request.fetch_add(1, Ordering::Relaxed);
                 let failure = Failure::BadRequest(BadRequest::UnknownFunction(function.into()));
-                callback(Outcome {
-                    request_id: id,
-                    result: Err(failure),
-                    timing: Timing::default(),
-                });
+                callback(Outcome::new(id, Err(failure), Timing::default()));
             }
         }
     }
@@ -351,7 +407,7 @@ impl Runtime {
             // Refused before it was queued: all its time in the node was waiting.
             let waited = Duration::from_nanos(now - received);
             let timing = Timing { queued: waited, total: waited, ..Timing::default() };
-            callback(Outcome { request_id: id, result: Err(failure), timing })
+            callback(Outcome::new(id, Err(failure), timing))
         };
         let cap = function.config.limits.max_request_bytes;
         if payload.len() as u64 > cap {

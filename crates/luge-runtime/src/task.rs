@@ -58,7 +58,7 @@ impl Task {
             total: Duration::from_nanos(now.saturating_sub(self.received)),
             preemptions: self.preemptions,
         };
-        self.reply.send(Outcome { request_id: self.id, result, timing });
+        self.reply.send(Outcome::new(self.id, result, timing));
     }
 }
 

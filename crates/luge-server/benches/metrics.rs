@@ -26,6 +26,7 @@ fn outcome() -> Outcome {
             total: Duration::from_micros(45),
             preemptions: 0,
         },
+        stages: Vec::new(),
     }
 }
 

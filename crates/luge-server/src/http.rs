@@ -91,6 +91,8 @@ const QUEUEING_NS: HeaderName = HeaderName::from_static(luge_proto::QUEUEING_HEA
 const READINESS_NS: HeaderName = HeaderName::from_static(luge_proto::READINESS_HEADER);
 const OUTCOME: HeaderName = HeaderName::from_static(luge_proto::OUTCOME_HEADER);
 const LOAD: HeaderName = HeaderName::from_static(luge_proto::LOAD_HEADER);
+const STAGES: HeaderName = HeaderName::from_static(luge_proto::STAGES_HEADER);
+const STAGE: HeaderName = HeaderName::from_static(luge_proto::STAGE_HEADER);
 
 const OCTET_STREAM: &str = "application/octet-stream";
 const TEXT: &str = "text/plain; charset=utf-8";

@@ -14,7 +14,8 @@ mod udp;
 
 pub use crate::http::{AdminConfig, AdminToken, HttpConfig, HttpError, HttpServer, MIN_TOKEN_LEN};
 pub use crate::metrics::{Metrics, Protocol};
-pub use crate::node::{Node, NodeConfig, NodeError, NodeFunction, ShutdownReport};
+pub use crate::node::{Node, NodeChain, NodeConfig, NodeError, NodeFunction, ShutdownReport};
 pub use crate::request_log::{BadRequestLog, RequestLog};
 pub use crate::status::{http_status, outcome_label, rpc_status};
+pub use crate::submit::Target;
 pub use crate::udp::{UdpConfig, UdpError, UdpServer, UdpStats};

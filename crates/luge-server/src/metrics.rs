@@ -324,6 +324,7 @@ mod tests {
                 total: us(5 + executed_us),
                 preemptions: 0,
             },
+            stages: Vec::new(),
         }
     }
 
@@ -347,6 +348,7 @@ mod tests {
             Err(Failure::BadRequest(BadRequest::UnknownFunction("f".into()))),
             Err(Failure::BadRequest(BadRequest::TooLarge { size: 2, cap: 1 })),
             Err(Failure::Internal("x".into())),
+            Err(Failure::DeadlineMissed),
         ];
         all.extend(rejected.into_iter().map(|r| Err(Failure::Rejected(r))));
         all

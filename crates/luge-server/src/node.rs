@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use luge_runtime::{FunctionConfig, Runtime, RuntimeConfig};
+use luge_runtime::{ChainConfig, FunctionConfig, Runtime, RuntimeConfig};
 
 use crate::http::{HttpConfig, HttpError, HttpServer};
 use crate::metrics::Metrics;
@@ -41,6 +41,16 @@ pub struct NodeFunction {
     /// The Wasm module.
     pub module: Vec<u8>,
     /// The HTTP path that reaches it, e.g. `/resize` (`/<name>` always does too).
+    pub route: String,
+}
+
+/// A chain to serve (Edge-RT §III): its declaration (stages among the node's functions) and
+/// its HTTP route. UDP-RPC names it by its id, as a function.
+#[derive(Debug, Clone)]
+pub struct NodeChain {
+    /// Name, stages, deadline.
+    pub config: ChainConfig,
+    /// The HTTP route (`/<name>` always works too).
     pub route: String,
 }
 
@@ -99,8 +109,18 @@ impl Node {
     /// Starts the runtime, registers `functions`, then opens the front ends. On an error,
     /// whatever had started is stopped again.
     pub fn start(config: NodeConfig, functions: &[NodeFunction]) -> Result<Self, NodeError> {
+        Self::start_with_chains(config, functions, &[])
+    }
+
+    /// [`start`](Self::start), and registers `chains` (after the functions, before the front
+    /// ends open).
+    pub fn start_with_chains(
+        config: NodeConfig,
+        functions: &[NodeFunction],
+        chains: &[NodeChain],
+    ) -> Result<Self, NodeError> {
         let runtime = Arc::new(Runtime::start(config.runtime).map_err(NodeError::Runtime)?);
-        let started = Self::open(&runtime, config.http, config.udp, functions);
+        let started = Self::open(&runtime, config.http, config.udp, functions, chains);
         if started.is_err() {
             runtime.shutdown();
         }
@@ -114,11 +134,17 @@ impl Node {
         http: Option<HttpConfig>,
         udp: Option<UdpConfig>,
         functions: &[NodeFunction],
+        chains: &[NodeChain],
     ) -> Result<(Arc<Metrics>, Option<HttpServer>, Option<UdpServer>), NodeError> {
         for f in functions {
             runtime
                 .register(f.config.clone(), &f.module)
                 .map_err(|source| NodeError::Register { name: f.config.name.clone(), source })?;
+        }
+        for c in chains {
+            runtime
+                .register_chain(c.config.clone())
+                .map_err(|source| NodeError::Register { name: c.config.name.clone(), source })?;
         }
         let metrics = Arc::new(Metrics::new());
         let http = match http {
@@ -126,7 +152,10 @@ impl Node {
                 let server = HttpServer::start(Arc::clone(runtime), Arc::clone(&metrics), c)
                     .map_err(NodeError::Http)?;
                 for f in functions {
-                    route(&server, f)?;
+                    route(&server, &f.route, &f.config.name)?;
+                }
+                for c in chains {
+                    route(&server, &c.route, &c.config.name)?;
                 }
                 Some(server)
             }
@@ -153,7 +182,7 @@ impl Node {
             .register(f.config.clone(), &f.module)
             .map_err(|source| NodeError::Register { name: f.config.name.clone(), source })?;
         if let Some(http) = &self.http {
-            route(http, f)?;
+            route(http, &f.route, &f.config.name)?;
         }
         Ok(registered)
     }
@@ -207,14 +236,15 @@ impl Node {
     }
 }
 
-/// Routes `f.route` to `f` unless it is the route every function has anyway (`/<name>`).
-fn route(http: &HttpServer, f: &NodeFunction) -> Result<(), NodeError> {
-    if f.route.strip_prefix('/') == Some(f.config.name.as_str()) {
+/// Routes `route` to the function or chain `name` unless it is the route every one has
+/// anyway (`/<name>`).
+fn route(http: &HttpServer, route: &str, name: &str) -> Result<(), NodeError> {
+    if route.strip_prefix('/') == Some(name) {
         return Ok(());
     }
-    http.set_route(&f.route, &f.config.name).map_err(|source| NodeError::Route {
-        route: f.route.clone(),
-        name: f.config.name.clone(),
+    http.set_route(route, name).map_err(|source| NodeError::Route {
+        route: route.to_owned(),
+        name: name.to_owned(),
         source,
     })
 }

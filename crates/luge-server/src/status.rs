@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use luge_proto::{LOAD_REFUSED, Status, load_signal};
-use luge_runtime::{BadRequest, Failure, Rejection};
+use luge_runtime::{BadRequest, Failure, Rejection, StageReport};
 
 /// The load signal of an answer of `status` (`docs/protocol.md` §3.1): [`LOAD_REFUSED`] for a
 /// refusal for load (the node's or the tenant's), else the share of its relative `deadline` the
@@ -15,6 +15,30 @@ pub(crate) fn load_of(status: Status, queueing: Duration, deadline: Duration) ->
         Status::Overloaded | Status::TenantLimit => LOAD_REFUSED,
         _ => load_signal(queueing, deadline),
     }
+}
+
+/// The message a protocol sends for `failure`: [`failure_message`], prefixed for a chain (its
+/// `stages` that ran) with the stage that answered (``stage 2 `b`: ``).
+pub(crate) fn outcome_message(stages: &[StageReport], failure: &Failure) -> String {
+    let message = failure_message(failure);
+    match stages.last() {
+        Some(stage) => format!("stage {} `{}`: {message}", stages.len(), stage.name),
+        None => message,
+    }
+}
+
+/// The `Luge-Stages` value of a chain's `stages`: each stage that ran, in order, as
+/// `name;q=<queueing ns>;e=<execution ns>`, comma-separated (empty for a function).
+pub(crate) fn stages_header(stages: &[StageReport]) -> String {
+    let mut out = String::new();
+    for (i, s) in stages.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let (q, e) = (luge_proto::nanos(s.timing.queueing()), luge_proto::nanos(s.timing.executed));
+        out.push_str(&format!("{};q={q};e={e}", s.name));
+    }
+    out
 }
 
 /// The UDP-RPC status of a result.
@@ -37,6 +61,7 @@ pub fn rpc_status(result: &Result<Vec<u8>, Failure>) -> Status {
         Err(Failure::MemoryLimit { .. }) => Status::MemoryLimit,
         Err(Failure::OutputTooLarge { .. }) => Status::OutputTooLarge,
         Err(Failure::Exit(_)) => Status::ExitFailure,
+        Err(Failure::DeadlineMissed) => Status::DeadlineMissed,
         Err(Failure::Internal(_)) => Status::Internal,
     }
 }
@@ -56,7 +81,7 @@ pub fn http_status(result: &Result<Vec<u8>, Failure>) -> u16 {
 }
 
 /// Every outcome label, indexed by [`outcome_index`] (metrics keep one counter per entry).
-pub(crate) const OUTCOMES: [&str; 15] = [
+pub(crate) const OUTCOMES: [&str; 16] = [
     "ok",
     "trap",
     "killed",
@@ -72,6 +97,7 @@ pub(crate) const OUTCOMES: [&str; 15] = [
     "too_large",
     "internal",
     "tenant_limit",
+    "deadline_missed",
 ];
 
 /// The position of a result's label in [`OUTCOMES`].
@@ -92,6 +118,7 @@ pub(crate) fn outcome_index(result: &Result<Vec<u8>, Failure>) -> usize {
         Err(Failure::BadRequest(BadRequest::TooLarge { .. })) => 12,
         Err(Failure::Internal(_)) => 13,
         Err(Failure::Rejected(Rejection::TenantLimit(_))) => 14,
+        Err(Failure::DeadlineMissed) => 15,
     }
 }
 

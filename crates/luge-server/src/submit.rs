@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use luge_runtime::{
-    BadRequest, Failure, Function, Outcome, Rejection, Runtime, SubmitOptions, Timing,
+    BadRequest, Chain, Failure, Function, Outcome, Rejection, Runtime, SubmitOptions, Timing,
 };
 
 use crate::log_limit::{LogKind, log_limited};
@@ -31,11 +31,54 @@ use crate::request_log::{Entry, RequestLog, Sampler};
 /// collide with the runtime's ids.
 pub(crate) const LOCAL_ID_BIT: u64 = 1 << 63;
 
+/// What a request names: a function, or a chain of functions (`luge_runtime::Chain`).
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// One function.
+    Function(Arc<Function>),
+    /// A chain: its stages run one after the other under one deadline.
+    Chain(Arc<Chain>),
+}
+
+impl Target {
+    /// Its name (metrics, logs, routes).
+    pub fn name(&self) -> &str {
+        match self {
+            Target::Function(f) => &f.config.name,
+            Target::Chain(c) => &c.config.name,
+        }
+    }
+
+    /// The tenant it is accounted to (a chain: its first stage's).
+    pub fn tenant(&self) -> u32 {
+        match self {
+            Target::Function(f) => f.config.tenant,
+            Target::Chain(c) => c.stages.first().map_or(0, |f| f.config.tenant),
+        }
+    }
+
+    /// Its default relative deadline.
+    pub fn relative_deadline(&self) -> Duration {
+        match self {
+            Target::Function(f) => f.config.relative_deadline,
+            Target::Chain(c) => c.config.relative_deadline,
+        }
+    }
+
+    /// The largest request body it takes (a chain: its first stage's).
+    pub fn max_request_bytes(&self) -> u64 {
+        match self {
+            Target::Function(f) => f.config.limits.max_request_bytes,
+            Target::Chain(c) => c.stages.first().map_or(0, |f| f.config.limits.max_request_bytes),
+        }
+    }
+}
+
 /// One request, as either front end hands it to [`Gate::submit`].
 #[derive(Debug)]
 pub struct Call {
-    /// The function to run (resolved with [`Gate::resolve`]).
-    pub function: Arc<Function>,
+    /// The function or chain to run (resolved with [`Gate::resolve`]).
+    pub target: Target,
     /// The function's stdin.
     pub payload: Vec<u8>,
     /// The client's relative deadline; the function's default when `None`.
@@ -92,12 +135,19 @@ impl Gate {
         }
     }
 
-    /// The function a request names. An unknown one is counted as malformed input and yields
-    /// the refusal to render.
-    pub fn resolve(&self, key: FunctionKey<'_>) -> Result<Arc<Function>, Outcome> {
+    /// The function or chain a request names. An unknown one is counted as malformed input and
+    /// yields the refusal to render.
+    pub fn resolve(&self, key: FunctionKey<'_>) -> Result<Target, Box<Outcome>> {
+        let rt = &self.runtime;
         let found = match key {
-            FunctionKey::Name(name) => self.runtime.function(name),
-            FunctionKey::Id(id) => self.runtime.function_by_id(id),
+            FunctionKey::Name(name) => rt
+                .function(name)
+                .map(Target::Function)
+                .or_else(|| rt.chain(name).map(Target::Chain)),
+            FunctionKey::Id(id) => rt
+                .function_by_id(id)
+                .map(Target::Function)
+                .or_else(|| rt.chain_by_id(id).map(Target::Chain)),
         };
         found.ok_or_else(|| {
             self.metrics.malformed(self.protocol, "unknown_function");
@@ -105,7 +155,7 @@ impl Gate {
                 FunctionKey::Name(name) => name.to_owned(),
                 FunctionKey::Id(id) => format!("#{id}"),
             };
-            self.local(Err(Failure::BadRequest(BadRequest::UnknownFunction(name))), None)
+            Box::new(self.local(Err(Failure::BadRequest(BadRequest::UnknownFunction(name))), None))
         })
     }
 
@@ -117,44 +167,48 @@ impl Gate {
         // `draining` and then waits for zero in flight, cannot miss a request admitted
         // concurrently.
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let Call { function, payload, deadline, expected, client, client_id, received } = call;
-        let relative = deadline.unwrap_or(function.config.relative_deadline);
+        let Call { target, payload, deadline, expected, client, client_id, received } = call;
+        let relative = deadline.unwrap_or(target.relative_deadline());
         if self.draining.load(Ordering::SeqCst) {
             let failure = Failure::Rejected(Rejection::ShuttingDown);
             let outcome = self.local(Err(failure), Some(received));
-            self.account(&function, &outcome, (client, client_id), relative);
+            self.account(&target, &outcome, (client, client_id), relative);
             reply(outcome);
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             return;
         }
         let options = SubmitOptions { deadline, expected, received: Some(received) };
         let gate = Arc::clone(self);
-        let answered = Arc::clone(&function);
-        self.runtime.submit_to(&function, payload, options, move |outcome| {
+        let answered = target.clone();
+        let done = move |outcome: Outcome| {
             gate.account(&answered, &outcome, (client, client_id), relative);
             reply(outcome);
             // After the reply is rendered (and, for UDP-RPC, cached), so that zero in flight
             // means every answer is out.
             gate.in_flight.fetch_sub(1, Ordering::SeqCst);
-        });
+        };
+        match &target {
+            Target::Function(f) => self.runtime.submit_to(f, payload, options, done),
+            Target::Chain(c) => self.runtime.submit_chain(c, payload, options, done),
+        }
     }
 
-    /// The outcome of a request to `function` refused by the front end before submission,
+    /// The outcome of a request to `target` refused by the front end before submission,
     /// recorded, under a local id. Its time in the node counts from `received`.
-    pub fn refuse(&self, function: &Function, failure: Failure, received: Instant) -> Outcome {
-        self.refuse_call(function, failure, received, (None, None))
+    pub fn refuse(&self, target: &Target, failure: Failure, received: Instant) -> Outcome {
+        self.refuse_call(target, failure, received, (None, None))
     }
 
     /// [`refuse`](Self::refuse), with the client's address and own id for the request log.
     pub fn refuse_call(
         &self,
-        function: &Function,
+        target: &Target,
         failure: Failure,
         received: Instant,
         client: (Option<SocketAddr>, Option<u64>),
     ) -> Outcome {
         let outcome = self.local(Err(failure), Some(received));
-        self.account(function, &outcome, client, function.config.relative_deadline);
+        self.account(target, &outcome, client, target.relative_deadline());
         outcome
     }
 
@@ -164,17 +218,17 @@ impl Gate {
     /// of the node itself is a warning, at most `log_limit::LINES_PER_SEC` a second.
     fn account(
         &self,
-        function: &Function,
+        target: &Target,
         outcome: &Outcome,
         (client, client_id): (Option<SocketAddr>, Option<u64>),
         deadline: Duration,
     ) {
-        let name = function.config.name.as_str();
+        let name = target.name();
         self.metrics.record(name, self.protocol, outcome);
         let entry = Entry {
             protocol: self.protocol,
             function: name,
-            tenant: function.config.tenant,
+            tenant: target.tenant(),
             client,
             client_id,
             deadline,
@@ -196,11 +250,8 @@ impl Gate {
     /// An outcome produced by the front end itself (not recorded), under a local id.
     pub fn local(&self, result: Result<Vec<u8>, Failure>, received: Option<Instant>) -> Outcome {
         let waited = received.map(|r| r.elapsed()).unwrap_or_default();
-        Outcome {
-            request_id: self.local_id(),
-            result,
-            timing: Timing { queued: waited, total: waited, ..Timing::default() },
-        }
+        let timing = Timing { queued: waited, total: waited, ..Timing::default() };
+        Outcome::new(self.local_id(), result, timing)
     }
 
     /// A request id for a request answered without the runtime (bit 63 set).

@@ -102,7 +102,7 @@ use luge_runtime::{Outcome, Runtime};
 use crate::log_limit::{LogKind, log_limited};
 use crate::metrics::{Metrics, Protocol};
 use crate::request_log::RequestLog;
-use crate::status::{failure_message, load_of, rpc_status};
+use crate::status::{load_of, outcome_message, rpc_status};
 use crate::submit::{Call, FunctionKey, Gate};
 
 use self::receiver::Receiver;
@@ -396,7 +396,7 @@ impl Shared {
                 message.as_bytes()
             }
             Err(failure) => {
-                message = failure_message(failure);
+                message = outcome_message(&outcome.stages, failure);
                 let room = if refusal { reply_room(request_len) } else { MAX_RESPONSE_PAYLOAD };
                 truncate_utf8(&message, room)
             }

@@ -3,7 +3,8 @@
 //! reason before anything starts. `docs/manifest.md` documents every key and its default.
 //!
 //! Above ~600 lines through its tests (~200 lines): one parser of one file format, whose
-//! sections (`[server]`, `[registration]`, `[[tenant]]`, `[[function]]`) check each other.
+//! sections (`[server]`, `[registration]`, `[[tenant]]`, `[[function]]`, `[[chain]]`) check
+//! each other.
 
 use std::net::SocketAddr;
 use std::ops::Range;
@@ -11,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use luge_runtime::{
-    FunctionConfig, Layout, Limits, PolicyKind, RegistrationLimits, RuntimeConfig, TenantConfig,
-    WaitMode,
+    ChainConfig, FunctionConfig, Layout, Limits, MAX_STAGES, PolicyKind, RegistrationLimits,
+    RuntimeConfig, TenantConfig, WaitMode,
 };
-use luge_server::{BadRequestLog, NodeFunction, RequestLog};
+use luge_server::{BadRequestLog, NodeChain, NodeFunction, RequestLog};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -25,6 +26,8 @@ pub struct Manifest {
     pub server: ServerSettings,
     /// Functions, in file order.
     pub functions: Vec<FunctionEntry>,
+    /// Chains of those functions, in file order.
+    pub chains: Vec<NodeChain>,
 }
 
 /// Front-end and runtime settings.
@@ -76,6 +79,17 @@ struct RawManifest {
     functions: Vec<RawFunction>,
     #[serde(default, rename = "tenant")]
     tenants: Vec<RawTenant>,
+    #[serde(default, rename = "chain")]
+    chains: Vec<RawChain>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChain {
+    name: Spanned<String>,
+    route: Option<Spanned<String>>,
+    stages: Spanned<Vec<String>>,
+    relative_deadline_us: Spanned<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -230,6 +244,11 @@ impl Manifest {
             .collect()
     }
 
+    /// The chains as a node serves them.
+    pub fn node_chains(&self) -> Vec<NodeChain> {
+        self.chains.clone()
+    }
+
     /// The built-in functions with default settings.
     pub fn builtin() -> Self {
         let functions = BUILTINS
@@ -243,7 +262,7 @@ impl Manifest {
             .collect();
         let mut server = default_settings();
         server.runtime.cache_dir = default_cache_dir();
-        Self { server, functions }
+        Self { server, functions, chains: Vec::new() }
     }
 
     /// Reads and checks the manifest at `path` (module paths are relative to its directory).
@@ -374,8 +393,73 @@ impl Manifest {
             config.trust_client_estimate = f.trust_client_estimate.unwrap_or(false);
             functions.push(FunctionEntry { config, route, module, source });
         }
-        Ok(Self { server, functions })
+        let chains = chains(raw.chains, &functions, text, file)?;
+        Ok(Self { server, functions, chains })
     }
+}
+
+/// The `[[chain]]` tables, checked against the functions: a name of their namespace, a route
+/// of its own, stages among them (1 to `MAX_STAGES`), a deadline above zero.
+fn chains(
+    raw: Vec<RawChain>,
+    functions: &[FunctionEntry],
+    text: &str,
+    file: &str,
+) -> Result<Vec<NodeChain>, ManifestError> {
+    let mut out: Vec<NodeChain> = Vec::new();
+    for c in raw {
+        let at = |span: Range<usize>, reason: String| ManifestError {
+            file: file.to_owned(),
+            line: line_of(text, span.start),
+            reason,
+        };
+        let name = c.name.get_ref().clone();
+        if name.is_empty()
+            || !name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+        {
+            return Err(at(c.name.span(), format!("bad chain name `{name}` (use [A-Za-z0-9._-])")));
+        }
+        let taken = functions.iter().any(|f| f.config.name == name)
+            || out.iter().any(|o| o.config.name == name);
+        if taken {
+            return Err(at(c.name.span(), format!("`{name}` names a function or chain already")));
+        }
+        let route = match &c.route {
+            Some(r) if !r.get_ref().starts_with('/') || r.get_ref().len() < 2 => {
+                return Err(at(r.span(), format!("route `{}` must start with `/`", r.get_ref())));
+            }
+            Some(r) => r.get_ref().clone(),
+            None => format!("/{name}"),
+        };
+        if functions.iter().any(|f| f.route == route) || out.iter().any(|o| o.route == route) {
+            return Err(at(c.name.span(), format!("route `{route}` is used twice")));
+        }
+        let stages = c.stages.get_ref().clone();
+        if stages.is_empty() || stages.len() > MAX_STAGES {
+            return Err(at(
+                c.stages.span(),
+                format!("a chain has 1 to {MAX_STAGES} stages (got {})", stages.len()),
+            ));
+        }
+        if let Some(missing) =
+            stages.iter().find(|s| !functions.iter().any(|f| f.config.name == **s))
+        {
+            return Err(at(
+                c.stages.span(),
+                format!("stage `{missing}` is not a [[function]] of this manifest"),
+            ));
+        }
+        let deadline = *c.relative_deadline_us.get_ref();
+        if deadline == 0 {
+            return Err(at(
+                c.relative_deadline_us.span(),
+                "relative_deadline_us must be above 0".into(),
+            ));
+        }
+        let relative_deadline = Duration::from_micros(deadline);
+        out.push(NodeChain { config: ChainConfig { name, stages, relative_deadline }, route });
+    }
+    Ok(out)
 }
 
 /// Every setting at its default (HTTP on 127.0.0.1:8080, UDP-RPC on 127.0.0.1:8081, the admin
@@ -722,6 +806,38 @@ tenant = 1
         assert!(line == 3 && reason.contains("at least 1"), "{line}: {reason}");
         let (line, reason) = error("[registration]\nmax_funcs = 1\n");
         assert!(line == 2 && reason.contains("unknown field `max_funcs`"), "{line}: {reason}");
+    }
+
+    #[test]
+    fn chains_name_functions_of_the_manifest() {
+        let functions = "[[function]]\nname = \"a\"\nmodule = \"builtin:echo\"\n\n\
+                         [[function]]\nname = \"b\"\nmodule = \"builtin:spin\"\n\n";
+        let chain = |body: &str| format!("{functions}[[chain]]\n{body}");
+        let m = parse(&chain(
+            "name = \"ab\"\nroute = \"/x/ab\"\nstages = [\"a\", \"b\", \"a\"]\n\
+             relative_deadline_us = 5000\n",
+        ))
+        .unwrap();
+        let c = &m.node_chains()[0];
+        assert_eq!((c.config.name.as_str(), c.route.as_str()), ("ab", "/x/ab"));
+        assert_eq!(c.config.stages, ["a", "b", "a"]);
+        assert_eq!(c.config.relative_deadline, Duration::from_micros(5000));
+        let bad = [
+            ("name = \"a\"\nstages = [\"a\"]\nrelative_deadline_us = 1\n", "names a function"),
+            ("name = \"c\"\nstages = [\"z\"]\nrelative_deadline_us = 1\n", "stage `z` is not"),
+            ("name = \"c\"\nstages = []\nrelative_deadline_us = 1\n", "1 to 16 stages"),
+            ("name = \"c\"\nstages = [\"a\"]\nrelative_deadline_us = 0\n", "above 0"),
+            (
+                "name = \"c\"\nroute = \"/a\"\nstages = [\"a\"]\nrelative_deadline_us = 1\n",
+                "used twice",
+            ),
+            ("name = \"c\"\nstages = [\"a\"]\n", "missing field `relative_deadline_us`"),
+        ];
+        for (body, why) in bad {
+            let (line, reason) = error(&chain(body));
+            assert!(reason.contains(why), "{body}: {reason}");
+            assert!(line >= 9, "located at the chain: line {line} ({reason})");
+        }
     }
 
     #[test]

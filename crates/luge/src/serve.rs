@@ -139,6 +139,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         None => Manifest::builtin(),
     };
     let functions = manifest.node_functions();
+    let chains = manifest.node_chains();
     let server = &mut manifest.server;
     if let Some(a) = args.http {
         server.http = a;
@@ -200,7 +201,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     }
     let config = server.runtime.clone();
     let grace = config.shutdown_grace;
-    let node = Node::start(
+    let node = Node::start_with_chains(
         NodeConfig {
             runtime: config.clone(),
             http: Some(http),
@@ -212,6 +213,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             }),
         },
         &functions,
+        &chains,
     )
     .map_err(|e| match &e {
         // Name the manifest entry a module came from.
@@ -270,6 +272,11 @@ fn print_banner(
             .find(|(n, _, _)| f.source == format!("builtin:{n}"))
             .map_or(String::new(), |(_, _, about)| format!(" — {about}"));
         println!("  id {id:>3}  {:<24} {}{about}", f.route, f.config.name);
+    }
+    for c in &manifest.chains {
+        let id = runtime.chain(&c.config.name).map_or(0, |g| g.id.0);
+        let stages = c.config.stages.join(" → ");
+        println!("  id {id:>3}  {:<24} {} — chain: {stages}", c.route, c.config.name);
     }
     let example =
         manifest.functions.iter().find(|f| f.config.name == "hello").or(manifest.functions.first());

@@ -129,6 +129,24 @@ fn the_edge_manifest_serves_the_c_functions() {
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(out.stdout == expected, "{name}-{size}: output differs from the native build");
     }
+    // The manifest's chain answers byte for byte what its three stages give by hand. (A deadline
+    // of a second: the manifest's are sized for release builds, and this is a test build.)
+    let second = ["--deadline-us", "1000000"];
+    let frame = root.join("functions/build/inputs/sift-large.in");
+    let mut by_hand = std::fs::read(&frame).unwrap();
+    for stage in ["resize", "resize", "sift"] {
+        let step = std::env::temp_dir().join(format!("luge-chain-{}-{stage}", std::process::id()));
+        std::fs::write(&step, &by_hand).unwrap();
+        let out =
+            server.invoke(&[&[stage, "--file", step.to_str().unwrap()], &second[..]].concat());
+        let _ = std::fs::remove_file(&step);
+        assert!(out.status.success(), "{stage}: {}", String::from_utf8_lossy(&out.stderr));
+        by_hand = out.stdout;
+    }
+    let out =
+        server.invoke(&[&["keypoints", "--file", frame.to_str().unwrap()], &second[..]].concat());
+    assert!(out.status.success(), "keypoints: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!by_hand.is_empty() && out.stdout == by_hand, "the chain differs from its stages");
     assert_eq!(server.stop(), 0);
 }
 

@@ -18,7 +18,7 @@ pub(super) async fn invoke(
         Ok(function) => function,
         Err(outcome) => {
             tracing::debug!(path, status = 404, "unknown function");
-            return shared.render(outcome);
+            return shared.render(*outcome);
         }
     };
     if request.method() != Method::POST {
@@ -42,7 +42,7 @@ pub(super) async fn invoke(
             return shared.error(StatusCode::BAD_REQUEST, "bad_request", reason);
         }
     };
-    let cap = function.config.limits.max_request_bytes;
+    let cap = function.max_request_bytes();
     let expect = parts.headers.contains_key(header::EXPECT);
     let declared = body.size_hint().lower();
     let (body, size) = if declared > cap {
@@ -51,7 +51,7 @@ pub(super) async fn invoke(
         match read_body(body, cap, shared.body_pace()).await {
             Ok(payload) => {
                 let call = Call {
-                    function,
+                    target: function,
                     payload,
                     deadline,
                     expected,
@@ -81,7 +81,7 @@ pub(super) async fn invoke(
 /// server's grace period (then it is answered 503 `shutting_down`; the runtime's later outcome
 /// is still recorded by the gate).
 async fn submit(shared: &Arc<Shared>, call: Call) -> Response<Full<Bytes>> {
-    let deadline = call.deadline.unwrap_or(call.function.config.relative_deadline);
+    let deadline = call.deadline.unwrap_or(call.target.relative_deadline());
     let (tx, rx) = oneshot::channel();
     shared.gate.submit(call, move |outcome| {
         // The receiver is gone when the client left; the gate has recorded the outcome.

@@ -2,7 +2,7 @@
 //! table both front ends share; errors the server finds itself are plain text.
 
 use super::*;
-use crate::status::failure_message;
+use crate::status::{outcome_message, stages_header};
 
 /// What the response headers say about a request.
 pub(super) struct Meta {
@@ -113,18 +113,31 @@ impl Shared {
     pub(super) fn render(&self, outcome: Outcome) -> Response<Full<Bytes>> {
         let code = http_status(&outcome.result);
         let label = outcome_label(&outcome.result);
-        let meta = Meta { request_id: outcome.request_id, timing: outcome.timing, label };
-        match outcome.result {
+        let Outcome { request_id, result, timing, stages } = outcome;
+        let meta = Meta { request_id, timing, label };
+        let failed = result.is_err();
+        let mut response = match result {
             Ok(stdout) => {
                 self.respond(StatusCode::OK, &meta, Some(OCTET_STREAM), Bytes::from(stdout))
             }
             Err(failure) => {
                 let shutting_down = matches!(failure, Failure::Rejected(Rejection::ShuttingDown));
-                let reason = Bytes::from(failure_message(&failure));
+                let reason = Bytes::from(outcome_message(&stages, &failure));
                 let response = self.respond(status(code), &meta, Some(TEXT), reason);
                 if shutting_down { close(response) } else { response }
             }
+        };
+        // A chain's stages: each one's times, and on a failure the stage that answered.
+        if let Some(last) = stages.last() {
+            let headers = response.headers_mut();
+            if let Ok(v) = HeaderValue::from_str(&stages_header(&stages)) {
+                headers.insert(STAGES, v);
+            }
+            if failed && let Ok(v) = HeaderValue::from_str(&last.name) {
+                headers.insert(STAGE, v);
+            }
         }
+        response
     }
 }
 

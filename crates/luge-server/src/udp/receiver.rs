@@ -228,9 +228,9 @@ impl Receiver {
             }
         };
         bump(&counters.submitted);
-        let deadline = fields.deadline.unwrap_or(function.config.relative_deadline);
+        let deadline = fields.deadline.unwrap_or(function.relative_deadline());
         let call = Call {
-            function,
+            target: function,
             payload,
             deadline: fields.deadline,
             expected: fields.expected,

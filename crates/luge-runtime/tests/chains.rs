@@ -1,0 +1,163 @@
+//! Chains end to end (Edge-RT §III, §IV-A): real sandboxes per stage, one deadline per request,
+//! stage k's stdout as stage k+1's stdin. Sleep mode, unpinned threads.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use luge_runtime::{
+    ChainConfig, Error, Failure, FunctionConfig, MAX_STAGES, Outcome, RegisterError, Rejection,
+    Runtime, RuntimeConfig, SubmitOptions,
+};
+
+const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
+const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
+const EXIT3: &str = include_str!("../../../functions/test/exit3.wat");
+
+/// spin(k) output for k = 1000 (`functions/builtin/spin.wat`).
+const SPIN_1000: &[u8] = b"432f32487609ff83\n";
+/// spin iterations that run ~50–100 ms.
+const SPIN_LONG: &[u8] = b"30000000";
+
+fn runtime() -> Arc<Runtime> {
+    let rt = Runtime::start(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }).unwrap();
+    let rt = Arc::new(rt);
+    for (name, wat) in [("echo", ECHO), ("spin", SPIN), ("exit3", EXIT3)] {
+        let mut config = FunctionConfig::new(name);
+        config.relative_deadline = Duration::from_secs(10);
+        config.limits.max_execution = Duration::from_secs(10);
+        rt.register(config, wat.as_bytes()).unwrap();
+    }
+    rt
+}
+
+fn chain(name: &str, stages: &[&str], deadline: Duration) -> ChainConfig {
+    ChainConfig {
+        name: name.into(),
+        stages: stages.iter().map(|s| (*s).to_owned()).collect(),
+        relative_deadline: deadline,
+    }
+}
+
+fn call_chain(rt: &Arc<Runtime>, name: &str, payload: &[u8]) -> Outcome {
+    let chain = rt.chain(name).unwrap();
+    let (tx, rx) = mpsc::channel();
+    rt.submit_chain(&chain, payload.to_vec(), SubmitOptions::default(), move |o| {
+        tx.send(o).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(60)).unwrap()
+}
+
+fn call(rt: &Runtime, name: &str, payload: &[u8]) -> Vec<u8> {
+    let outcome = rt
+        .submit(name, payload.to_vec(), SubmitOptions::default())
+        .wait_timeout(Duration::from_secs(60))
+        .unwrap();
+    outcome.result.unwrap()
+}
+
+#[test]
+fn a_chain_answers_what_its_stages_give_by_hand() {
+    let rt = runtime();
+    rt.register_chain(chain("c", &["echo", "spin", "echo"], Duration::from_secs(10))).unwrap();
+    let by_hand = call(&rt, "echo", &call(&rt, "spin", &call(&rt, "echo", b"1000")));
+    assert_eq!(by_hand, SPIN_1000);
+    let outcome = call_chain(&rt, "c", b"1000");
+    assert_eq!(outcome.result.as_deref(), Ok(SPIN_1000));
+    let names: Vec<_> = outcome.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["echo", "spin", "echo"]);
+    // One request id per stage, the chain answering under the first; the chain's time covers
+    // every stage's.
+    assert_eq!(outcome.request_id, outcome.stages[0].request_id);
+    let ids: std::collections::HashSet<_> = outcome.stages.iter().map(|s| s.request_id).collect();
+    assert_eq!(ids.len(), 3);
+    let executed: Duration = outcome.stages.iter().map(|s| s.timing.executed).sum();
+    assert_eq!(outcome.timing.executed, executed);
+    assert!(outcome.timing.total >= outcome.stages.iter().map(|s| s.timing.total).sum());
+}
+
+#[test]
+fn a_failing_stage_ends_the_chain_with_its_own_failure_and_name() {
+    let rt = runtime();
+    rt.register_chain(chain("c", &["echo", "exit3", "echo"], Duration::from_secs(10))).unwrap();
+    let outcome = call_chain(&rt, "c", b"secret");
+    assert_eq!(outcome.result, Err(Failure::Exit(3)), "no partial output");
+    let names: Vec<_> = outcome.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["echo", "exit3"], "the last stage named is the one that failed");
+}
+
+#[test]
+fn admission_sees_the_work_of_the_stages_still_to_run() {
+    let rt = runtime();
+    // The second stage is declared to need 50 ms: a 20 ms chain cannot fit, and is refused at
+    // its first stage before anything runs.
+    let mut slow = FunctionConfig::new("slow-echo");
+    slow.expected_execution = Some(Duration::from_millis(50));
+    rt.register(slow, ECHO.as_bytes()).unwrap();
+    let c = rt.register_chain(chain("c", &["echo", "slow-echo"], Duration::from_millis(20)));
+    let c = c.unwrap();
+    assert_eq!(c.work_after(0), Duration::from_millis(50));
+    assert_eq!(c.work_after(1), Duration::ZERO, "the last stage inherits the chain's deadline");
+    let outcome = call_chain(&rt, "c", b"x");
+    assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
+    assert_eq!(outcome.stages.len(), 1);
+    assert_eq!(outcome.timing.executed, Duration::ZERO, "nothing ran");
+    // With room for both, it runs.
+    rt.register_chain(chain("roomy", &["echo", "slow-echo"], Duration::from_secs(1))).unwrap();
+    assert_eq!(call_chain(&rt, "roomy", b"x").result.as_deref(), Ok(&b"x"[..]));
+}
+
+#[test]
+fn a_deadline_passed_mid_chain_is_missed_naming_the_stage() {
+    let rt = runtime();
+    // The first stage alone outlasts the chain's 20 ms (nothing kills it: it is within its
+    // execution budget); the second finds no time left.
+    rt.register_chain(chain("c", &["spin", "echo"], Duration::from_millis(20))).unwrap();
+    let outcome = call_chain(&rt, "c", SPIN_LONG);
+    assert_eq!(outcome.result, Err(Failure::DeadlineMissed));
+    let names: Vec<_> = outcome.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["spin", "echo"]);
+    assert!(outcome.stages[0].timing.executed > Duration::ZERO, "the first stage ran");
+    assert!(outcome.timing.total >= Duration::from_millis(20));
+}
+
+#[test]
+fn chains_share_the_functions_names_and_ids() {
+    let rt = runtime();
+    let c = rt.register_chain(chain("c", &["echo"], Duration::from_secs(1))).unwrap();
+    assert_eq!(rt.chain_by_id(c.id.0).unwrap().config.name, "c");
+    assert!(rt.functions().iter().all(|f| f.id != c.id), "an id of its own");
+    let duplicate =
+        |e: Error| matches!(e, Error::Register { reason: RegisterError::Duplicate, .. });
+    // A chain cannot take a function's name, nor a function a chain's, nor two chains one.
+    assert!(duplicate(
+        rt.register_chain(chain("echo", &["echo"], Duration::from_secs(1))).unwrap_err()
+    ));
+    assert!(duplicate(rt.register(FunctionConfig::new("c"), ECHO.as_bytes()).unwrap_err()));
+    assert!(duplicate(
+        rt.register_chain(chain("c", &["echo"], Duration::from_secs(1))).unwrap_err()
+    ));
+    // Stages must exist and be few enough.
+    let err = rt.register_chain(chain("d", &["echo", "nope"], Duration::from_secs(1)));
+    assert!(err.unwrap_err().to_string().contains("no function named `nope`"));
+    let many = vec!["echo"; MAX_STAGES + 1];
+    assert!(rt.register_chain(chain("d", &many, Duration::from_secs(1))).is_err());
+    // Removed, its name is free again.
+    rt.unregister_chain("c").unwrap();
+    assert!(rt.chain("c").is_none() && rt.chain_by_id(c.id.0).is_none());
+    rt.register(FunctionConfig::new("c"), ECHO.as_bytes()).unwrap();
+}
+
+#[test]
+fn a_chain_submitted_while_shutting_down_is_answered() {
+    let rt = runtime();
+    rt.register_chain(chain("c", &["echo", "echo"], Duration::from_secs(1))).unwrap();
+    let c = rt.chain("c").unwrap();
+    rt.shutdown();
+    let (tx, rx) = mpsc::channel();
+    rt.submit_chain(&c, b"x".to_vec(), SubmitOptions::default(), move |o| tx.send(o).unwrap());
+    let outcome = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::ShuttingDown)));
+}

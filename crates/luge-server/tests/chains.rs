@@ -1,0 +1,118 @@
+//! Chains through both front ends (Edge-RT §III, §IV-A): a chain is called like a function —
+//! by route over HTTP, by id over UDP-RPC — and answers with its last stage's output, or with
+//! the failing stage named. One worker, sleep mode, ephemeral ports.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::time::Duration;
+
+use luge_client::{CallOptions, HttpClient, RpcClient, Status};
+use luge_runtime::{ChainConfig, FunctionConfig, RuntimeConfig};
+use luge_server::{HttpConfig, Node, NodeChain, NodeConfig, NodeFunction, UdpConfig};
+
+const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
+const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
+const EXIT3: &str = include_str!("../../../functions/test/exit3.wat");
+
+/// spin(k) output for k = 1000 (`functions/builtin/spin.wat`).
+const SPIN_1000: &[u8] = b"432f32487609ff83\n";
+/// spin iterations that run ~50–100 ms.
+const SPIN_LONG: &[u8] = b"30000000";
+
+fn chain(name: &str, route: &str, stages: &[&str], deadline: Duration) -> NodeChain {
+    NodeChain {
+        config: ChainConfig {
+            name: name.into(),
+            stages: stages.iter().map(|s| (*s).to_owned()).collect(),
+            relative_deadline: deadline,
+        },
+        route: route.into(),
+    }
+}
+
+fn node() -> Node {
+    let functions: Vec<NodeFunction> = [("echo", ECHO), ("spin", SPIN), ("exit3", EXIT3)]
+        .into_iter()
+        .map(|(name, wat)| {
+            let mut config = FunctionConfig::new(name);
+            config.relative_deadline = Duration::from_secs(10);
+            NodeFunction { config, module: wat.as_bytes().to_vec(), route: format!("/{name}") }
+        })
+        .collect();
+    let second = Duration::from_secs(10);
+    let chains = [
+        chain("pipeline", "/edge/pipeline", &["echo", "spin", "echo"], second),
+        chain("broken", "/broken", &["echo", "exit3", "echo"], second),
+        chain("late", "/late", &["spin", "echo"], Duration::from_millis(20)),
+    ];
+    let config = NodeConfig {
+        runtime: RuntimeConfig { workers: 1, ..RuntimeConfig::default() },
+        http: Some(HttpConfig { addr: "127.0.0.1:0".parse().unwrap(), ..HttpConfig::default() }),
+        udp: Some(UdpConfig { addr: "127.0.0.1:0".parse().unwrap(), ..UdpConfig::default() }),
+    };
+    Node::start_with_chains(config, &functions, &chains).unwrap()
+}
+
+fn opts() -> CallOptions {
+    CallOptions::default().with_timeout(Duration::from_secs(20))
+}
+
+#[test]
+fn a_chain_is_called_over_http_by_its_route() {
+    let node = node();
+    let base = format!("http://{}", node.http_addr().unwrap());
+    let http = HttpClient::new().unwrap();
+    let r = http.call(&base, "/edge/pipeline", b"1000", opts()).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.body, SPIN_1000);
+    // Every stage's times, in order.
+    let stages = r.stages.unwrap();
+    let names: Vec<_> = stages.split(", ").map(|s| s.split(';').next().unwrap()).collect();
+    assert_eq!(names, ["echo", "spin", "echo"], "{stages}");
+    assert!(stages.split(", ").all(|s| s.contains(";q=") && s.contains(";e=")), "{stages}");
+    assert_eq!(r.stage, None, "no failing stage");
+    // Also at /<name>, and accounted under the chain's name.
+    assert_eq!(http.call(&base, "/pipeline", b"1000", opts()).unwrap().body, SPIN_1000);
+    let metrics = node.metrics();
+    let settled = || metrics.requests("pipeline", "ok") == 2;
+    let start = std::time::Instant::now();
+    while !settled() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(settled());
+}
+
+#[test]
+fn a_failing_stage_is_named_and_nothing_of_the_chain_leaks() {
+    let node = node();
+    let base = format!("http://{}", node.http_addr().unwrap());
+    let http = HttpClient::new().unwrap();
+    let r = http.call(&base, "/broken", b"secret", opts()).unwrap();
+    assert_eq!(r.status, 500);
+    assert_eq!(r.outcome.as_deref(), Some("exit_failure"));
+    assert_eq!(r.stage.as_deref(), Some("exit3"));
+    let body = String::from_utf8_lossy(&r.body);
+    assert!(body.starts_with("stage 2 `exit3`: "), "{body}");
+    assert!(!body.contains("secret"), "no partial output: {body}");
+    // A deadline that passes mid-chain: 504, naming the stage that found no time left.
+    let r = http.call(&base, "/late", SPIN_LONG, opts()).unwrap();
+    assert_eq!(r.status, 504, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.outcome.as_deref(), Some("deadline_missed"));
+    assert_eq!(r.stage.as_deref(), Some("echo"));
+}
+
+#[test]
+fn a_chain_is_called_over_udp_rpc_by_its_id() {
+    let node = node();
+    let id = node.runtime().chain("pipeline").unwrap().id.0;
+    let mut rpc = RpcClient::connect(node.rpc_addr().unwrap()).unwrap();
+    let r = rpc.call(id, b"1000", opts()).unwrap();
+    assert_eq!((r.status, r.payload.as_slice()), (Status::Ok, SPIN_1000));
+    let broken = node.runtime().chain("broken").unwrap().id.0;
+    let r = rpc.call(broken, b"x", opts()).unwrap();
+    assert_eq!(r.status, Status::ExitFailure);
+    assert!(r.message().starts_with("stage 2 `exit3`: "), "{}", r.message());
+    let late = node.runtime().chain("late").unwrap().id.0;
+    let r = rpc.call(late, SPIN_LONG, opts()).unwrap();
+    assert_eq!(r.status, Status::DeadlineMissed, "{}", r.message());
+}
