@@ -179,7 +179,10 @@ fn sim_vs_real_reports_both_sides() {
     let rows = report["results"]["rows"].as_array().unwrap();
     let all = rows.iter().find(|r| r["class"] == "all").unwrap();
     assert_eq!(all["real"]["requests"], all["sim"]["requests"], "the same arrivals");
-    assert!(all["sim"]["p50_us"].as_f64().is_some() && all["real"]["p50_us"].as_f64().is_some());
+    assert!(all["sim"]["p50_us"].as_f64().is_some(), "{all}");
+    // The real side's p50 is null when over half its requests failed, as on a box whose cores
+    // other work takes (seen with two CPU hogs: every short request refused); the key is there.
+    assert!(all["real"]["p50_us"].is_f64() || all["real"]["p50_us"].is_null(), "{all}");
     assert!(report["results"]["path_outside_node_ns"].as_u64().unwrap() > 0);
     assert_eq!(svgs(&dir).len(), 1);
     done(&dir);
