@@ -1,6 +1,7 @@
 //! `fifo`: one global first-come-first-served queue feeding every worker, each request run to
 //! completion. With Poisson arrivals and exponential service this is M/M/c, the closed-form
-//! reference the simulator is validated against.
+//! reference the simulator is validated against. The central queue's placement and hand-out,
+//! `arrive` and `run_next`, serve `timesliced` too.
 
 use std::collections::VecDeque;
 
@@ -33,10 +34,7 @@ impl algorithm::Algorithm for Fifo {
     /// The first idle worker (the worker states looked at to find it are counted as the other
     /// central policies count them), else the tail of the queue.
     fn arrive(&mut self, _now: Nanos, req: Request, out: &mut Vec<Action>) {
-        match self.cores.scan_for_idle() {
-            Some(w) => self.cores.run(w, req, out),
-            None => self.queue.push_back(req),
-        }
+        arrive(&mut self.cores, &mut self.queue, req, out);
     }
 
     /// `fifo` never preempts; a `Preempted` can only come from a confused driver, and the request
@@ -46,13 +44,37 @@ impl algorithm::Algorithm for Fifo {
     }
 
     fn run_next(&mut self, worker: WorkerId, _now: Nanos, out: &mut Vec<Action>) {
-        if let Some(next) = self.queue.pop_front() {
-            self.cores.run(worker, next, out);
-        }
+        run_next(&mut self.cores, &mut self.queue, worker, out);
     }
 
     fn waiting(&self) -> usize {
         self.queue.len()
+    }
+}
+
+/// Places the admitted `req` on the first idle worker of `cores` (the worker states looked at
+/// to find it are counted), else at the tail of the central `queue`.
+pub(crate) fn arrive(
+    cores: &mut Cores,
+    queue: &mut VecDeque<Request>,
+    req: Request,
+    out: &mut Vec<Action>,
+) {
+    match cores.scan_for_idle() {
+        Some(w) => cores.run(w, req, out),
+        None => queue.push_back(req),
+    }
+}
+
+/// Worker `w` just became free: it runs the head of the central `queue`, if any.
+pub(crate) fn run_next(
+    cores: &mut Cores,
+    queue: &mut VecDeque<Request>,
+    w: WorkerId,
+    out: &mut Vec<Action>,
+) {
+    if let Some(next) = queue.pop_front() {
+        cores.run(w, next, out);
     }
 }
 

@@ -12,9 +12,8 @@
 
 use std::collections::VecDeque;
 
-use super::algorithm;
 use super::core::Cores;
-use super::{Action, LocalOrder, PolicyConfig, WorkerId};
+use super::{Action, LocalOrder, PolicyConfig, WorkerId, algorithm, fifo};
 #[cfg(test)]
 use super::{Event, Policy};
 use crate::request::{Nanos, Request};
@@ -66,11 +65,9 @@ impl algorithm::Algorithm for TimeSliced {
 
     const LOCAL_ORDER: LocalOrder = LocalOrder::Central;
 
+    /// As `fifo`: the first idle worker, else the tail of the queue.
     fn arrive(&mut self, _now: Nanos, req: Request, out: &mut Vec<Action>) {
-        match self.cores.scan_for_idle() {
-            Some(w) => self.cores.run(w, req, out),
-            None => self.queue.push_back(req),
-        }
+        fifo::arrive(&mut self.cores, &mut self.queue, req, out);
     }
 
     /// To the tail of the queue.
@@ -79,9 +76,7 @@ impl algorithm::Algorithm for TimeSliced {
     }
 
     fn run_next(&mut self, worker: WorkerId, _now: Nanos, out: &mut Vec<Action>) {
-        if let Some(next) = self.queue.pop_front() {
-            self.cores.run(worker, next, out);
-        }
+        fifo::run_next(&mut self.cores, &mut self.queue, worker, out);
     }
 
     fn waiting(&self) -> usize {
