@@ -398,7 +398,7 @@ impl algorithm::Algorithm for Darc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testing::feed;
+    use crate::policy::testing::{feed, refuses_the_third, runs};
     use crate::request::{FunctionId, RequestId};
 
     const SHORT: u16 = 0;
@@ -407,15 +407,6 @@ mod tests {
     /// A request of class `class` with expected execution `e`, loose deadline.
     fn req(id: u64, class: u16, e: Nanos) -> Request {
         Request::new(RequestId(id), FunctionId(0), 0, 1_000_000_000, e).with_class(class)
-    }
-
-    fn runs(out: &[Action]) -> Vec<(WorkerId, u64)> {
-        out.iter()
-            .filter_map(|a| match a {
-                Action::Run { worker, req } => Some((*worker, req.id.0)),
-                _ => None,
-            })
-            .collect()
     }
 
     fn done(worker: WorkerId, id: u64) -> Event {
@@ -633,13 +624,7 @@ mod tests {
 
     #[test]
     fn admission_rejects_and_counts() {
-        let mut cfg = PolicyConfig::with_workers(1);
-        cfg.admission.max_queued = Some(1);
-        let mut p = Darc::new(&cfg);
-        feed(&mut p, 0, Event::Arrival(req(1, SHORT, 1_000)));
-        feed(&mut p, 0, Event::Arrival(req(2, SHORT, 1_000)));
-        let out = feed(&mut p, 0, Event::Arrival(req(3, SHORT, 1_000)));
-        assert!(matches!(out[..], [Action::Reject { req, .. }] if req.id == RequestId(3)));
+        let p = refuses_the_third(Darc::new, [1, 2, 3].map(|id| req(id, SHORT, 1_000)));
         let s = p.stats();
         assert_eq!((s.arrivals, s.rejected, s.preemptions), (3, 1, 0));
         assert_eq!(p.name(), "darc");

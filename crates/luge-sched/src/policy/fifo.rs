@@ -81,6 +81,7 @@ pub(crate) fn run_next(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::testing::runs;
     use crate::request::{FunctionId, RequestId};
 
     #[test]
@@ -92,14 +93,7 @@ mod tests {
             let r = Request::new(RequestId(i), FunctionId(0), i, 1_000_000 - i * 1000, 1_000);
             p.on_event(i, Event::Arrival(r), &mut out);
         }
-        let runs: Vec<_> = out
-            .iter()
-            .filter_map(|a| match a {
-                Action::Run { worker, req } => Some((*worker, req.id.0)),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(runs, vec![(0, 0), (1, 1)]);
+        assert_eq!(runs(&out), vec![(0, 0), (1, 1)]);
         out.clear();
         p.on_event(10, Event::Completed { worker: 1, id: RequestId(1), executed: 5 }, &mut out);
         assert!(matches!(out[..], [Action::Run { worker: 1, req }] if req.id == RequestId(2)));

@@ -269,7 +269,7 @@ impl algorithm::Algorithm for Sfs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testing::feed;
+    use crate::policy::testing::{feed, refuses_the_third, runs_executed};
     use crate::request::{FunctionId, RequestId};
 
     /// A request arriving at `at`, loose deadline, expected execution `e` (SFS ignores it).
@@ -285,13 +285,12 @@ mod tests {
         feed(p, now, Event::Started { worker, id: RequestId(id) })
     }
 
-    fn runs(out: &[Action]) -> Vec<(WorkerId, u64, Nanos)> {
-        out.iter()
-            .filter_map(|a| match a {
-                Action::Run { worker, req } => Some((*worker, req.id.0, req.executed)),
-                _ => None,
-            })
-            .collect()
+    /// `Sfs` for `cfg` with request 1 arrived and started on worker 0 at 0.
+    fn running_one(cfg: &PolicyConfig) -> Sfs {
+        let mut p = Sfs::new(cfg);
+        arrive(&mut p, 1, 0);
+        started(&mut p, 0, 0, 1);
+        p
     }
 
     fn preempts(out: &[Action]) -> Vec<(WorkerId, u64)> {
@@ -339,7 +338,7 @@ mod tests {
         let mut cfg = PolicyConfig::with_workers(1);
         cfg.sfs_initial_slice = 10_000;
         let mut p = Sfs::new(&cfg);
-        assert_eq!(runs(&arrive(&mut p, 1, 0)), vec![(0, 1, 0)]);
+        assert_eq!(runs_executed(&arrive(&mut p, 1, 0)), vec![(0, 1, 0)]);
         assert_eq!(p.running_level(0), Some(1));
         assert_eq!(started(&mut p, 0, 0, 1), vec![Action::WakeAt(10_000)]);
         // B waits in FILTER; S becomes 4 µs but A keeps the slice it started with.
@@ -350,7 +349,7 @@ mod tests {
         assert_eq!(p.stats().preemptions, 1);
         // A is demoted to the level-2 tail; B runs at level 1 (queued 6 µs < 3 × S).
         let ev = Event::Preempted { worker: 0, id: RequestId(1), executed: 10_000 };
-        assert_eq!(runs(&feed(&mut p, 10_000, ev)), vec![(0, 2, 0)]);
+        assert_eq!(runs_executed(&feed(&mut p, 10_000, ev)), vec![(0, 2, 0)]);
         assert_eq!(p.running_level(0), Some(1));
         assert_eq!(p.demotions(), 1);
         assert_eq!(p.fair.iter().map(|r| (r.id.0, r.executed)).collect::<Vec<_>>(), [(1, 10_000)]);
@@ -358,7 +357,7 @@ mod tests {
         started(&mut p, 10_000, 0, 2);
         let out =
             feed(&mut p, 11_000, Event::Completed { worker: 0, id: RequestId(2), executed: 1 });
-        assert_eq!(runs(&out), vec![(0, 1, 10_000)]);
+        assert_eq!(runs_executed(&out), vec![(0, 1, 10_000)]);
         assert_eq!(p.running_level(0), Some(2));
         assert_eq!(started(&mut p, 11_000, 0, 1), vec![Action::WakeAt(11_000 + 1_000_000)]);
     }
@@ -367,9 +366,7 @@ mod tests {
     fn slice_expiry_with_nothing_waiting_demotes_in_place() {
         let mut cfg = PolicyConfig::with_workers(1);
         cfg.sfs_initial_slice = 10_000;
-        let mut p = Sfs::new(&cfg);
-        arrive(&mut p, 1, 0);
-        started(&mut p, 0, 0, 1);
+        let mut p = running_one(&cfg);
         assert_eq!(feed(&mut p, 10_000, Event::Tick), vec![Action::WakeAt(1_010_000)]);
         assert_eq!(p.running_level(0), Some(2));
         assert_eq!((p.demotions(), p.stats().preemptions), (1, 0));
@@ -382,25 +379,25 @@ mod tests {
         let mut p = Sfs::new(&PolicyConfig::with_workers(2));
         assert_eq!(p.slice(), 1_000_000);
         // A runs on worker 0 and is demoted in place after 1 ms: worker 0 runs level 2.
-        assert_eq!(runs(&arrive(&mut p, 1, 0)), vec![(0, 1, 0)]);
+        assert_eq!(runs_executed(&arrive(&mut p, 1, 0)), vec![(0, 1, 0)]);
         started(&mut p, 0, 0, 1);
         feed(&mut p, 1_000_000, Event::Tick);
         assert_eq!(p.running_level(0), Some(2));
         // B takes the idle worker 1 at level 1.
-        assert_eq!(runs(&arrive(&mut p, 2, 1_000_000)), vec![(1, 2, 0)]);
+        assert_eq!(runs_executed(&arrive(&mut p, 2, 1_000_000)), vec![(1, 2, 0)]);
         started(&mut p, 1_000_000, 1, 2);
         assert_eq!(p.running_level(1), Some(1));
         // C finds no idle worker: it preempts the level-2 worker, not the FILTER one.
         let out = arrive(&mut p, 3, 1_000_100);
         assert_eq!(preempts(&out), vec![(0, 1)]);
-        assert!(runs(&out).is_empty());
+        assert!(runs_executed(&out).is_empty());
         // D: the only level-2 worker is already being preempted; FILTER is never preempted.
         assert!(arrive(&mut p, 4, 1_000_200).is_empty());
         assert_eq!(p.stats().preemptions, 1);
         assert_eq!(p.stats().workers_inspected, 1 + 2 + 2 + 2);
         // Worker 0 frees: C (FIFO head) runs at level 1; A waits at the level-2 tail.
         let ev = Event::Preempted { worker: 0, id: RequestId(1), executed: 1_000_300 };
-        assert_eq!(runs(&feed(&mut p, 1_000_300, ev)), vec![(0, 3, 0)]);
+        assert_eq!(runs_executed(&feed(&mut p, 1_000_300, ev)), vec![(0, 3, 0)]);
         assert_eq!(p.running_level(0), Some(1));
         assert_eq!(p.demotions(), 1, "A was demoted once, at its slice expiry");
         assert_eq!((p.filter.len(), p.fair.len()), (1, 1));
@@ -408,9 +405,7 @@ mod tests {
 
     #[test]
     fn overload_sends_a_long_queued_request_straight_to_level_2() {
-        let mut p = Sfs::new(&PolicyConfig::with_workers(1));
-        arrive(&mut p, 1, 0);
-        started(&mut p, 0, 0, 1);
+        let mut p = running_one(&PolicyConfig::with_workers(1));
         arrive(&mut p, 2, 1_000);
         assert_eq!(p.slice(), 1_000);
         arrive(&mut p, 3, 2_000);
@@ -418,26 +413,24 @@ mod tests {
         // At 4 µs, B has queued 3 µs = 3 × S: it bypasses FILTER; C (2 µs) runs at level 1.
         let out =
             feed(&mut p, 4_000, Event::Completed { worker: 0, id: RequestId(1), executed: 4 });
-        assert_eq!(runs(&out), vec![(0, 3, 0)]);
+        assert_eq!(runs_executed(&out), vec![(0, 3, 0)]);
         assert_eq!(p.running_level(0), Some(1));
         assert_eq!(p.bypassed(), 1);
         assert_eq!(p.fair.iter().map(|r| r.id.0).collect::<Vec<_>>(), [2]);
         // Once C completes, B runs at level 2.
         let out =
             feed(&mut p, 5_000, Event::Completed { worker: 0, id: RequestId(3), executed: 1 });
-        assert_eq!(runs(&out), vec![(0, 2, 0)]);
+        assert_eq!(runs_executed(&out), vec![(0, 2, 0)]);
         assert_eq!(p.running_level(0), Some(2));
     }
 
     #[test]
     fn just_below_the_overload_threshold_stays_in_filter() {
-        let mut p = Sfs::new(&PolicyConfig::with_workers(1));
-        arrive(&mut p, 1, 0);
-        started(&mut p, 0, 0, 1);
+        let mut p = running_one(&PolicyConfig::with_workers(1));
         arrive(&mut p, 2, 1_000);
         let out =
             feed(&mut p, 3_999, Event::Completed { worker: 0, id: RequestId(1), executed: 4 });
-        assert_eq!(runs(&out), vec![(0, 2, 0)]);
+        assert_eq!(runs_executed(&out), vec![(0, 2, 0)]);
         assert_eq!((p.running_level(0), p.bypassed()), (Some(1), 0));
     }
 
@@ -446,25 +439,23 @@ mod tests {
         let mut cfg = PolicyConfig::with_workers(1);
         cfg.sfs_initial_slice = 10_000;
         cfg.fair_quantum = 50_000;
-        let mut p = Sfs::new(&cfg);
-        arrive(&mut p, 1, 0);
-        started(&mut p, 0, 0, 1);
+        let mut p = running_one(&cfg);
         arrive(&mut p, 2, 10_000);
         assert_eq!(p.slice(), 10_000);
         // Request 1 used its (initial) slice: demoted, 2 runs at level 1.
         assert_eq!(preempts(&feed(&mut p, 10_000, Event::Tick)), vec![(0, 1)]);
         let ev = Event::Preempted { worker: 0, id: RequestId(1), executed: 10_000 };
-        assert_eq!(runs(&feed(&mut p, 10_000, ev)), vec![(0, 2, 0)]);
+        assert_eq!(runs_executed(&feed(&mut p, 10_000, ev)), vec![(0, 2, 0)]);
         started(&mut p, 10_000, 0, 2);
         assert_eq!(preempts(&feed(&mut p, 20_000, Event::Tick)), vec![(0, 2)]);
         let ev = Event::Preempted { worker: 0, id: RequestId(2), executed: 10_000 };
-        assert_eq!(runs(&feed(&mut p, 20_000, ev)), vec![(0, 1, 10_000)]);
+        assert_eq!(runs_executed(&feed(&mut p, 20_000, ev)), vec![(0, 1, 10_000)]);
         // Level 2: alternate every 50 µs.
         assert_eq!(started(&mut p, 20_000, 0, 1), vec![Action::WakeAt(70_000)]);
         assert!(preempts(&feed(&mut p, 60_000, Event::Tick)).is_empty());
         assert_eq!(preempts(&feed(&mut p, 70_000, Event::Tick)), vec![(0, 1)]);
         let ev = Event::Preempted { worker: 0, id: RequestId(1), executed: 60_000 };
-        assert_eq!(runs(&feed(&mut p, 70_000, ev)), vec![(0, 2, 10_000)]);
+        assert_eq!(runs_executed(&feed(&mut p, 70_000, ev)), vec![(0, 2, 10_000)]);
         assert_eq!(p.running_level(0), Some(2));
         assert_eq!(p.demotions(), 2);
     }
@@ -479,9 +470,7 @@ mod tests {
 
     #[test]
     fn completion_that_beats_the_preemption_and_stale_events_are_handled() {
-        let mut p = Sfs::new(&PolicyConfig::with_workers(1));
-        arrive(&mut p, 1, 0);
-        started(&mut p, 0, 0, 1);
+        let mut p = running_one(&PolicyConfig::with_workers(1));
         feed(&mut p, 1_000_000, Event::Tick);
         assert_eq!(p.running_level(0), Some(2));
         let out = arrive(&mut p, 2, 1_000_000);
@@ -492,7 +481,7 @@ mod tests {
             1_000_001,
             Event::Completed { worker: 0, id: RequestId(1), executed: 1_000_001 },
         );
-        assert_eq!(runs(&out), vec![(0, 2, 0)]);
+        assert_eq!(runs_executed(&out), vec![(0, 2, 0)]);
         assert_eq!(p.running_level(0), Some(1));
         // Stale events change nothing.
         let ev = Event::Preempted { worker: 0, id: RequestId(1), executed: 1_000_001 };
@@ -505,13 +494,7 @@ mod tests {
 
     #[test]
     fn admission_rejects_and_counts() {
-        let mut cfg = PolicyConfig::with_workers(1);
-        cfg.admission.max_queued = Some(1);
-        let mut p = Sfs::new(&cfg);
-        arrive(&mut p, 1, 0);
-        arrive(&mut p, 2, 0);
-        let out = arrive(&mut p, 3, 0);
-        assert!(matches!(out[..], [Action::Reject { req, .. }] if req.id == RequestId(3)));
+        let p = refuses_the_third(Sfs::new, [1, 2, 3].map(|id| req(id, 0, 10_000_000)));
         let s = p.stats();
         assert_eq!((s.arrivals, s.rejected), (3, 1));
         assert_eq!((p.name(), p.local_order()), ("sfs", LocalOrder::Central));

@@ -112,7 +112,7 @@ impl algorithm::Algorithm for Sledge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testing::feed;
+    use crate::policy::testing::{feed, runs};
     use crate::request::{FunctionId, RequestId};
 
     const Q: Nanos = 5_000_000;
@@ -120,15 +120,6 @@ mod tests {
     /// A request arriving at 0 with a loose deadline and expected execution `e`.
     fn req(id: u64, e: Nanos) -> Request {
         Request::new(RequestId(id), FunctionId(0), 0, 10_000_000_000, e)
-    }
-
-    fn ran(out: &[Action]) -> Vec<(WorkerId, u64)> {
-        out.iter()
-            .filter_map(|a| match a {
-                Action::Run { worker, req } => Some((*worker, req.id.0)),
-                _ => None,
-            })
-            .collect()
     }
 
     fn bound(out: &[Action]) -> Vec<(WorkerId, u64)> {
@@ -154,9 +145,9 @@ mod tests {
     fn arrivals_go_to_idle_workers_then_to_the_global_queue() {
         let mut p = sledge(2, 3);
         let out = feed(&mut p, 0, Event::Arrival(req(1, Q)));
-        assert_eq!((bound(&out), ran(&out)), (vec![(0, 1)], vec![(0, 1)]));
+        assert_eq!((bound(&out), runs(&out)), (vec![(0, 1)], vec![(0, 1)]));
         let out = feed(&mut p, 0, Event::Arrival(req(2, Q)));
-        assert_eq!((bound(&out), ran(&out)), (vec![(1, 2)], vec![(1, 2)]));
+        assert_eq!((bound(&out), runs(&out)), (vec![(1, 2)], vec![(1, 2)]));
         assert!(feed(&mut p, 0, Event::Arrival(req(3, Q))).is_empty());
         assert_eq!(p.global.len(), 1);
         assert_eq!(p.stats().workers_inspected, 1 + 2 + 2);
@@ -175,17 +166,17 @@ mod tests {
         let out = feed(&mut p, 10, Event::Completed { worker: 1, id: RequestId(2), executed: 10 });
         // Worker 1 takes 3, 4, 5 at once and runs 3; 6 and 7 stay global.
         assert_eq!(bound(&out), vec![(1, 3), (1, 4), (1, 5)]);
-        assert_eq!(ran(&out), vec![(1, 3)]);
+        assert_eq!(runs(&out), vec![(1, 3)]);
         assert_eq!(local_ids(&p, 1), vec![4, 5]);
         assert_eq!(p.global.iter().map(|r| r.id.0).collect::<Vec<_>>(), vec![6, 7]);
         assert_eq!(p.queued(), 4);
         // Worker 1 still has local work: its next completion does not pull.
         let out = feed(&mut p, 20, Event::Completed { worker: 1, id: RequestId(3), executed: 10 });
-        assert_eq!((bound(&out), ran(&out)), (vec![], vec![(1, 4)]));
+        assert_eq!((bound(&out), runs(&out)), (vec![], vec![(1, 4)]));
         // Worker 0 has none: it pulls the rest (fewer than a batch).
         let out = feed(&mut p, 30, Event::Completed { worker: 0, id: RequestId(1), executed: 30 });
         assert_eq!(bound(&out), vec![(0, 6), (0, 7)]);
-        assert_eq!(ran(&out), vec![(0, 6)]);
+        assert_eq!(runs(&out), vec![(0, 6)]);
         assert!(p.global.is_empty());
     }
 
@@ -205,7 +196,7 @@ mod tests {
         // Request 1 completes early; the worker pulls 2 and 3 and round-robins them.
         let out =
             feed(&mut p, Q + 1, Event::Completed { worker: 0, id: RequestId(1), executed: Q });
-        assert_eq!(ran(&out), vec![(0, 2)]);
+        assert_eq!(runs(&out), vec![(0, 2)]);
         assert_eq!(local_ids(&p, 0), vec![3]);
         let mut now = Q + 1;
         let mut order = vec![2];
@@ -218,7 +209,7 @@ mod tests {
             let ev = Event::Preempted { worker: 0, id: RequestId(running), executed: Q };
             let out = feed(&mut p, now, ev);
             assert!(bound(&out).is_empty(), "a preempted request stays bound to its worker");
-            let r = ran(&out);
+            let r = runs(&out);
             assert_eq!(r.len(), 1);
             order.push(r[0].1);
             assert!(local_ids(&p, 0).ends_with(&[running]), "preempted goes to the local tail");
@@ -255,13 +246,13 @@ mod tests {
         feed(&mut p, 1, Event::Arrival(req(2, Q)));
         feed(&mut p, 2, Event::Arrival(req(3, Q)));
         let out = feed(&mut p, 3, Event::Completed { worker: 0, id: RequestId(1), executed: 3 });
-        assert_eq!(ran(&out), vec![(0, 2)]);
+        assert_eq!(runs(&out), vec![(0, 2)]);
         feed(&mut p, 3, Event::Started { worker: 0, id: RequestId(2) });
         let out = feed(&mut p, Q + 3, Event::Tick);
         assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(2) }]);
         let out =
             feed(&mut p, Q + 4, Event::Completed { worker: 0, id: RequestId(2), executed: Q });
-        assert_eq!(ran(&out), vec![(0, 3)]);
+        assert_eq!(runs(&out), vec![(0, 3)]);
         let ev = Event::Preempted { worker: 0, id: RequestId(2), executed: Q };
         assert!(feed(&mut p, Q + 5, ev).is_empty());
         assert!(feed(&mut p, Q + 5, Event::Started { worker: 0, id: RequestId(9) }).is_empty());

@@ -94,22 +94,8 @@ impl algorithm::Algorithm for Srpt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testing::feed;
+    use crate::policy::testing::{feed, req, runs_executed};
     use crate::request::FunctionId;
-
-    /// A request arriving at 0 with a loose deadline and expected execution `e`.
-    fn req(id: u64, e: Nanos) -> Request {
-        Request::new(RequestId(id), FunctionId(0), 0, 1_000_000_000, e)
-    }
-
-    fn ran(out: &[Action]) -> Vec<(WorkerId, u64, Nanos)> {
-        out.iter()
-            .filter_map(|a| match a {
-                Action::Run { worker, req } => Some((*worker, req.id.0, req.executed)),
-                _ => None,
-            })
-            .collect()
-    }
 
     /// Two workers: worker 0 runs request 1 (1 ms), worker 1 runs request 2 (500 µs), both
     /// started at 0.
@@ -132,7 +118,7 @@ mod tests {
         assert_eq!(p.queued(), 1);
         // The newcomer runs on the freed worker; the victim waits with its execution recorded.
         let ev = Event::Preempted { worker: 0, id: RequestId(1), executed: 100_000 };
-        assert_eq!(ran(&feed(&mut p, 100_000, ev)), vec![(0, 3, 0)]);
+        assert_eq!(runs_executed(&feed(&mut p, 100_000, ev)), vec![(0, 3, 0)]);
         let back: Vec<_> = p.queue.values().map(|r| (r.id.0, r.executed, r.remaining())).collect();
         assert_eq!(back, vec![(1, 100_000, 900_000)]);
     }
@@ -149,7 +135,7 @@ mod tests {
         assert_eq!(p.queued(), 2);
         // Completion hands the worker to the shortest queued request.
         let ev = Event::Completed { worker: 1, id: RequestId(2), executed: 500_000 };
-        assert_eq!(ran(&feed(&mut p, 500_000, ev)), vec![(1, 3, 0)]);
+        assert_eq!(runs_executed(&feed(&mut p, 500_000, ev)), vec![(1, 3, 0)]);
     }
 
     #[test]
@@ -165,9 +151,9 @@ mod tests {
         assert_eq!(p.stats().preemptions, 2);
         // Freed workers take the shortest queued requests in order.
         let ev = Event::Preempted { worker: 1, id: RequestId(2), executed: 100_000 };
-        assert_eq!(ran(&feed(&mut p, 100_000, ev)), vec![(1, 5, 0)]);
+        assert_eq!(runs_executed(&feed(&mut p, 100_000, ev)), vec![(1, 5, 0)]);
         let ev = Event::Preempted { worker: 0, id: RequestId(1), executed: 100_000 };
-        assert_eq!(ran(&feed(&mut p, 100_000, ev)), vec![(0, 3, 0)]);
+        assert_eq!(runs_executed(&feed(&mut p, 100_000, ev)), vec![(0, 3, 0)]);
         let order: Vec<_> = p.queue.values().map(|r| r.id.0).collect();
         assert_eq!(order, vec![4, 2, 1]);
     }
@@ -180,7 +166,7 @@ mod tests {
         let out = feed(&mut p, 10, Event::Arrival(req(2, 1_000)));
         assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(1) }]);
         let ev = Event::Completed { worker: 0, id: RequestId(1), executed: 1_000_000 };
-        assert_eq!(ran(&feed(&mut p, 20, ev)), vec![(0, 2, 0)]);
+        assert_eq!(runs_executed(&feed(&mut p, 20, ev)), vec![(0, 2, 0)]);
         // The dropped preemption's stale report is ignored.
         let ev = Event::Preempted { worker: 0, id: RequestId(1), executed: 20 };
         assert!(feed(&mut p, 21, ev).is_empty());
@@ -190,8 +176,8 @@ mod tests {
     #[test]
     fn idle_worker_first_and_inspections_counted() {
         let mut p = Srpt::new(&PolicyConfig::with_workers(2));
-        assert_eq!(ran(&feed(&mut p, 0, Event::Arrival(req(1, 5_000)))), vec![(0, 1, 0)]);
-        assert_eq!(ran(&feed(&mut p, 0, Event::Arrival(req(2, 5_000)))), vec![(1, 2, 0)]);
+        assert_eq!(runs_executed(&feed(&mut p, 0, Event::Arrival(req(1, 5_000)))), vec![(0, 1, 0)]);
+        assert_eq!(runs_executed(&feed(&mut p, 0, Event::Arrival(req(2, 5_000)))), vec![(1, 2, 0)]);
         feed(&mut p, 0, Event::Arrival(req(3, 5_000)));
         assert_eq!(p.stats().workers_inspected, 1 + 2 + 2);
         assert_eq!(p.stats().arrivals, 3);

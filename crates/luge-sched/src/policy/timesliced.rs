@@ -97,22 +97,8 @@ impl algorithm::Algorithm for TimeSliced {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testing::feed;
-    use crate::request::{FunctionId, RequestId};
-
-    /// A request arriving at 0 with a loose deadline and expected execution `e`.
-    fn req(id: u64, e: Nanos) -> Request {
-        Request::new(RequestId(id), FunctionId(0), 0, 1_000_000_000, e)
-    }
-
-    fn runs(out: &[Action]) -> Vec<(usize, u64, Nanos)> {
-        out.iter()
-            .filter_map(|a| match a {
-                Action::Run { worker, req } => Some((*worker, req.id.0, req.executed)),
-                _ => None,
-            })
-            .collect()
-    }
+    use crate::policy::testing::{feed, refuses_the_third, req, runs_executed};
+    use crate::request::RequestId;
 
     #[test]
     fn names_and_quanta_come_from_the_config() {
@@ -150,27 +136,35 @@ mod tests {
             31_000,
             Event::Preempted { worker: 0, id: RequestId(1), executed: 31_000 },
         );
-        assert_eq!(runs(&out), vec![(0, 2, 0)]);
+        assert_eq!(runs_executed(&out), vec![(0, 2, 0)]);
         // The preempted request sits in the queue with its execution recorded.
         assert_eq!(p.queued(), 1);
         assert_eq!(p.queue.front().map(|r| (r.id, r.executed)), Some((RequestId(1), 31_000)));
     }
 
-    #[test]
-    fn shinjuku_sends_the_preempted_request_to_the_tail() {
+    /// Shinjuku on one worker running request 1 (1 ms, started at 0), with `waiting` requests
+    /// (id, expected execution) arriving at 1, 2, … ns: the tick at 15 µs preempts request 1.
+    fn shinjuku_preempting(waiting: &[(u64, Nanos)]) -> TimeSliced {
         let mut p = TimeSliced::shinjuku(&PolicyConfig::with_workers(1));
         feed(&mut p, 0, Event::Arrival(req(1, 1_000_000)));
         feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
-        feed(&mut p, 1, Event::Arrival(req(2, 1_000_000)));
-        feed(&mut p, 2, Event::Arrival(req(3, 1_000_000)));
+        for (at, &(id, e)) in (1..).zip(waiting) {
+            feed(&mut p, at, Event::Arrival(req(id, e)));
+        }
         let out = feed(&mut p, 15_000, Event::Tick);
         assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(1) }]);
+        p
+    }
+
+    #[test]
+    fn shinjuku_sends_the_preempted_request_to_the_tail() {
+        let mut p = shinjuku_preempting(&[(2, 1_000_000), (3, 1_000_000)]);
         let out = feed(
             &mut p,
             15_000,
             Event::Preempted { worker: 0, id: RequestId(1), executed: 15_000 },
         );
-        assert_eq!(runs(&out), vec![(0, 2, 0)]);
+        assert_eq!(runs_executed(&out), vec![(0, 2, 0)]);
         let order: Vec<_> = p.queue.iter().map(|r| r.id.0).collect();
         assert_eq!(order, vec![3, 1], "preempted request must go behind the earlier waiter");
     }
@@ -196,7 +190,7 @@ mod tests {
                 id: RequestId(running),
                 executed: executed[running as usize],
             };
-            let r = runs(&feed(&mut p, now, ev));
+            let r = runs_executed(&feed(&mut p, now, ev));
             assert_eq!(r.len(), 1);
             let (_, next, exec) = r[0];
             assert_eq!(exec, executed[next as usize], "resumes with its execution so far");
@@ -211,30 +205,25 @@ mod tests {
     #[test]
     fn arrivals_take_the_first_idle_worker_and_count_inspections() {
         let mut p = TimeSliced::shinjuku(&PolicyConfig::with_workers(2));
-        assert_eq!(runs(&feed(&mut p, 0, Event::Arrival(req(1, 1_000)))), vec![(0, 1, 0)]);
-        assert_eq!(runs(&feed(&mut p, 0, Event::Arrival(req(2, 1_000)))), vec![(1, 2, 0)]);
-        assert!(runs(&feed(&mut p, 0, Event::Arrival(req(3, 1_000)))).is_empty());
+        assert_eq!(runs_executed(&feed(&mut p, 0, Event::Arrival(req(1, 1_000)))), vec![(0, 1, 0)]);
+        assert_eq!(runs_executed(&feed(&mut p, 0, Event::Arrival(req(2, 1_000)))), vec![(1, 2, 0)]);
+        assert!(runs_executed(&feed(&mut p, 0, Event::Arrival(req(3, 1_000)))).is_empty());
         // 1 + 2 + 2 worker states looked at.
         assert_eq!(p.stats().workers_inspected, 5);
         assert_eq!(p.stats().arrivals, 3);
         let out = feed(&mut p, 5, Event::Completed { worker: 1, id: RequestId(2), executed: 5 });
-        assert_eq!(runs(&out), vec![(1, 3, 0)]);
+        assert_eq!(runs_executed(&out), vec![(1, 3, 0)]);
     }
 
     #[test]
     fn completion_that_beats_the_preemption_and_stale_events_are_handled() {
-        let mut p = TimeSliced::shinjuku(&PolicyConfig::with_workers(1));
-        feed(&mut p, 0, Event::Arrival(req(1, 1_000_000)));
-        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
-        feed(&mut p, 1, Event::Arrival(req(2, 1_000)));
-        let out = feed(&mut p, 15_000, Event::Tick);
-        assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(1) }]);
+        let mut p = shinjuku_preempting(&[(2, 1_000)]);
         let out = feed(
             &mut p,
             15_001,
             Event::Completed { worker: 0, id: RequestId(1), executed: 15_001 },
         );
-        assert_eq!(runs(&out), vec![(0, 2, 0)]);
+        assert_eq!(runs_executed(&out), vec![(0, 2, 0)]);
         // Stale events for a request that no longer runs change nothing.
         let ev = Event::Preempted { worker: 0, id: RequestId(1), executed: 15_001 };
         assert!(feed(&mut p, 15_002, ev).is_empty());
@@ -244,13 +233,7 @@ mod tests {
 
     #[test]
     fn admission_rejects_when_the_queue_is_full() {
-        let mut cfg = PolicyConfig::with_workers(1);
-        cfg.admission.max_queued = Some(1);
-        let mut p = TimeSliced::ps(&cfg);
-        feed(&mut p, 0, Event::Arrival(req(1, 1_000)));
-        feed(&mut p, 0, Event::Arrival(req(2, 1_000)));
-        let out = feed(&mut p, 0, Event::Arrival(req(3, 1_000)));
-        assert!(matches!(out[..], [Action::Reject { req, .. }] if req.id == RequestId(3)));
+        let p = refuses_the_third(TimeSliced::ps, [1, 2, 3].map(|id| req(id, 1_000)));
         assert_eq!(p.stats().rejected, 1);
     }
 }
