@@ -24,15 +24,9 @@ use luge_server::{
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
-const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
-const HELLO: &str = include_str!("../../../functions/builtin/hello.wat");
-const FIB: &str = include_str!("../../../functions/builtin/fib.wat");
-const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
-const LOOP: &str = include_str!("../../../functions/test/loop.wat");
-const OOB: &str = include_str!("../../../functions/test/oob.wat");
-const EXIT3: &str = include_str!("../../../functions/test/exit3.wat");
-const MEMBOMB: &str = include_str!("../../../functions/test/membomb.wat");
+mod common;
+
+use common::{ECHO, EXIT3, FIB, HELLO, LOOP, MEMBOMB, NOOP, OOB, SPIN};
 
 /// Request cap of the `tiny` echo.
 const TINY_CAP: usize = 4096;

@@ -17,14 +17,9 @@ use luge_proto::{
 use luge_runtime::{FunctionConfig, Runtime, RuntimeConfig};
 use luge_server::{Metrics, Node, NodeConfig, NodeFunction, Protocol, UdpConfig, UdpServer};
 
-const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
-const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
-const HELLO: &str = include_str!("../../../functions/builtin/hello.wat");
-const FIB: &str = include_str!("../../../functions/builtin/fib.wat");
-const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
-const LOOP: &str = include_str!("../../../functions/test/loop.wat");
-const OOB: &str = include_str!("../../../functions/test/oob.wat");
-const EXIT3: &str = include_str!("../../../functions/test/exit3.wat");
+mod common;
+
+use common::{ECHO, EXIT3, FIB, HELLO, LOOP, NOOP, OOB, SPIN};
 
 const MS: Duration = Duration::from_millis(1);
 /// spin(k) output for k = 1000 (`functions/builtin/spin.wat`).
