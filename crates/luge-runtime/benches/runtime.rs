@@ -38,14 +38,15 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
 use crossbeam_queue::ArrayQueue;
-use luge_runtime::{
-    FunctionConfig, Layout, Outcome, PolicyKind, Runtime, RuntimeConfig, SubmitOptions, WaitMode,
-};
+use luge_runtime::{FunctionConfig, Outcome, Runtime, SubmitOptions, WaitMode};
 use wasmtime::{Caller, Engine, InstancePre, Linker, Memory, Module, Store};
+
+mod common;
+
+use common::{LongSpin, runtime};
 
 const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
 const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
-const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
 
 fn module(engine: &Engine, wat: &str) -> Module {
     Module::new(engine, wat::parse_str(wat).unwrap()).unwrap()
@@ -77,6 +78,28 @@ mod bare {
         Some((ptr, len))
     }
 
+    /// `fd_read` / `fd_write`: `each` moves the bytes of one iovec `(ptr, len)` between memory
+    /// and the state and says how many, `None` for a bad pointer; the total is stored at `out`.
+    fn fd_rw(
+        mut c: Caller<'_, State>,
+        iovs: i32,
+        n: i32,
+        out: i32,
+        each: impl Fn(&mut [u8], &mut State, usize, usize) -> Option<usize>,
+    ) -> i32 {
+        let Some(memory) = c.data().memory else { return 21 };
+        let (mem, s) = memory.data_and_store_mut(&mut c);
+        let mut total = 0;
+        for i in 0..n as usize {
+            let Some((ptr, len)) = iov(mem, iovs as usize + 8 * i) else { return 21 };
+            let Some(moved) = each(mem, s, ptr, len) else { return 21 };
+            total += moved;
+        }
+        let Some(dst) = mem.get_mut(out as usize..out as usize + 4) else { return 21 };
+        dst.copy_from_slice(&(total as u32).to_le_bytes());
+        0
+    }
+
     /// `fd_read` / `fd_write` on stdin / stdout only, one iovec at a time, bounds-checked by
     /// slicing; nothing else.
     pub fn linker(engine: &Engine) -> Linker<State> {
@@ -86,21 +109,14 @@ mod bare {
             .func_wrap(
                 m,
                 "fd_read",
-                |mut c: Caller<'_, State>, _fd: i32, iovs: i32, n: i32, out: i32| -> i32 {
-                    let Some(memory) = c.data().memory else { return 21 };
-                    let (mem, s) = memory.data_and_store_mut(&mut c);
-                    let mut total = 0;
-                    for i in 0..n as usize {
-                        let Some((ptr, len)) = iov(mem, iovs as usize + 8 * i) else { return 21 };
+                |c: Caller<'_, State>, _fd: i32, iovs: i32, n: i32, out: i32| {
+                    fd_rw(c, iovs, n, out, |mem, s, ptr, len| {
                         let take = len.min(s.stdin.len() - s.pos);
-                        let Some(dst) = mem.get_mut(ptr..ptr + take) else { return 21 };
-                        dst.copy_from_slice(&s.stdin[s.pos..s.pos + take]);
+                        mem.get_mut(ptr..ptr + take)?
+                            .copy_from_slice(&s.stdin[s.pos..s.pos + take]);
                         s.pos += take;
-                        total += take;
-                    }
-                    let Some(dst) = mem.get_mut(out as usize..out as usize + 4) else { return 21 };
-                    dst.copy_from_slice(&(total as u32).to_le_bytes());
-                    0
+                        Some(take)
+                    })
                 },
             )
             .unwrap();
@@ -108,19 +124,11 @@ mod bare {
             .func_wrap(
                 m,
                 "fd_write",
-                |mut c: Caller<'_, State>, _fd: i32, iovs: i32, n: i32, out: i32| -> i32 {
-                    let Some(memory) = c.data().memory else { return 21 };
-                    let (mem, s) = memory.data_and_store_mut(&mut c);
-                    let mut total = 0;
-                    for i in 0..n as usize {
-                        let Some((ptr, len)) = iov(mem, iovs as usize + 8 * i) else { return 21 };
-                        let Some(src) = mem.get(ptr..ptr + len) else { return 21 };
-                        s.stdout.extend_from_slice(src);
-                        total += len;
-                    }
-                    let Some(dst) = mem.get_mut(out as usize..out as usize + 4) else { return 21 };
-                    dst.copy_from_slice(&(total as u32).to_le_bytes());
-                    0
+                |c: Caller<'_, State>, _fd: i32, iovs: i32, n: i32, out: i32| {
+                    fd_rw(c, iovs, n, out, |mem, s, ptr, len| {
+                        s.stdout.extend_from_slice(mem.get(ptr..ptr + len)?);
+                        Some(len)
+                    })
                 },
             )
             .unwrap();
@@ -273,19 +281,6 @@ impl Drop for Handoff {
 // ------------------------------------------------------------------------------------------
 // Runtime helpers.
 // ------------------------------------------------------------------------------------------
-
-fn runtime(wait: WaitMode) -> Runtime {
-    Runtime::start(RuntimeConfig {
-        workers: 1,
-        dispatchers: 1,
-        wait,
-        layout: Layout::Threads,
-        policy: PolicyKind::SledgeScale,
-        shutdown_grace: Duration::from_millis(100),
-        ..RuntimeConfig::default()
-    })
-    .unwrap()
-}
 
 fn register(rt: &Runtime, name: &str, wat: &str, tune: impl FnOnce(&mut FunctionConfig)) {
     let mut config = FunctionConfig::new(name);
@@ -459,11 +454,7 @@ fn roundtrip(c: &mut Criterion) {
 /// Preemption latency: custom loop, p50/p99, ratio to the idle runtime.
 fn preempt(samples: usize) {
     let rt = runtime(WaitMode::Sleep);
-    register(&rt, "spin", SPIN, |c| {
-        c.expected_execution = Some(Duration::from_secs(10));
-        c.relative_deadline = Duration::from_secs(600);
-        c.limits.max_execution = Duration::from_secs(600);
-    });
+    LongSpin::register(&rt);
     register(&rt, "noop", NOOP, |c| c.expected_execution = Some(Duration::from_micros(50)));
     let done = Done::new(WaitMode::Sleep);
     let urgent = SubmitOptions { deadline: Some(Duration::from_millis(10)), ..Default::default() };
@@ -486,23 +477,9 @@ fn preempt(samples: usize) {
         call(&rt, "noop", Vec::new(), urgent, &done);
     }
     let mut idle = measure(&rt);
-    // 10^11 iterations run for minutes: the long request is still running when the loop ends
-    // (checked) and is aborted by the shutdown below.
-    let long_done = Arc::new(Mutex::new(None));
-    let fill = Arc::clone(&long_done);
-    rt.submit_with("spin", b"100000000000".to_vec(), SubmitOptions::default(), move |o| {
-        *fill.lock().unwrap() = Some(o);
-    });
-    let t = Instant::now();
-    while rt.live_sandboxes() == 0 {
-        assert!(t.elapsed() < Duration::from_secs(10), "the long request never started");
-        std::thread::yield_now();
-    }
-    std::thread::sleep(Duration::from_millis(20));
+    let long = LongSpin::start(&rt);
     let mut busy = measure(&rt);
-    assert!(long_done.lock().unwrap().is_none(), "the long request ended during the measurement");
-    drop(rt); // aborts the long request after the 100 ms grace
-    let long = long_done.lock().unwrap().take().unwrap();
+    let long = long.end(rt);
     // Premise: every urgent request really preempted the long one.
     assert!(
         long.timing.preemptions as usize >= samples,

@@ -11,8 +11,8 @@
 //!
 //! Every value is a median, measured in one run, on a SledgeScale runtime with 1 dispatcher
 //! thread and 1 worker thread (`Layout::Threads`), or on its exact parts: the comments printed
-//! beside each value say how. The fiber measurements use a copy of `src/engine.rs`'s engine
-//! settings and `src/sandbox.rs`'s epoch callback (both crate-private); keep the copy in sync.
+//! beside each value say how. The fiber measurements run on the engine of a default runtime, and
+//! behind a copy of `src/sandbox.rs`'s epoch callback (crate-private); keep the copy in sync.
 //! Comments in the output contain no commas: `Overheads::parse` splits at commas first.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a calibration tool: a panic is the report
@@ -26,20 +26,23 @@ use std::task::{Context, Poll, Waker};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use luge_runtime::{
-    FunctionConfig, Layout, Outcome, PolicyKind, Runtime, RuntimeConfig, SubmitOptions, WaitMode,
-};
+use luge_runtime::{FunctionConfig, Outcome, Runtime, RuntimeConfig, SubmitOptions, WaitMode};
 use luge_sched::{
-    Action, Estimator, EstimatorConfig, Event, FunctionId, Nanos, Policy, PolicyConfig, Request,
-    RequestId, SledgeScale,
+    Estimator, EstimatorConfig, Event, FunctionId, Nanos, Policy, PolicyConfig, Request, RequestId,
+    SledgeScale,
 };
-use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, Linker, Module, OptLevel, PoolingAllocationConfig,
-    Store, UpdateDeadline,
-};
+use wasmtime::{Engine, InstancePre, Linker, Module, Store, UpdateDeadline};
+
+#[path = "../benches/common/mod.rs"]
+mod common;
+// The loaded policy of `luge-sched`'s dispatch benchmark: the same decisions, timed here.
+#[path = "../../luge-sched/benches/common/mod.rs"]
+mod sched_bench;
+
+use common::{LongSpin, runtime};
+use sched_bench::{DEPTH, loaded};
 
 const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
-const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
 
 fn median(mut v: Vec<Nanos>) -> Nanos {
     v.sort_unstable();
@@ -54,24 +57,9 @@ fn ns(d: Duration) -> Nanos {
 // Dispatcher decisions: the policy code the dispatcher runs, timed in isolation.
 // ------------------------------------------------------------------------------------------
 
-/// Requests queued per worker behind the running one (as in `luge-sched/benches/dispatch.rs`).
-const DEPTH: usize = 32;
-
-fn loaded(workers: usize) -> SledgeScale {
-    let mut p = SledgeScale::new(&PolicyConfig::with_workers(workers));
-    let mut out = Vec::new();
-    let mut x = 42u64;
-    for id in 0..(workers * (DEPTH + 1)) as u64 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let r = Request::new(RequestId(id), FunctionId(0), 0, 1_000_000 + (x >> 40), 10_000);
-        p.on_event(0, Event::Arrival(r), &mut out);
-    }
-    for a in std::mem::take(&mut out) {
-        if let Action::Run { worker, req } = a {
-            p.on_event(0, Event::Started { worker, id: req.id }, &mut out);
-        }
-    }
-    p
+/// The dispatch benchmark's loaded `SledgeScale` group of `workers` workers.
+fn loaded_group(workers: usize) -> SledgeScale {
+    loaded(SledgeScale::new(&PolicyConfig::with_workers(workers)))
 }
 
 /// The cost of reading the clock twice (subtracted from every single-operation timing).
@@ -89,7 +77,7 @@ fn clock_pair() -> Nanos {
 /// Median cost of one arrival as `Dispatcher::arrival` handles it (estimate, request, pending
 /// map insert, policy decision) on a fresh copy of a loaded group, and the workers inspected.
 fn arrival_cost(workers: usize, samples: usize, clock: Nanos) -> (Nanos, u64) {
-    let base = loaded(workers);
+    let base = loaded_group(workers);
     let mut estimator = Estimator::new(EstimatorConfig::default());
     estimator.seed(FunctionId(1), 10_000);
     let mut times = Vec::with_capacity(samples);
@@ -114,7 +102,7 @@ fn arrival_cost(workers: usize, samples: usize, clock: Nanos) -> (Nanos, u64) {
 }
 
 fn tick_cost(samples: usize, clock: Nanos) -> Nanos {
-    let mut p = loaded(1);
+    let mut p = loaded_group(1);
     let mut out = Vec::with_capacity(4);
     median(
         (0..samples)
@@ -129,53 +117,38 @@ fn tick_cost(samples: usize, clock: Nanos) -> Nanos {
 }
 
 // ------------------------------------------------------------------------------------------
-// Fiber switch: preempt and resume a sandbox, on a copy of the runtime's engine and callback.
+// Fiber switch: preempt and resume a sandbox, on the runtime's engine and a copy of its callback.
 // ------------------------------------------------------------------------------------------
 
-/// `src/engine.rs::build` with `RuntimeConfig::default()`'s values.
+/// The engine of a runtime with `RuntimeConfig::default()`'s settings (`src/engine.rs::build`),
+/// its runtime shut down again: no ticker bumps the epoch, only the measurements do.
 fn engine() -> Engine {
-    let slots = 256;
-    let stack = 512 << 10;
-    let mut pool = PoolingAllocationConfig::new();
-    pool.total_core_instances(slots)
-        .total_memories(slots)
-        .total_tables(slots)
-        .total_stacks(slots)
-        .total_component_instances(0)
-        .max_memories_per_module(1)
-        .max_tables_per_module(1)
-        .max_memory_size(64 << 20)
-        .linear_memory_keep_resident(1 << 20)
-        .table_keep_resident(64 << 10)
-        .async_stack_keep_resident(64 << 10)
-        .max_unused_warm_slots(slots);
-    let mut wasm = Config::new();
-    wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
-        .memory_init_cow(true)
-        .epoch_interruption(true)
-        .max_wasm_stack(stack)
-        .async_stack_size(stack + (256 << 10))
-        .cranelift_opt_level(OptLevel::Speed);
-    Engine::new(&wasm).unwrap()
+    let rt = Runtime::start(RuntimeConfig::default()).unwrap();
+    rt.engine().clone()
 }
 
-/// Median time of one preempt + resume cycle of a running sandbox: the dispatcher's flag store
-/// and epoch bump, the worker's poll switching into the suspended fiber, the guest reaching its
-/// next epoch check, `sandbox.rs`'s callback finding the flag and yielding, and the switch back
-/// out (`Poll::Pending`). Batches of 100 cycles, so the clock is read once per batch.
-fn fiber_cycle(batches: usize) -> Nanos {
-    let engine = engine();
+/// A compiled guest that spins in a loop forever.
+fn spin_loop(engine: &Engine) -> InstancePre<()> {
     let wat = r#"(module (memory (export "memory") 1) (func (export "_start") (loop (br 0))))"#;
-    let module = Module::new(&engine, wat::parse_str(wat).unwrap()).unwrap();
-    let pre = Linker::<()>::new(&engine).instantiate_pre(&module).unwrap();
+    let module = Module::new(engine, wat::parse_str(wat).unwrap()).unwrap();
+    Linker::<()>::new(engine).instantiate_pre(&module).unwrap()
+}
+
+/// A running sandbox of `pre`, to be polled, behind a copy of `sandbox.rs`'s epoch callback: at
+/// an epoch check that finds `flag` holding `id` it clears the flag and yields with
+/// `Yield(resume)` (the poll returns `Pending`); at any other it runs on.
+fn preemptible(
+    engine: &Engine,
+    pre: InstancePre<()>,
+    flag: Arc<AtomicU64>,
+    id: u64,
+    resume: u64,
+) -> Pin<Box<dyn Future<Output = wasmtime::Result<()>> + Send>> {
     let base = Instant::now();
-    let preempt = Arc::new(AtomicU64::new(0));
-    let abort = Arc::new(AtomicBool::new(false));
-    let budget_end = Arc::new(AtomicU64::new(u64::MAX));
-    let id = 7;
-    let mut store = Store::new(&engine, ());
+    let abort = AtomicBool::new(false);
+    let budget_end = AtomicU64::new(u64::MAX);
+    let mut store = Store::new(engine, ());
     store.set_epoch_deadline(1);
-    let flag = Arc::clone(&preempt);
     store.epoch_deadline_callback(move |_ctx| {
         // The same checks, in the same order, as `sandbox.rs`.
         let now = base.elapsed().as_nanos() as u64;
@@ -185,19 +158,29 @@ fn fiber_cycle(batches: usize) -> Nanos {
         if flag.load(Ordering::Acquire) == id
             && flag.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
         {
-            // The runtime yields with `Yield(1)`; Wasmtime sets the new deadline after the
-            // resume, so with 1 the guest would run on until the ticker's next tick. `Yield(0)`
-            // makes it check again at once, so one thread can drive the cycle; same switches.
-            return Ok(UpdateDeadline::Yield(0));
+            return Ok(UpdateDeadline::Yield(resume));
         }
         Ok(UpdateDeadline::Continue(1))
     });
-    let mut future: Pin<Box<dyn Future<Output = wasmtime::Result<()>> + Send>> =
-        Box::pin(async move {
-            let instance = pre.instantiate_async(&mut store).await?;
-            let entry = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-            entry.call_async(&mut store, ()).await
-        });
+    Box::pin(async move {
+        let instance = pre.instantiate_async(&mut store).await?;
+        let entry = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+        entry.call_async(&mut store, ()).await
+    })
+}
+
+/// Median time of one preempt + resume cycle of a running sandbox: the dispatcher's flag store
+/// and epoch bump, the worker's poll switching into the suspended fiber, the guest reaching its
+/// next epoch check, `sandbox.rs`'s callback finding the flag and yielding, and the switch back
+/// out (`Poll::Pending`). Batches of 100 cycles, so the clock is read once per batch.
+fn fiber_cycle(batches: usize) -> Nanos {
+    let engine = engine();
+    let preempt = Arc::new(AtomicU64::new(0));
+    let id = 7;
+    // The runtime yields with `Yield(1)`; Wasmtime sets the new deadline after the resume, so
+    // with 1 the guest would run on until the ticker's next tick. `Yield(0)` makes it check
+    // again at once, so one thread can drive the cycle; same switches.
+    let mut future = preemptible(&engine, spin_loop(&engine), Arc::clone(&preempt), id, 0);
     let mut cx = Context::from_waker(Waker::noop());
     let mut cycle = || {
         preempt.store(id, Ordering::Release);
@@ -228,9 +211,7 @@ fn fiber_cycle(batches: usize) -> Nanos {
 /// Both threads spin here, whatever the runtime's wait mode: the request is running.
 fn delivery(samples: usize) -> (Nanos, usize) {
     let engine = engine();
-    let wat = r#"(module (memory (export "memory") 1) (func (export "_start") (loop (br 0))))"#;
-    let module = Module::new(&engine, wat::parse_str(wat).unwrap()).unwrap();
-    let pre = Linker::<()>::new(&engine).instantiate_pre(&module).unwrap();
+    let pre = spin_loop(&engine);
     let id = 7;
     let preempt = Arc::new(AtomicU64::new(0));
     let stopped = Arc::new(AtomicBool::new(false));
@@ -240,30 +221,7 @@ fn delivery(samples: usize) -> (Nanos, usize) {
         let (engine, flag) = (engine.clone(), Arc::clone(&preempt));
         let (stopped, go, quit) = (Arc::clone(&stopped), Arc::clone(&go), Arc::clone(&quit));
         std::thread::spawn(move || {
-            let base = Instant::now();
-            let budget_end = AtomicU64::new(u64::MAX);
-            let abort = AtomicBool::new(false);
-            let mut store = Store::new(&engine, ());
-            store.set_epoch_deadline(1);
-            store.epoch_deadline_callback(move |_ctx| {
-                // The same checks, in the same order, as `sandbox.rs`.
-                let now = base.elapsed().as_nanos() as u64;
-                if abort.load(Ordering::Relaxed) || now >= budget_end.load(Ordering::Relaxed) {
-                    return Err(wasmtime::Error::msg("stop"));
-                }
-                if flag.load(Ordering::Acquire) == id
-                    && flag.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-                {
-                    return Ok(UpdateDeadline::Yield(1));
-                }
-                Ok(UpdateDeadline::Continue(1))
-            });
-            let mut future: Pin<Box<dyn Future<Output = wasmtime::Result<()>> + Send>> =
-                Box::pin(async move {
-                    let instance = pre.instantiate_async(&mut store).await?;
-                    let entry = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-                    entry.call_async(&mut store, ()).await
-                });
+            let mut future = preemptible(&engine, pre, flag, id, 1);
             let mut cx = Context::from_waker(Waker::noop());
             loop {
                 assert!(matches!(future.as_mut().poll(&mut cx), Poll::Pending), "guest stopped");
@@ -472,24 +430,11 @@ fn main() {
     let (preempt_delivery, lost) = delivery(samples);
 
     eprintln!("calibrate: runtime ({mode} mode), idle noop requests…");
-    let rt = Runtime::start(RuntimeConfig {
-        workers: 1,
-        dispatchers: 1,
-        wait,
-        layout: Layout::Threads,
-        policy: PolicyKind::SledgeScale,
-        shutdown_grace: Duration::from_millis(100),
-        ..RuntimeConfig::default()
-    })
-    .unwrap();
+    let rt = runtime(wait);
     let mut noop = FunctionConfig::new("noop");
     noop.expected_execution = Some(Duration::from_micros(50));
     rt.register(noop, NOOP.as_bytes()).unwrap();
-    let mut spin = FunctionConfig::new("spin");
-    spin.expected_execution = Some(Duration::from_secs(10));
-    spin.relative_deadline = Duration::from_secs(600);
-    spin.limits.max_execution = Duration::from_secs(600);
-    rt.register(spin, SPIN.as_bytes()).unwrap();
+    LongSpin::register(&rt);
     let done = Arc::new(Done {
         slot: Mutex::new(None),
         ready: AtomicBool::new(false),
@@ -503,21 +448,9 @@ fn main() {
     let idle_gap = series(&done, &rt, preempt_samples, gap);
 
     eprintln!("calibrate: urgent noop requests preempting a long spin…");
-    let long = Arc::new(Mutex::new(None));
-    let fill = Arc::clone(&long);
-    rt.submit_with("spin", b"100000000000".to_vec(), SubmitOptions::default(), move |o| {
-        *fill.lock().unwrap() = Some(o);
-    });
-    let t = Instant::now();
-    while rt.live_sandboxes() == 0 {
-        assert!(t.elapsed() < Duration::from_secs(10), "the long request never started");
-        std::thread::yield_now();
-    }
-    std::thread::sleep(Duration::from_millis(20));
+    let long = LongSpin::start(&rt);
     let busy = series(&done, &rt, preempt_samples, gap);
-    assert!(long.lock().unwrap().is_none(), "the long request ended during the measurement");
-    drop(rt); // aborts the long request after the grace period
-    let long = long.lock().unwrap().take().unwrap();
+    let long = long.end(rt);
     assert!(
         long.timing.preemptions as usize >= preempt_samples,
         "premise: every urgent request preempts the long one ({} preemptions, {preempt_samples} \

@@ -12,31 +12,15 @@ use criterion::{
     BatchSize, BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main,
 };
 use luge_sched::{
-    Action, EarlyBinding, EarlyChoice, Event, FunctionId, Policy, PolicyConfig, QueueKey, Request,
+    EarlyBinding, EarlyChoice, Event, FunctionId, Policy, PolicyConfig, QueueKey, Request,
     RequestId, SledgeScale,
 };
 
-const WORKERS: [usize; 5] = [1, 4, 16, 32, 64];
-/// Requests queued per worker behind the running one.
-const DEPTH: usize = 32;
+mod common;
 
-/// `p` after `DEPTH + 1` arrivals per worker, every worker running one request.
-fn loaded<P: Policy>(mut p: P) -> P {
-    let workers = p.workers();
-    let mut out = Vec::new();
-    let mut x = 42u64;
-    for id in 0..(workers * (DEPTH + 1)) as u64 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let r = Request::new(RequestId(id), FunctionId(0), 0, 1_000_000 + (x >> 40), 10_000);
-        p.on_event(0, Event::Arrival(r), &mut out);
-    }
-    for a in std::mem::take(&mut out) {
-        if let Action::Run { worker, req } = a {
-            p.on_event(0, Event::Started { worker, id: req.id }, &mut out);
-        }
-    }
-    p
-}
+use common::{DEPTH, loaded};
+
+const WORKERS: [usize; 5] = [1, 4, 16, 32, 64];
 
 /// Benches the arrival of `req` at the loaded policy `p`, as `name`: every iteration decides on a
 /// fresh clone of `p` (the clone is set-up, not measured), so queues keep DEPTH entries instead of
