@@ -10,9 +10,9 @@ use luge_client::{CallOptions, HttpClient, RpcClient, Status};
 use luge_runtime::{ChainConfig, FunctionConfig, RuntimeConfig};
 use luge_server::{HttpConfig, Node, NodeChain, NodeConfig, NodeFunction, UdpConfig};
 
-const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
-const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
-const EXIT3: &str = include_str!("../../../functions/test/exit3.wat");
+mod common;
+
+use common::{ECHO, EXIT3, SPIN};
 
 /// spin(k) output for k = 1000 (`functions/builtin/spin.wat`).
 const SPIN_1000: &[u8] = b"432f32487609ff83\n";
