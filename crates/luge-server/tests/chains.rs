@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use luge_client::{CallOptions, HttpClient, RpcClient, Status};
+use luge_client::{CallOptions, HttpClient, HttpResponse, RpcClient, Status};
 use luge_runtime::{ChainConfig, FunctionConfig, RuntimeConfig};
 use luge_server::{HttpConfig, Node, NodeChain, NodeConfig, NodeFunction, UdpConfig};
 
@@ -57,12 +57,16 @@ fn opts() -> CallOptions {
     CallOptions::default().with_timeout(Duration::from_secs(20))
 }
 
+/// `POST route` on `node` with `body`.
+fn post(node: &Node, route: &str, body: &[u8]) -> HttpResponse {
+    let base = format!("http://{}", node.http_addr().unwrap());
+    HttpClient::new().unwrap().call(&base, route, body, opts()).unwrap()
+}
+
 #[test]
 fn a_chain_is_called_over_http_by_its_route() {
     let node = node();
-    let base = format!("http://{}", node.http_addr().unwrap());
-    let http = HttpClient::new().unwrap();
-    let r = http.call(&base, "/edge/pipeline", b"1000", opts()).unwrap();
+    let r = post(&node, "/edge/pipeline", b"1000");
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.body, SPIN_1000);
     // Every stage's times, in order.
@@ -72,7 +76,7 @@ fn a_chain_is_called_over_http_by_its_route() {
     assert!(stages.split(", ").all(|s| s.contains(";q=") && s.contains(";e=")), "{stages}");
     assert_eq!(r.stage, None, "no failing stage");
     // Also at /<name>, and accounted under the chain's name.
-    assert_eq!(http.call(&base, "/pipeline", b"1000", opts()).unwrap().body, SPIN_1000);
+    assert_eq!(post(&node, "/pipeline", b"1000").body, SPIN_1000);
     let metrics = node.metrics();
     let settled = || metrics.requests("pipeline", "ok") == 2;
     let start = std::time::Instant::now();
@@ -85,9 +89,7 @@ fn a_chain_is_called_over_http_by_its_route() {
 #[test]
 fn a_failing_stage_is_named_and_nothing_of_the_chain_leaks() {
     let node = node();
-    let base = format!("http://{}", node.http_addr().unwrap());
-    let http = HttpClient::new().unwrap();
-    let r = http.call(&base, "/broken", b"secret", opts()).unwrap();
+    let r = post(&node, "/broken", b"secret");
     assert_eq!(r.status, 500);
     assert_eq!(r.outcome.as_deref(), Some("exit_failure"));
     assert_eq!(r.stage.as_deref(), Some("exit3"));
@@ -95,7 +97,7 @@ fn a_failing_stage_is_named_and_nothing_of_the_chain_leaks() {
     assert!(body.starts_with("stage 2 `exit3`: "), "{body}");
     assert!(!body.contains("secret"), "no partial output: {body}");
     // A deadline that passes mid-chain: 504, naming the stage that found no time left.
-    let r = http.call(&base, "/late", SPIN_LONG, opts()).unwrap();
+    let r = post(&node, "/late", SPIN_LONG);
     assert_eq!(r.status, 504, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.outcome.as_deref(), Some("deadline_missed"));
     assert_eq!(r.stage.as_deref(), Some("echo"));

@@ -315,28 +315,11 @@ impl Manifest {
                 line: line_of(text, span.start),
                 reason,
             };
-            let name = f.name.get_ref().clone();
-            if name.is_empty()
-                || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-            {
-                return Err(at(
-                    f.name.span(),
-                    format!("bad function name `{name}` (use [A-Za-z0-9._-])"),
-                ));
-            }
+            let name = checked_name(&f.name, "function").map_err(|(s, r)| at(s, r))?;
             if functions.iter().any(|g| g.config.name == name) {
                 return Err(at(f.name.span(), format!("function `{name}` is defined twice")));
             }
-            let route = match &f.route {
-                Some(r) if !r.get_ref().starts_with('/') || r.get_ref().len() < 2 => {
-                    return Err(at(
-                        r.span(),
-                        format!("route `{}` must start with `/`", r.get_ref()),
-                    ));
-                }
-                Some(r) => r.get_ref().clone(),
-                None => format!("/{name}"),
-            };
+            let route = route_or_default(f.route.as_ref(), &name).map_err(|(s, r)| at(s, r))?;
             if functions.iter().any(|g| g.route == route) {
                 return Err(at(f.name.span(), format!("route `{route}` is used twice")));
             }
@@ -398,6 +381,29 @@ impl Manifest {
     }
 }
 
+/// A function's or chain's name, if it is `[A-Za-z0-9._-]+`; else where and why not.
+fn checked_name(name: &Spanned<String>, kind: &str) -> Result<String, (Range<usize>, String)> {
+    let text = name.get_ref();
+    if text.is_empty() || !text.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        return Err((name.span(), format!("bad {kind} name `{text}` (use [A-Za-z0-9._-])")));
+    }
+    Ok(text.clone())
+}
+
+/// The route given (it must start with `/`), else `/<name>`.
+fn route_or_default(
+    route: Option<&Spanned<String>>,
+    name: &str,
+) -> Result<String, (Range<usize>, String)> {
+    match route {
+        Some(r) if !r.get_ref().starts_with('/') || r.get_ref().len() < 2 => {
+            Err((r.span(), format!("route `{}` must start with `/`", r.get_ref())))
+        }
+        Some(r) => Ok(r.get_ref().clone()),
+        None => Ok(format!("/{name}")),
+    }
+}
+
 /// The `[[chain]]` tables, checked against the functions: a name of their namespace, a route
 /// of its own, stages among them (1 to `MAX_STAGES`), a deadline above zero.
 fn chains(
@@ -413,24 +419,13 @@ fn chains(
             line: line_of(text, span.start),
             reason,
         };
-        let name = c.name.get_ref().clone();
-        if name.is_empty()
-            || !name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
-        {
-            return Err(at(c.name.span(), format!("bad chain name `{name}` (use [A-Za-z0-9._-])")));
-        }
+        let name = checked_name(&c.name, "chain").map_err(|(s, r)| at(s, r))?;
         let taken = functions.iter().any(|f| f.config.name == name)
             || out.iter().any(|o| o.config.name == name);
         if taken {
             return Err(at(c.name.span(), format!("`{name}` names a function or chain already")));
         }
-        let route = match &c.route {
-            Some(r) if !r.get_ref().starts_with('/') || r.get_ref().len() < 2 => {
-                return Err(at(r.span(), format!("route `{}` must start with `/`", r.get_ref())));
-            }
-            Some(r) => r.get_ref().clone(),
-            None => format!("/{name}"),
-        };
+        let route = route_or_default(c.route.as_ref(), &name).map_err(|(s, r)| at(s, r))?;
         if functions.iter().any(|f| f.route == route) || out.iter().any(|o| o.route == route) {
             return Err(at(c.name.span(), format!("route `{route}` is used twice")));
         }
