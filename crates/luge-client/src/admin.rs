@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use hyper::Method;
-use luge_proto::FunctionInfo;
+use luge_proto::{ChainInfo, ChainSpec, FunctionInfo};
 
 use crate::error::ClientError;
 use crate::http::{HttpClient, HttpResponse, url};
@@ -70,14 +70,46 @@ impl AdminClient {
         json(expect(response, 200)?).map(Some)
     }
 
-    /// The numeric id of function `name` (what UDP-RPC requests name it by).
+    /// The numeric id of function or chain `name` (what UDP-RPC requests name it by).
     pub fn id_of(&self, name: &str) -> Result<u32, ClientError> {
-        match self.get(name)? {
-            Some(info) => Ok(info.id),
-            None => {
-                Err(ClientError::Refused { status: 404, message: format!("no function `{name}`") })
-            }
+        if let Some(info) = self.get(name)? {
+            return Ok(info.id);
         }
+        match self.chain(name)? {
+            Some(info) => Ok(info.id),
+            None => Err(ClientError::Refused {
+                status: 404,
+                message: format!("no function or chain `{name}`"),
+            }),
+        }
+    }
+
+    /// Every registered chain.
+    pub fn chains(&self) -> Result<Vec<ChainInfo>, ClientError> {
+        let response = self.send(Method::GET, "/admin/chains", &[])?;
+        json(expect(response, 200)?)
+    }
+
+    /// The chain `name`, or `None` if there is none.
+    pub fn chain(&self, name: &str) -> Result<Option<ChainInfo>, ClientError> {
+        let response = self.send(Method::GET, &format!("/admin/chains/{name}"), &[])?;
+        if response.status == 404 {
+            return Ok(None);
+        }
+        json(expect(response, 200)?).map(Some)
+    }
+
+    /// Registers chain `name` of registered functions. A name in use is refused (409).
+    pub fn add_chain(&self, name: &str, spec: &ChainSpec) -> Result<ChainInfo, ClientError> {
+        let body = serde_json::to_vec(spec).map_err(|e| ClientError::Http(Box::new(e)))?;
+        let response = self.send(Method::PUT, &format!("/admin/chains/{name}"), &body)?;
+        json(expect(response, 201)?)
+    }
+
+    /// Removes chain `name`.
+    pub fn remove_chain(&self, name: &str) -> Result<(), ClientError> {
+        let response = self.send(Method::DELETE, &format!("/admin/chains/{name}"), &[])?;
+        expect(response, 204).map(drop)
     }
 
     /// Registers function `name` with `module` (Wasm bytes or text). A name in use is refused

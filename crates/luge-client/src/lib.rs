@@ -10,7 +10,8 @@
 //!   (the same, driven by a private current-thread tokio runtime), reading Luge's timing headers.
 //!
 //! - The admin API: [`AdminClient`] (blocking) lists, shows, adds and removes functions as
-//!   [`FunctionInfo`], the type the server writes.
+//!   [`FunctionInfo`], the type the server writes, and chains ([`ChainSpec`] in, [`ChainInfo`]
+//!   out).
 //!
 //! Every call takes [`CallOptions`]: deadline and expected execution for the server, and how
 //! long the client waits.
@@ -28,7 +29,7 @@ pub use crate::http::{AsyncHttpClient, HttpClient, HttpResponse};
 pub use crate::rpc::{CallOptions, RpcClient, RpcResponse};
 pub use crate::rpc_async::AsyncRpcClient;
 pub use luge_proto::{
-    Backoff, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, LOAD_HEADER,
-    LOAD_REFUSED, LOAD_WAITED_ALL, OUTCOME_HEADER, QUEUEING_HEADER, READINESS_HEADER,
-    REQUEST_ID_HEADER, Status, StatusClass,
+    Backoff, ChainInfo, ChainSpec, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER,
+    FunctionInfo, LOAD_HEADER, LOAD_REFUSED, LOAD_WAITED_ALL, OUTCOME_HEADER, QUEUEING_HEADER,
+    READINESS_HEADER, REQUEST_ID_HEADER, Status, StatusClass,
 };

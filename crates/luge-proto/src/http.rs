@@ -56,6 +56,34 @@ pub struct FunctionInfo {
     pub module_sha256: String,
 }
 
+/// A chain as the admin API reports it (`GET /admin/chains`, `GET|PUT /admin/chains/<name>`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChainInfo {
+    /// The numeric id UDP-RPC requests name it by (the functions' id space).
+    pub id: u32,
+    /// Its name (and default route `/<name>`).
+    pub name: String,
+    /// The HTTP path that reaches it.
+    pub route: String,
+    /// Its stages' functions, in order.
+    pub stages: Vec<String>,
+    /// The chain's relative deadline, µs.
+    pub relative_deadline_us: u64,
+}
+
+/// The body of `PUT /admin/chains/<name>`: a chain of registered functions.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainSpec {
+    /// Its stages' functions, in order (1 to 16).
+    pub stages: Vec<String>,
+    /// The chain's relative deadline, µs (above 0).
+    pub relative_deadline_us: u64,
+    /// An HTTP route besides `/<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+}
+
 /// A duration in whole µs, saturating: the unit of every `*_us` field and header.
 pub fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)

@@ -16,7 +16,7 @@
 //! - [`load_signal`] — the load a Response carries back (flags bits 8–15), so clients can slow
 //!   down before the node must refuse.
 //! - [`fuzz_decode`] — the fuzz target.
-//! - [`FunctionInfo`] and the `*_HEADER` names — HTTP's vocabulary; [`micros`] / [`nanos`] — the
+//! - [`FunctionInfo`], [`ChainInfo`], [`ChainSpec`] and the `*_HEADER` names — HTTP's vocabulary; [`micros`] / [`nanos`] — the
 //!   one Duration → integer conversion of every `*_us` / `*_ns` field.
 
 mod backoff;
@@ -34,9 +34,9 @@ pub use crate::fields::{
     validate_us,
 };
 pub use crate::http::{
-    DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo, LOAD_HEADER, OUTCOME_HEADER,
-    QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER, STAGE_HEADER, STAGES_HEADER, micros,
-    nanos,
+    ChainInfo, ChainSpec, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo,
+    LOAD_HEADER, OUTCOME_HEADER, QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER,
+    STAGE_HEADER, STAGES_HEADER, micros, nanos,
 };
 pub use crate::load::{LOAD_REFUSED, LOAD_WAITED_ALL, load_signal};
 pub use crate::status::{Status, StatusClass};

@@ -389,9 +389,10 @@ mod tests {
         assert_eq!(f.execution.sum_ns.load(Ordering::Relaxed), n * 10_000);
         let mut out = String::new();
         f.execution.render(&mut out, "x", "function=\"f\"");
-        assert!(out.contains("x_bucket{function=\"f\",le=\"0.00001\"} 16\n"), "{out}");
-        assert!(out.contains("x_count{function=\"f\"} 16\n"), "{out}");
-        assert!(out.contains("x_sum{function=\"f\"} 0.00016\n"), "{out}");
+        assert!(out.contains(&format!("x_bucket{{function=\"f\",le=\"0.00001\"}} {n}\n")), "{out}");
+        assert!(out.contains(&format!("x_count{{function=\"f\"}} {n}\n")), "{out}");
+        let sum = format!("x_sum{{function=\"f\"}} {}\n", n as f64 * 10e-6);
+        assert!(out.contains(&sum), "{sum} in {out}");
         // Queueing is receipt to answer minus execution (5 µs here), readiness is queueing up to
         // the sandbox (5 µs) plus its instantiation (5 µs), as the HTTP headers report them.
         assert_eq!(f.queueing.sum_ns.load(Ordering::Relaxed), n * 5_000);

@@ -6,9 +6,11 @@
 
 use std::time::Duration;
 
-use luge_client::{CallOptions, HttpClient, HttpResponse, RpcClient, Status};
+use luge_client::{
+    AdminClient, CallOptions, ChainSpec, HttpClient, HttpResponse, RpcClient, Status,
+};
 use luge_runtime::{ChainConfig, FunctionConfig, RuntimeConfig};
-use luge_server::{HttpConfig, Node, NodeChain, NodeConfig, NodeFunction, UdpConfig};
+use luge_server::{AdminConfig, HttpConfig, Node, NodeChain, NodeConfig, NodeFunction, UdpConfig};
 
 mod common;
 
@@ -47,7 +49,14 @@ fn node() -> Node {
     ];
     let config = NodeConfig {
         runtime: RuntimeConfig { workers: 1, ..RuntimeConfig::default() },
-        http: Some(HttpConfig { addr: "127.0.0.1:0".parse().unwrap(), ..HttpConfig::default() }),
+        http: Some(HttpConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            admin: Some(AdminConfig {
+                addr: "127.0.0.1:0".parse().unwrap(),
+                ..AdminConfig::default()
+            }),
+            ..HttpConfig::default()
+        }),
         udp: Some(UdpConfig { addr: "127.0.0.1:0".parse().unwrap(), ..UdpConfig::default() }),
     };
     Node::start_with_chains(config, &functions, &chains).unwrap()
@@ -117,4 +126,32 @@ fn a_chain_is_called_over_udp_rpc_by_its_id() {
     let late = node.runtime().chain("late").unwrap().id.0;
     let r = rpc.call(late, SPIN_LONG, opts()).unwrap();
     assert_eq!(r.status, Status::DeadlineMissed, "{}", r.message());
+}
+
+#[test]
+fn chains_are_added_and_removed_through_the_admin_api() {
+    let node = node();
+    let admin = format!("http://{}", node.http().unwrap().admin_addr().unwrap());
+    let admin = AdminClient::new(&admin).unwrap();
+    let listed: Vec<_> = admin.chains().unwrap().into_iter().map(|c| c.name).collect();
+    assert_eq!(listed, ["pipeline", "broken", "late"], "the node's chains, by id");
+    let spec = ChainSpec {
+        stages: vec!["spin".into(), "echo".into()],
+        relative_deadline_us: 5_000_000,
+        route: Some("/v2/spin-echo".into()),
+    };
+    let info = admin.add_chain("spin-echo", &spec).unwrap();
+    assert_eq!((info.route.as_str(), info.stages.len()), ("/v2/spin-echo", 2));
+    assert_eq!(admin.id_of("spin-echo").unwrap(), info.id, "looked up like a function");
+    assert_eq!(post(&node, "/v2/spin-echo", b"1000").body, SPIN_1000);
+    // A name in use (a function's or a chain's) is a conflict; an unknown stage a bad request.
+    let conflict = admin.add_chain("echo", &spec).unwrap_err().to_string();
+    assert!(conflict.contains("409"), "{conflict}");
+    let unknown = ChainSpec { stages: vec!["nope".into()], route: None, ..spec.clone() };
+    let refused = admin.add_chain("other", &unknown).unwrap_err().to_string();
+    assert!(refused.contains("400") && refused.contains("no function named `nope`"), "{refused}");
+    // Removed: gone from the list, its route and its name.
+    admin.remove_chain("spin-echo").unwrap();
+    assert!(admin.chain("spin-echo").unwrap().is_none());
+    assert_eq!(post(&node, "/v2/spin-echo", b"1000").status, 404);
 }

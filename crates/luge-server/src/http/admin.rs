@@ -276,7 +276,11 @@ pub(super) fn function_info(f: &Function, route: String) -> FunctionInfo {
 
 impl Shared {
     /// A JSON response of `value`.
-    fn json(&self, status: StatusCode, value: &impl serde::Serialize) -> Response<Full<Bytes>> {
+    pub(super) fn json(
+        &self,
+        status: StatusCode,
+        value: &impl serde::Serialize,
+    ) -> Response<Full<Bytes>> {
         match serde_json::to_vec(value) {
             Ok(json) => self.respond(status, &self.local_meta("ok"), Some(JSON), json.into()),
             Err(e) => self.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),

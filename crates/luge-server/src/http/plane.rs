@@ -104,7 +104,10 @@ impl Action {
     /// The action as `plane` serves it: what the plane does not serve is no endpoint there.
     pub(super) fn on(self, plane: Plane, metrics_exposed: bool) -> Self {
         match (plane, self) {
-            (Plane::Functions, Self::ListFunctions | Self::Function(_)) => Self::NotFound,
+            (
+                Plane::Functions,
+                Self::ListFunctions | Self::Function(_) | Self::ListChains | Self::Chain(_),
+            ) => Self::NotFound,
             (Plane::Functions, Self::Metrics) if !metrics_exposed => Self::NotFound,
             (Plane::Admin, Self::Invoke) => Self::NotFound,
             (_, action) => action,
@@ -172,12 +175,15 @@ mod tests {
         let a = |a: Action| a.on(Plane::Admin, true);
         assert_eq!(f(Action::ListFunctions), Action::NotFound);
         assert_eq!(f(Action::Function("x".into())), Action::NotFound);
+        assert_eq!(f(Action::ListChains), Action::NotFound, "chains are admin too");
+        assert_eq!(f(Action::Chain("x".into())), Action::NotFound);
         assert_eq!(f(Action::Invoke), Action::Invoke);
         assert_eq!(f(Action::Metrics), Action::Metrics);
         assert_eq!(Action::Metrics.on(Plane::Functions, false), Action::NotFound);
         assert_eq!(Action::Metrics.on(Plane::Admin, false), Action::Metrics);
         assert_eq!(a(Action::Invoke), Action::NotFound);
         assert_eq!(a(Action::ListFunctions), Action::ListFunctions);
+        assert_eq!(a(Action::Chain("x".into())), Action::Chain("x".into()));
         assert_eq!(a(Action::Health), Action::Health);
     }
 }

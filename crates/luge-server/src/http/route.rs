@@ -19,6 +19,10 @@ pub(super) enum Action {
     ListFunctions,
     /// `GET | PUT | DELETE /admin/functions/<name>` (the method is checked by the handler).
     Function(String),
+    /// `GET | HEAD /admin/chains`.
+    ListChains,
+    /// `GET | PUT | DELETE /admin/chains/<name>`.
+    Chain(String),
     /// Any other path: a function call, routed by the route table.
     Invoke,
     /// A server endpoint called with the wrong method; the methods it allows.
@@ -37,11 +41,15 @@ impl Action {
             "/readyz" if get => Self::Ready,
             "/metrics" if get => Self::Metrics,
             "/admin/functions" if get => Self::ListFunctions,
-            "/healthz" | "/readyz" | "/metrics" | "/admin/functions" => {
+            "/admin/chains" if get => Self::ListChains,
+            "/healthz" | "/readyz" | "/metrics" | "/admin/functions" | "/admin/chains" => {
                 Self::MethodNotAllowed("GET, HEAD")
             }
             p if p.starts_with("/admin/functions/") => {
                 Self::Function(p.trim_start_matches("/admin/functions/").to_owned())
+            }
+            p if p.starts_with("/admin/chains/") => {
+                Self::Chain(p.trim_start_matches("/admin/chains/").to_owned())
             }
             p if is_reserved(p) => Self::NotFound,
             _ => Self::Invoke,
@@ -159,6 +167,9 @@ mod tests {
         assert_eq!(Action::parse(&post, "/metrics"), Action::MethodNotAllowed("GET, HEAD"));
         assert_eq!(Action::parse(&put, "/admin/functions"), Action::MethodNotAllowed("GET, HEAD"));
         assert_eq!(Action::parse(&put, "/admin/functions/f"), Action::Function("f".into()));
+        assert_eq!(Action::parse(&get, "/admin/chains"), Action::ListChains);
+        assert_eq!(Action::parse(&put, "/admin/chains"), Action::MethodNotAllowed("GET, HEAD"));
+        assert_eq!(Action::parse(&put, "/admin/chains/c"), Action::Chain("c".into()));
         assert_eq!(Action::parse(&get, "/admin/x"), Action::NotFound);
         assert_eq!(Action::parse(&get, "/admin"), Action::NotFound);
         assert_eq!(Action::parse(&post, "/echo"), Action::Invoke);
