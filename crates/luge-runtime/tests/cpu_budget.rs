@@ -189,7 +189,9 @@ fn a_contended_infinite_loop_is_killed_by_its_cpu_budget_or_the_backstop() {
     // the rest of the machine, so which of its two limits ends it does too — but one does, and
     // neither lets it run far past its CPU budget.
     let o = contended_loop(budget, 1);
-    assert!(o.timing.total >= budget * 2, "no contention? {:?}", o.timing);
+    // Half the core gives ~2× the budget in wall time, often a hair under (99.1 ms for a 50 ms
+    // budget was seen): 1.5× shows the contention without racing the scheduler's rounding.
+    assert!(o.timing.total >= budget * 3 / 2, "no contention? {:?}", o.timing);
     assert!(
         o.timing.executed >= budget || o.timing.total >= budget * 10,
         "ended by neither limit: {:?}",
