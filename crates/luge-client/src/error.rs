@@ -47,8 +47,8 @@ pub enum ClientError {
         /// The server's message.
         message: String,
     },
-    /// Not sent: the adaptive window (the node had signalled load) stayed full for the call's
-    /// whole deadline, or its timeout when it has none.
+    /// Not sent: the adaptive window (the node had signalled load) stayed full for half the
+    /// call's deadline, or its timeout when it has none.
     #[error("not sent: the client's window stayed full for {waited:?} (the node signalled load)")]
     Backpressure {
         /// Time the call waited for a place.

@@ -138,7 +138,7 @@ impl AsyncRpcClient {
     /// A client whose window adapts to the node's load signal (`docs/protocol.md` §3.1): at most
     /// `max` calls outstanding, halved when an answer waited half its deadline in the node or
     /// was refused for load, grown by one per window's worth of quiet answers. A call waits for
-    /// a place at most its deadline (its timeout if it has none) and is then not sent
+    /// a place at most half its deadline (its timeout if it has none) and is then not sent
     /// ([`ClientError::Backpressure`]); the time it waited is taken off the deadline it sends,
     /// since the node counts the deadline from receipt.
     pub async fn connect_adaptive(
@@ -242,7 +242,10 @@ impl AsyncRpcClient {
             return Ok((window.acquire(None).await, opts));
         }
         let start = tokio::time::Instant::now();
-        let bound = opts.deadline.unwrap_or(opts.timeout);
+        // At most half the deadline waits here, so that a request the node then refuses had
+        // at least half of it left: its refusal says something about the node's load, not
+        // about how long this client kept it.
+        let bound = opts.deadline.map_or(opts.timeout, |d| d / 2);
         let slot = window.acquire(Some(start + bound)).await;
         let waited = start.elapsed();
         match slot {

@@ -395,9 +395,10 @@ async fn adaptive_client_slows_down_when_the_node_signals_load() {
         let client = client.clone();
         tokio::spawn(async move { client.call(1, b"", opts.with_deadline(1000 * MS)).await })
     };
-    // …and one whose 30 ms deadline passes first is not sent at all.
+    // …and one with a 30 ms deadline, which may wait half of it, is not sent at all.
     let err = client.call(1, b"", opts.with_deadline(30 * MS)).await.unwrap_err();
-    assert!(matches!(err, ClientError::Backpressure { waited } if waited >= 30 * MS), "{err}");
+    let gave_up = |w: Duration| w >= 15 * MS && w < 90 * MS;
+    assert!(matches!(err, ClientError::Backpressure { waited } if gave_up(waited)), "{err}");
     assert_eq!(held.await.unwrap().unwrap().load, 100);
     assert_eq!(waiting.await.unwrap().unwrap().load, 0);
     let deadlines = server.join().unwrap();

@@ -45,7 +45,7 @@ struct Trial {
     refused_rps: f64,
     /// Requests the node answered, per 200 within the deadline.
     answers_per_good: Option<f64>,
-    /// Calls the adaptive window gave up on before sending (its deadline spent waiting).
+    /// Calls the adaptive window gave up on before sending (half their deadline spent waiting).
     held_back: u64,
     /// Calls with no answer (timeouts, socket errors).
     lost: u64,
