@@ -34,6 +34,9 @@ impl Shared {
         let mut response = Response::new(Full::new(body));
         *response.status_mut() = status;
         let headers = response.headers_mut();
+        // Room for every header an answer carries (Luge's six, content type, `Luge-Load`,
+        // `Retry-After` or a chain's two) at once: growing the map rehashes it.
+        headers.reserve(12);
         if let Some(content_type) = content_type {
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         }
