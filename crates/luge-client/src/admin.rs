@@ -63,7 +63,15 @@ impl AdminClient {
 
     /// The function `name`, or `None` if there is none.
     pub fn get(&self, name: &str) -> Result<Option<FunctionInfo>, ClientError> {
-        let response = self.send(Method::GET, &format!("/admin/functions/{name}"), &[])?;
+        self.get_json(&format!("/admin/functions/{name}"))
+    }
+
+    /// The JSON object at `path`, or `None` on 404.
+    fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<Option<T>, ClientError> {
+        let response = self.send(Method::GET, path, &[])?;
         if response.status == 404 {
             return Ok(None);
         }
@@ -92,11 +100,7 @@ impl AdminClient {
 
     /// The chain `name`, or `None` if there is none.
     pub fn chain(&self, name: &str) -> Result<Option<ChainInfo>, ClientError> {
-        let response = self.send(Method::GET, &format!("/admin/chains/{name}"), &[])?;
-        if response.status == 404 {
-            return Ok(None);
-        }
-        json(expect(response, 200)?).map(Some)
+        self.get_json(&format!("/admin/chains/{name}"))
     }
 
     /// Registers chain `name` of registered functions. A name in use is refused (409).

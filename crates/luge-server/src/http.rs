@@ -75,7 +75,7 @@ mod route;
 
 pub use self::accept::accept_next;
 use self::accept::{OVER_CAP_BODY, PER_CLIENT_BODY, accept_one, refuse_over_cap};
-use self::admin::{admin_function, list_functions, unknown_function};
+use self::admin::{Resource, admin_resource, list_functions};
 use self::body::{BodyError, Unreadable, drain, read_body};
 use self::clients::{ClientSlot, Clients};
 use self::invoke::invoke;
@@ -610,9 +610,9 @@ async fn handle(
         Action::Ready => ready(&shared),
         Action::Metrics => metrics(&shared).await,
         Action::ListFunctions => list_functions(&shared).await,
-        Action::Function(name) => admin_function(&shared, &name, request).await,
+        Action::Function(name) => admin_resource(&shared, Resource::Function, &name, request).await,
         Action::ListChains => admin_chains::list(&shared),
-        Action::Chain(name) => admin_chains::chain(&shared, &name, request).await,
+        Action::Chain(name) => admin_resource(&shared, Resource::Chain, &name, request).await,
         Action::Invoke => invoke(&shared, &path, request, received, peer).await,
         Action::MethodNotAllowed(allow) => shared.method_not_allowed(allow),
         Action::NotFound => shared.not_found(&path),

@@ -1,5 +1,6 @@
 //! The admin API (`/admin/functions`): list, show, add (`PUT` with a module) and remove
-//! functions, and the JSON they are described in.
+//! functions, and the JSON they are described in; the `GET | PUT | DELETE` dispatch of both
+//! named resources, functions and chains (`admin_chains.rs`), and what they share.
 
 use super::*;
 use luge_proto::{FunctionInfo, micros};
@@ -23,33 +24,101 @@ pub(super) async fn list_functions(shared: &Arc<Shared>) -> Response<Full<Bytes>
     }
 }
 
-/// `GET | PUT | DELETE /admin/functions/<name>`.
-pub(super) async fn admin_function(
+/// What an admin path under `/admin/functions/` or `/admin/chains/` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Resource {
+    Function,
+    Chain,
+}
+
+/// `GET | PUT | DELETE /admin/functions/<name>` and `/admin/chains/<name>`.
+pub(super) async fn admin_resource(
     shared: &Arc<Shared>,
+    kind: Resource,
     name: &str,
     request: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
-    match *request.method() {
-        Method::GET => match shared.runtime.function(name) {
-            Some(f) => {
-                let route = {
-                    let routes = shared.routes.read().unwrap_or_else(|p| p.into_inner());
-                    Shared::route_of(&routes, name)
-                };
-                shared.json(StatusCode::OK, &function_info(&f, route))
-            }
-            None => unknown_function(shared, name),
+    let rt = &shared.runtime;
+    match (request.method().clone(), kind) {
+        (Method::GET, Resource::Function) => {
+            shared.show(name, |route| rt.function(name).map(|f| function_info(&f, route)))
+        }
+        (Method::GET, Resource::Chain) => {
+            shared.show(name, |route| rt.chain(name).map(|c| admin_chains::info(&c, route)))
+        }
+        (Method::PUT, Resource::Function) => put_function(shared, name, request).await,
+        (Method::PUT, Resource::Chain) => match check_name(name) {
+            Ok(()) => admin_chains::put(shared, name, request).await,
+            Err(reason) => shared.bad_put(name, reason),
         },
-        Method::PUT => put_function(shared, name, request).await,
-        Method::DELETE => match shared.runtime.unregister(name) {
-            Ok(()) => {
-                shared.routes_mut().retain(|_, f| f != name);
-                tracing::info!(function = name, "function removed");
-                shared.respond(StatusCode::NO_CONTENT, &shared.local_meta("ok"), None, Bytes::new())
-            }
-            Err(_) => unknown_function(shared, name),
-        },
+        (Method::DELETE, Resource::Function) => shared.removed(name, rt.unregister(name).is_ok()),
+        (Method::DELETE, Resource::Chain) => {
+            shared.removed(name, rt.unregister_chain(name).is_ok())
+        }
         _ => shared.method_not_allowed("GET, PUT, DELETE"),
+    }
+}
+
+impl Shared {
+    /// The body of an admin `PUT` (`what`: "module", …), at most `cap` bytes; else the 413 (at
+    /// once when its length is declared above `cap`) or the error to answer.
+    pub(super) async fn admin_body(
+        &self,
+        request: Request<Incoming>,
+        cap: u64,
+        what: &str,
+    ) -> Result<Vec<u8>, Box<Response<Full<Bytes>>>> {
+        let (parts, body) = request.into_parts();
+        let expect = parts.headers.contains_key(header::EXPECT);
+        let declared = body.size_hint().lower();
+        let too_large = |rest, reason| {
+            let meta = self.local_meta("too_large");
+            Box::new(self.too_large(&meta, expect, rest, reason))
+        };
+        if declared > cap {
+            let reason = format!("{what} of {declared} bytes exceeds the limit of {cap} bytes");
+            return Err(too_large(Limited::new(body, 0), reason));
+        }
+        match read_body(body, cap, self.body_pace()).await {
+            Ok(bytes) => Ok(bytes),
+            Err(BodyError::TooLarge(rest)) => {
+                Err(too_large(rest, format!("{what} exceeds the limit of {cap} bytes")))
+            }
+            Err(BodyError::Unreadable(e)) => Err(Box::new(self.unreadable(e))),
+        }
+    }
+
+    /// 400 to a `PUT` of the function or chain `name`, logged.
+    pub(super) fn bad_put(&self, name: &str, reason: String) -> Response<Full<Bytes>> {
+        tracing::info!(name, status = 400, "registration refused: {reason}");
+        self.error(StatusCode::BAD_REQUEST, "bad_request", reason)
+    }
+
+    /// `GET` of the function or chain `name`: `describe`d at its route, or 404.
+    pub(super) fn show<T: serde::Serialize>(
+        &self,
+        name: &str,
+        describe: impl FnOnce(String) -> Option<T>,
+    ) -> Response<Full<Bytes>> {
+        let route = {
+            let routes = self.routes.read().unwrap_or_else(|p| p.into_inner());
+            Shared::route_of(&routes, name)
+        };
+        match describe(route) {
+            Some(info) => self.json(StatusCode::OK, &info),
+            None => unknown_function(self, name),
+        }
+    }
+
+    /// The answer to `DELETE` of the function or chain `name`: its routes go too; 204, or 404
+    /// when nothing was `removed`.
+    pub(super) fn removed(&self, name: &str, removed: bool) -> Response<Full<Bytes>> {
+        if !removed {
+            return unknown_function(self, name);
+        }
+        self.routes_mut().retain(|_, f| f != name);
+        tracing::info!(name, "removed");
+        self.respond(StatusCode::NO_CONTENT, &self.local_meta("ok"), None, Bytes::new())
     }
 }
 
@@ -137,10 +206,7 @@ pub(super) async fn put_function(
     name: &str,
     request: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
-    let bad = |reason: String| {
-        tracing::info!(function = name, status = 400, "registration refused: {reason}");
-        shared.error(StatusCode::BAD_REQUEST, "bad_request", reason)
-    };
+    let bad = |reason| shared.bad_put(name, reason);
     if let Err(reason) = check_name(name) {
         return bad(reason);
     }
@@ -153,24 +219,9 @@ pub(super) async fn put_function(
     if shared.runtime.function(name).is_some() {
         return already_registered(shared, name);
     }
-    let (parts, body) = request.into_parts();
-    let cap = shared.config.max_module_bytes;
-    let expect = parts.headers.contains_key(header::EXPECT);
-    let declared = body.size_hint().lower();
-    let module = if declared > cap {
-        let meta = shared.local_meta("too_large");
-        let reason = format!("module of {declared} bytes exceeds the limit of {cap} bytes");
-        return shared.too_large(&meta, expect, Limited::new(body, 0), reason);
-    } else {
-        match read_body(body, cap, shared.body_pace()).await {
-            Ok(module) => module,
-            Err(BodyError::TooLarge(rest)) => {
-                let meta = shared.local_meta("too_large");
-                let reason = format!("module exceeds the limit of {cap} bytes");
-                return shared.too_large(&meta, expect, rest, reason);
-            }
-            Err(BodyError::Unreadable(e)) => return shared.unreadable(e),
-        }
+    let module = match shared.admin_body(request, shared.config.max_module_bytes, "module").await {
+        Ok(module) => module,
+        Err(refused) => return *refused,
     };
     let mut config = FunctionConfig::new(name);
     if let Some(deadline) = query.deadline {

@@ -1,5 +1,6 @@
-//! The admin API's chains (`/admin/chains`): list, show, add (`PUT` with a JSON [`ChainSpec`])
-//! and remove chains of registered functions — what a manifest's `[[chain]]` declares
+//! The admin API's chains (`/admin/chains`): the list, a `PUT` with a JSON [`ChainSpec`] and the
+//! JSON a chain is described in (show and remove go through `admin.rs`'s dispatch) — chains of
+//! registered functions — what a manifest's `[[chain]]` declares
 //! (Edge-RT §III). A chain shares the functions' names, routes and ids.
 
 use super::*;
@@ -19,64 +20,22 @@ pub(super) fn list(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
     shared.json(StatusCode::OK, &list)
 }
 
-/// `GET | PUT | DELETE /admin/chains/<name>`.
-pub(super) async fn chain(
+/// `PUT /admin/chains/<name>` of a well-formed `name`: registers the chain its JSON body
+/// declares.
+pub(super) async fn put(
     shared: &Arc<Shared>,
     name: &str,
     request: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
-    match *request.method() {
-        Method::GET => match shared.runtime.chain(name) {
-            Some(c) => {
-                let route = {
-                    let routes = shared.routes.read().unwrap_or_else(|p| p.into_inner());
-                    Shared::route_of(&routes, name)
-                };
-                shared.json(StatusCode::OK, &info(&c, route))
-            }
-            None => unknown_function(shared, name),
-        },
-        Method::PUT => put(shared, name, request).await,
-        Method::DELETE => match shared.runtime.unregister_chain(name) {
-            Ok(()) => {
-                shared.routes_mut().retain(|_, f| f != name);
-                tracing::info!(chain = name, "chain removed");
-                shared.respond(StatusCode::NO_CONTENT, &shared.local_meta("ok"), None, Bytes::new())
-            }
-            Err(_) => unknown_function(shared, name),
-        },
-        _ => shared.method_not_allowed("GET, PUT, DELETE"),
-    }
-}
-
-/// `PUT /admin/chains/<name>`: registers the chain its JSON body declares.
-async fn put(
-    shared: &Arc<Shared>,
-    name: &str,
-    request: Request<Incoming>,
-) -> Response<Full<Bytes>> {
-    let bad = |reason: String| {
-        tracing::info!(chain = name, status = 400, "chain refused: {reason}");
-        shared.error(StatusCode::BAD_REQUEST, "bad_request", reason)
-    };
-    if let Err(reason) = check_name(name) {
-        return bad(reason);
-    }
     // A name in use is refused first, as for functions: a PUT never replaces.
     if shared.runtime.function(name).is_some() || shared.runtime.chain(name).is_some() {
         return taken(shared, name);
     }
-    let (parts, body) = request.into_parts();
-    let expect = parts.headers.contains_key(header::EXPECT);
-    let body = match read_body(body, MAX_SPEC_BYTES, shared.body_pace()).await {
+    let body = match shared.admin_body(request, MAX_SPEC_BYTES, "a chain's declaration").await {
         Ok(body) => body,
-        Err(BodyError::TooLarge(rest)) => {
-            let meta = shared.local_meta("too_large");
-            let reason = format!("a chain's declaration exceeds {MAX_SPEC_BYTES} bytes");
-            return shared.too_large(&meta, expect, rest, reason);
-        }
-        Err(BodyError::Unreadable(e)) => return shared.unreadable(e),
+        Err(refused) => return *refused,
     };
+    let bad = |reason| shared.bad_put(name, reason);
     let spec: ChainSpec = match serde_json::from_slice(&body) {
         Ok(spec) => spec,
         Err(e) => return bad(format!("bad chain declaration: {e}")),
@@ -124,7 +83,7 @@ fn taken(shared: &Shared, name: &str) -> Response<Full<Bytes>> {
 }
 
 /// The admin API's description of `c`, reached at `route`.
-fn info(c: &Chain, route: String) -> ChainInfo {
+pub(super) fn info(c: &Chain, route: String) -> ChainInfo {
     ChainInfo {
         id: c.id.0,
         name: c.config.name.clone(),
