@@ -198,7 +198,9 @@ fn open_loop_latency_counts_from_the_intended_time() {
             (s.intended_ns + s.latency_ns.unwrap()).saturating_sub(s.sent_ns.unwrap()) > 10_000_000
         })
         .count();
-    assert!(slow_from_send <= 8, "{slow_from_send}");
+    // (The window's 4, and a few more when the box is busy — 9+ was seen beside other tests:
+    // still far from the ≥ 50 below.)
+    assert!(slow_from_send <= 20, "{slow_from_send}");
     // ... measured from the intended time, the whole backlog is (≈ 80 requests at 2000/s).
     let slow = r.samples.iter().filter(|s| latency_ms(s) > 10.0).count();
     assert!(slow >= 50, "only {slow} requests show the stall");

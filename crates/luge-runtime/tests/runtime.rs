@@ -440,8 +440,10 @@ fn infeasible_deadlines_are_refused_at_once() {
     register(&rt, "fresh", NOOP, |_| {});
     let tight = SubmitOptions { deadline: Some(Duration::from_millis(100)), ..Default::default() };
     assert!(rt.submit("fresh", Vec::new(), tight).wait().is_ok());
-    // Once learned (a no-op runs well under 1 s), a feasible deadline is served…
-    let second = SubmitOptions { deadline: Some(Duration::from_secs(1)), ..Default::default() };
+    // Once learned, a feasible deadline is served… (10 s: until the dispatcher has read the
+    // first run's completion — on a busy box it may not have yet — it still counts that run's
+    // 1 s default estimate as the worker's remaining work, and 1 s would then be unreachable.)
+    let second = SubmitOptions { deadline: Some(Duration::from_secs(10)), ..Default::default() };
     assert!(rt.submit("fresh", Vec::new(), second).wait().is_ok());
     // …and one below the learned execution is refused.
     let impossible =
