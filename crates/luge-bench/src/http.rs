@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::header::HOST;
+use hyper::header::{HOST, HeaderValue};
 use hyper::{Request, StatusCode, Uri};
 use tokio::runtime::Runtime;
 
@@ -48,6 +48,8 @@ pub(crate) struct HttpSetup {
     rt: Runtime,
     pool: Arc<Pool>,
     addr: SocketAddr,
+    /// The `Host` of every request, built once.
+    host: HeaderValue,
     base_path: String,
 }
 
@@ -63,7 +65,11 @@ impl HttpSetup {
             .enable_all()
             .build()
             .map_err(|e| BenchError::io("starting the HTTP client runtime", e))?;
-        Ok(Self { rt, pool: Arc::new(Pool::new(addr)), addr, base_path: base_path.to_owned() })
+        // A socket address is always a valid header value.
+        let host = HeaderValue::from_str(&addr.to_string())
+            .map_err(|e| BenchError::Config(format!("`{addr}` as a Host header: {e}")))?;
+        let pool = Arc::new(Pool::new(addr));
+        Ok(Self { rt, pool, addr, host, base_path: base_path.to_owned() })
     }
 
     /// The path of a function on the target (requests carry the origin form and a `Host`).
@@ -92,7 +98,7 @@ impl HttpSetup {
         Ok(HttpTransport {
             handle: self.rt.handle().clone(),
             pool: Arc::clone(&self.pool),
-            host: self.addr.to_string(),
+            host: self.host.clone(),
             uris,
             ledger,
             timeout,
@@ -109,7 +115,7 @@ impl HttpSetup {
 
 fn request(
     uri: Uri,
-    host: &str,
+    host: &HeaderValue,
     payload: &[u8],
     deadline_us: u32,
     expected_us: Option<u32>,
@@ -157,7 +163,7 @@ async fn exchange(pool: &Pool, req: Request<Full<Bytes>>, timeout: Duration) -> 
 pub(crate) struct HttpTransport {
     handle: tokio::runtime::Handle,
     pool: Arc<Pool>,
-    host: String,
+    host: HeaderValue,
     uris: Vec<Uri>,
     ledger: Arc<Ledger>,
     timeout: Duration,
@@ -188,8 +194,8 @@ pub(crate) struct HttpCaller<'a> {
 
 impl Caller for HttpCaller<'_> {
     fn call(&mut self, function: &FunctionRef, payload: &[u8]) -> Result<Reply, BenchError> {
-        let host = self.setup.addr.to_string();
-        let req = request(self.setup.uri(function)?, &host, payload, CALIBRATION_DEADLINE_US, None);
+        let uri = self.setup.uri(function)?;
+        let req = request(uri, &self.setup.host, payload, CALIBRATION_DEADLINE_US, None);
         let reply = self.setup.rt.block_on(exchange(&self.setup.pool, req, self.timeout));
         match reply.error {
             Some(ErrorKind::Timeout) => Err(BenchError::Calibration(format!(
