@@ -32,7 +32,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
@@ -78,6 +78,9 @@ pub(crate) struct GroupShared {
     pub notify: Arc<Notify>,
     /// Set by `shutdown`: drain, then stop the workers and exit.
     pub shutdown: AtomicBool,
+    /// Requests the dispatcher holds that are not running (queued fresh or preempted), as of
+    /// its last round (`Runtime::group_stats`).
+    pub queued: AtomicUsize,
 }
 
 /// One dispatcher and its group.
@@ -140,6 +143,7 @@ impl Dispatcher {
     /// down and drained).
     pub(crate) fn step(&mut self) -> Step {
         let busy = self.poll();
+        self.shared.queued.store(self.pending.len(), Ordering::Relaxed);
         let shutdown = self.shared.shutdown.load(Ordering::Acquire);
         if shutdown {
             let now = self.signals.clock.now();

@@ -15,7 +15,7 @@
 //!
 //! Modules are layered, each using only those below it (no import cycles): `tenants` · `config`,
 //! `outcome`, `error` · `signals` (clock, epoch, flags), `notify`, `reply`, `turnaround`, `engine`,
-//! `stderr_log` · `wasi` · `store` · `registry` · `chain` · `sandbox` · `task` · `dispatcher`
+//! `stderr_log`, `stats` · `wasi` · `store` · `registry` · `chain` · `sandbox` · `task` · `dispatcher`
 //! (knows tasks, not sandboxes) · `worker` · `runtime` · `chain_run`. The clock, the epoch and the epoch hook are injected through `signals`,
 //! so `races.rs` drives a dispatcher and a worker deterministically under a manual clock.
 
@@ -35,6 +35,7 @@ mod reply;
 mod runtime;
 mod sandbox;
 mod signals;
+mod stats;
 mod stderr_log;
 mod store;
 mod task;
@@ -52,6 +53,7 @@ pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, StageReport, T
 pub use crate::registry::Function;
 pub use crate::reply::Ticket;
 pub use crate::runtime::{Health, Runtime, SubmitOptions};
+pub use crate::stats::{GroupStats, WorkerStats};
 pub use crate::stderr_log::stderr_lines_suppressed;
 pub use crate::tenants::{CPU_WINDOW, TenantConfig, TenantLimit, TenantStats};
 pub use luge_sched::PolicyKind;

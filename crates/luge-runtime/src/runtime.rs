@@ -19,6 +19,7 @@ use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing};
 use crate::registry::{Function, Registry};
 use crate::reply::{Reply, Ticket};
 use crate::signals::{Clock, Epoch, Signals, TaskClock, WorkerSignals};
+use crate::stats::{GroupStats, WorkerStats};
 use crate::task::{Task, TaskState, WorkerShared};
 use crate::tenants::{TenantStats, Tenants};
 use crate::worker;
@@ -66,6 +67,8 @@ struct Inner {
     tenants: Tenants,
     /// The registered chains.
     chains: RwLock<Chains>,
+    /// Each dispatcher group's workers (what `worker_stats` reads).
+    group_workers: Vec<Vec<Arc<WorkerShared>>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -116,10 +119,23 @@ impl Runtime {
                     submissions: crossbeam_queue::ArrayQueue::new(config.submit_queue.max(1)),
                     notify: Arc::new(Notify::default()),
                     shutdown: AtomicBool::new(false),
+                    queued: AtomicUsize::new(0),
                 })
             })
             .collect();
+        // Contiguous worker groups, sizes differing by at most one.
+        let mut first = 0;
+        let group_workers: Vec<Vec<Arc<WorkerShared>>> = (0..config.dispatchers)
+            .map(|g| {
+                let size = config.workers / config.dispatchers
+                    + usize::from(g < config.workers % config.dispatchers);
+                let workers = (first..first + size).map(|i| Arc::new(WorkerShared::new(i)));
+                first += size;
+                workers.collect()
+            })
+            .collect();
         let inner = Arc::new(Inner {
+            group_workers: group_workers.clone(),
             registry,
             signals: Arc::clone(&signals),
             groups: groups.clone(),
@@ -133,14 +149,8 @@ impl Runtime {
             config: config.clone(),
         });
         let mut threads = Vec::new();
-        let mut first = 0;
-        for (g, group) in groups.iter().enumerate() {
-            // Contiguous worker groups, sizes differing by at most one.
-            let size = config.workers / config.dispatchers
-                + usize::from(g < config.workers % config.dispatchers);
-            let workers: Vec<Arc<WorkerShared>> =
-                (first..first + size).map(|i| Arc::new(WorkerShared::new(i))).collect();
-            first += size;
+        for (g, (group, workers)) in groups.iter().zip(group_workers).enumerate() {
+            let size = workers.len();
             let spawn_workers = if inline { &workers[..0] } else { &workers[..] };
             for w in spawn_workers {
                 let (me, notify, signals) =
@@ -302,6 +312,35 @@ impl Runtime {
             return Health::NotReady("saturated: every sandbox slot is in use");
         }
         Health::Ready
+    }
+
+    /// What each worker has done so far, by worker index (the status page, `/metrics`).
+    pub fn worker_stats(&self) -> Vec<WorkerStats> {
+        let mut stats: Vec<WorkerStats> = (self.inner.group_workers.iter().enumerate())
+            .flat_map(|(group, workers)| {
+                workers.iter().map(move |w| WorkerStats {
+                    index: w.index,
+                    group,
+                    busy: Duration::from_nanos(w.busy_ns.load(Ordering::Relaxed)),
+                    segments: w.segments.load(Ordering::Relaxed),
+                })
+            })
+            .collect();
+        stats.sort_by_key(|w| w.index);
+        stats
+    }
+
+    /// Each dispatcher group's queue right now, by group index.
+    pub fn group_stats(&self) -> Vec<GroupStats> {
+        let inner = &self.inner;
+        (inner.groups.iter().zip(&inner.group_workers).enumerate())
+            .map(|(index, (g, workers))| GroupStats {
+                index,
+                workers: workers.iter().map(|w| w.index).collect(),
+                queued: g.queued.load(Ordering::Relaxed),
+                submissions: g.submissions.len(),
+            })
+            .collect()
     }
 
     /// Every registered function, by id.

@@ -3,7 +3,7 @@
 //! task's sandbox only as an opaque future to hand back to a worker.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
@@ -77,6 +77,10 @@ pub(crate) struct WorkerShared {
     pub events: ArrayQueue<WorkerEvent>,
     pub notify: Notify,
     pub stop: AtomicBool,
+    /// Wall time spent running sandboxes, summed over run segments (`Runtime::worker_stats`).
+    pub busy_ns: AtomicU64,
+    /// Run segments ended (completions and preemptions).
+    pub segments: AtomicU64,
 }
 
 impl WorkerShared {
@@ -87,6 +91,8 @@ impl WorkerShared {
             events: ArrayQueue::new(64),
             notify: Notify::default(),
             stop: AtomicBool::new(false),
+            busy_ns: AtomicU64::new(0),
+            segments: AtomicU64::new(0),
         }
     }
 }

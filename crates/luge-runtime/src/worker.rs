@@ -208,7 +208,7 @@ pub(crate) fn finish(
         Err(panic) => {
             drop(future);
             let _ = flag.compare_exchange(task.sched.0, 0, Ordering::AcqRel, Ordering::Relaxed);
-            let now = ended(&mut task, signals, start, cpu_start);
+            let now = ended(me, &mut task, signals, start, cpu_start);
             let what = panic_text(panic.as_ref());
             tracing::error!(
                 request_id = task.id,
@@ -225,7 +225,7 @@ pub(crate) fn finish(
             drop(future); // return the pool slot before answering
             // A preemption that lost the race with completion must not stay pending (race 2).
             let _ = flag.compare_exchange(task.sched.0, 0, Ordering::AcqRel, Ordering::Relaxed);
-            let now = ended(&mut task, signals, start, cpu_start);
+            let now = ended(me, &mut task, signals, start, cpu_start);
             if let Some(text) = &done.stderr {
                 // Guest-controlled: bounded per request and rate-limited (`stderr_log`).
                 crate::stderr_log::log_stderr(task.id, &task.function.config.name, text);
@@ -233,7 +233,7 @@ pub(crate) fn finish(
             complete(me, dispatcher, *task, now, done.result);
         }
         Poll::Pending => {
-            ended(&mut task, signals, start, cpu_start);
+            ended(me, &mut task, signals, start, cpu_start);
             task.preemptions += 1;
             task.state = TaskState::Suspended(future);
             send(me, dispatcher, WorkerEvent::Preempted { task }, true);
@@ -244,11 +244,21 @@ pub(crate) fn finish(
 /// Accounts a run segment of `task` that began at `start` (clock) and `cpu_start` (this
 /// thread's CPU clock) and ends now: the wall time it occupied the worker (`Task::executed`,
 /// what the scheduler's estimator and turnaround see) and the CPU it had (`TaskClock::cpu`,
-/// what its budget counted and `Timing::executed` reports). Returns the clock's now.
-fn ended(task: &mut Task, signals: &Signals, start: Nanos, cpu_start: Nanos) -> Nanos {
+/// what its budget counted and `Timing::executed` reports), also counted as the worker's busy
+/// time. Returns the clock's now.
+fn ended(
+    me: &WorkerShared,
+    task: &mut Task,
+    signals: &Signals,
+    start: Nanos,
+    cpu_start: Nanos,
+) -> Nanos {
     let now = signals.clock.now();
     let cpu = signals.clock.cpu().saturating_sub(cpu_start);
-    task.executed += now.saturating_sub(start);
+    let wall = now.saturating_sub(start);
+    task.executed += wall;
+    me.busy_ns.fetch_add(wall, Ordering::Relaxed);
+    me.segments.fetch_add(1, Ordering::Relaxed);
     task.clock.cpu.fetch_add(cpu, Ordering::Relaxed);
     now
 }

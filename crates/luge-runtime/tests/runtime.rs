@@ -556,3 +556,45 @@ fn health_says_when_the_runtime_cannot_take_requests() {
     rt.shutdown();
     assert_eq!(rt.health(), Health::NotReady("shutting down"));
 }
+
+#[test]
+fn worker_and_group_stats_count_what_ran() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    register(&rt, "spin", SPIN, |c| {
+        c.expected_execution = Some(Duration::from_millis(60));
+        c.relative_deadline = Duration::from_secs(20);
+        c.limits.max_execution = Duration::from_secs(20);
+    });
+    let spin = || rt.submit("spin", b"30000000".to_vec(), SubmitOptions::default());
+    let first = spin();
+    let start = Instant::now();
+    while rt.live_sandboxes() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the first request never started");
+        std::thread::yield_now();
+    }
+    // Three more wait behind it (later deadlines: no preemption) in the one group's queue.
+    let rest: Vec<_> = (0..3).map(|_| spin()).collect();
+    let start = Instant::now();
+    while rt.group_stats()[0].queued < 3 {
+        assert!(start.elapsed() < Duration::from_secs(10), "queue: {:?}", rt.group_stats());
+        std::thread::yield_now();
+    }
+    let outcomes: Vec<Outcome> = std::iter::once(first)
+        .chain(rest)
+        .map(|t| t.wait_timeout(Duration::from_secs(60)).unwrap())
+        .collect();
+    let preemptions: u64 = outcomes.iter().map(|o| u64::from(o.timing.preemptions)).sum();
+    let cpu: Duration = outcomes.iter().map(|o| o.timing.executed).sum();
+    let [worker] = &rt.worker_stats()[..] else { panic!("one worker: {:?}", rt.worker_stats()) };
+    assert_eq!((worker.index, worker.group), (0, 0));
+    assert_eq!(worker.segments, 4 + preemptions, "{outcomes:?}");
+    // Busy time is the wall time the sandboxes held the worker: at least the CPU they had.
+    assert!(worker.busy >= cpu.mul_f64(0.95), "busy {:?}, cpu {cpu:?}", worker.busy);
+    let groups = rt.group_stats();
+    assert_eq!((groups.len(), &groups[0].workers[..]), (1, &[0][..]));
+    let start = Instant::now();
+    while rt.group_stats()[0].queued != 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "queue: {:?}", rt.group_stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

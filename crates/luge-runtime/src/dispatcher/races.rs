@@ -55,6 +55,7 @@ impl Rig {
             submissions: ArrayQueue::new(16),
             notify: Arc::new(Notify::default()),
             shutdown: AtomicBool::new(false),
+            queued: Default::default(),
         });
         let worker = Arc::new(WorkerShared::new(0));
         let policy_config = PolicyConfig { workers: 1, ..config.policy_config.clone() };

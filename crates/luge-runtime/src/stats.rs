@@ -1,0 +1,31 @@
+//! What the runtime reports about its own threads, read at any time without stopping them: each
+//! worker's busy time and each dispatcher group's queue (the status page and `/metrics`).
+
+use std::time::Duration;
+
+/// One worker's counters since the runtime started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Worker index (as in the `luge-worker-<index>` thread name).
+    pub index: usize,
+    /// The dispatcher group it belongs to.
+    pub group: usize,
+    /// Wall time it spent running sandboxes (instantiation included): utilisation is its growth
+    /// over an interval divided by the interval.
+    pub busy: Duration,
+    /// Run segments it ended: one per completed request, plus one per preemption.
+    pub segments: u64,
+}
+
+/// One dispatcher group's queue, as of the dispatcher's last round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Group index (as in the `luge-dispatch-<index>` thread name).
+    pub index: usize,
+    /// The indices of its workers.
+    pub workers: Vec<usize>,
+    /// Requests it holds that are not running: admitted and waiting, or preempted.
+    pub queued: usize,
+    /// Submissions not yet taken by the dispatcher.
+    pub submissions: usize,
+}
