@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use luge_runtime::{Outcome, Timing};
-use luge_server::{Metrics, Protocol};
+use luge_server::{Answer, Metrics, Protocol};
 
 fn outcome() -> Outcome {
     Outcome {
@@ -47,6 +47,9 @@ impl Naive {
 
 const NAMES: usize = 100;
 
+/// Answered within a 10 ms deadline, not counted in flight.
+const ANSWER: Answer = Answer { deadline: Duration::from_millis(10), was_in_flight: false };
+
 fn names() -> Vec<String> {
     (0..NAMES).map(|i| format!("function-{i}")).collect()
 }
@@ -75,7 +78,7 @@ fn record(c: &mut Criterion) {
     let metrics = Arc::new(Metrics::new());
     let naive = Arc::new(Naive::default());
     for n in &names {
-        metrics.record(n, Protocol::Rpc, &o);
+        metrics.record(n, Protocol::Rpc, &o, ANSWER);
         naive.record(n, &o);
     }
     let mut g = c.benchmark_group("metrics");
@@ -83,7 +86,7 @@ fn record(c: &mut Criterion) {
         let mut i = 0;
         b.iter(|| {
             i += 1;
-            metrics.record(black_box(&names[i % NAMES]), Protocol::Rpc, black_box(&o));
+            metrics.record(black_box(&names[i % NAMES]), Protocol::Rpc, black_box(&o), ANSWER);
         });
     });
     g.bench_function(BenchmarkId::new("std", "record"), |b| {
@@ -96,7 +99,7 @@ fn record(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("luge", "record-2-threads"), |b| {
         b.iter_custom(|iters| {
             two_threads(iters, |i| {
-                metrics.record(&names[i as usize % NAMES], Protocol::Rpc, black_box(&o));
+                metrics.record(&names[i as usize % NAMES], Protocol::Rpc, black_box(&o), ANSWER);
             })
         });
     });

@@ -72,6 +72,7 @@ mod invoke;
 mod plane;
 mod respond;
 mod route;
+mod status_page;
 
 pub use self::accept::accept_next;
 use self::accept::{OVER_CAP_BODY, PER_CLIENT_BODY, accept_one, refuse_over_cap};
@@ -98,6 +99,7 @@ const STAGE: HeaderName = HeaderName::from_static(luge_proto::STAGE_HEADER);
 const OCTET_STREAM: &str = "application/octet-stream";
 const TEXT: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
+const HTML: &str = "text/html; charset=utf-8";
 const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Largest value accepted in `Luge-Deadline-Us` / `Luge-Expected-Us`: one hour, as in UDP-RPC.
@@ -244,6 +246,8 @@ struct Shared {
     open: AtomicUsize,
     /// Requests between the start of their handler and their response.
     in_flight: AtomicUsize,
+    /// When the server started: the status snapshot's clock.
+    started: Instant,
 }
 
 /// The HTTP/1.1 front end: a listener and a tokio runtime on a thread of their own.
@@ -343,6 +347,7 @@ impl HttpServer {
             clients: Clients::new(max_connections_per_client),
             open: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
+            started: Instant::now(),
         });
         let server = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -595,14 +600,16 @@ async fn handle(
     // The request head has been read: its deadline and queueing count from here.
     let received = Instant::now();
     let _in_flight = Gauge::new(&shared, |s| &s.in_flight);
-    if plane == Plane::Admin {
+    let path = request.uri().path().to_owned();
+    let action = Action::parse(request.method(), &path).on(plane, shared.config.expose_metrics);
+    // The status page is the same static HTML on every node: it needs no token (its script
+    // sends one, from the page's URL fragment, when it fetches the data).
+    if plane == Plane::Admin && action != Action::StatusPage {
         let token = shared.config.admin.as_ref().and_then(|a| a.token.as_ref());
         if token.is_some_and(|t| !t.admits(request.headers())) {
             return shared.unauthorized();
         }
     }
-    let path = request.uri().path().to_owned();
-    let action = Action::parse(request.method(), &path).on(plane, shared.config.expose_metrics);
     match action {
         Action::Health => {
             shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(TEXT), "ok".into())
@@ -613,6 +620,8 @@ async fn handle(
         Action::Function(name) => admin_resource(&shared, Resource::Function, &name, request).await,
         Action::ListChains => admin_chains::list(&shared),
         Action::Chain(name) => admin_resource(&shared, Resource::Chain, &name, request).await,
+        Action::StatusPage => status_page::page(&shared),
+        Action::StatusJson => status_page::snapshot(&shared).await,
         Action::Invoke => invoke(&shared, &path, request, received, peer).await,
         Action::MethodNotAllowed(allow) => shared.method_not_allowed(allow),
         Action::NotFound => shared.not_found(&path),

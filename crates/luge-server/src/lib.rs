@@ -8,12 +8,13 @@ mod metrics;
 pub mod net;
 mod node;
 mod request_log;
+mod snapshot;
 mod status;
 mod submit;
 mod udp;
 
 pub use crate::http::{AdminConfig, AdminToken, HttpConfig, HttpError, HttpServer, MIN_TOKEN_LEN};
-pub use crate::metrics::{Metrics, Protocol};
+pub use crate::metrics::{Answer, Metrics, Protocol};
 pub use crate::node::{Node, NodeChain, NodeConfig, NodeError, NodeFunction, ShutdownReport};
 pub use crate::request_log::{BadRequestLog, RequestLog};
 pub use crate::status::{http_status, outcome_label, rpc_status};

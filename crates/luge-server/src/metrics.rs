@@ -16,7 +16,7 @@ use crate::status::{OUTCOMES, outcome_index};
 use crate::udp::{UdpCounters, UdpStats};
 
 /// Upper bounds of the histogram buckets, in seconds (10 µs … 10 s).
-const BUCKETS: [f64; 13] =
+pub(crate) const BUCKETS: [f64; 13] =
     [1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 5e-2, 0.25, 1.0, 10.0];
 
 /// Which front end served a request.
@@ -78,6 +78,13 @@ impl Histogram {
 #[derive(Debug, Default)]
 struct FunctionMetrics {
     requests: [[AtomicU64; PROTOCOLS.len()]; OUTCOMES.len()],
+    /// Answered with their result within their relative deadline.
+    met: AtomicU64,
+    /// Submitted to the runtime and not answered yet (queued or running).
+    in_flight: AtomicU64,
+    /// Receipt to answer of the requests that ran, summed: the whole trigger the readiness
+    /// share divides by.
+    ran_total_ns: AtomicU64,
     latency: Histogram,
     execution: Histogram,
     queueing: Histogram,
@@ -85,16 +92,56 @@ struct FunctionMetrics {
 }
 
 impl FunctionMetrics {
-    fn record(&self, protocol: Protocol, outcome: &Outcome) {
+    fn record(&self, protocol: Protocol, outcome: &Outcome, answer: Answer) {
         let o = outcome_index(&outcome.result);
         self.requests[o][protocol as usize].fetch_add(1, Ordering::Relaxed);
+        if outcome.is_ok() && outcome.timing.total <= answer.deadline {
+            self.met.fetch_add(1, Ordering::Relaxed);
+        }
+        if answer.was_in_flight {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
         self.latency.observe(outcome.timing.total);
         if outcome.timing.executed > Duration::ZERO {
             self.execution.observe(outcome.timing.executed);
             self.queueing.observe(outcome.timing.queueing());
             self.readiness.observe(outcome.timing.readiness());
+            let total = luge_proto::nanos(outcome.timing.total);
+            self.ran_total_ns.fetch_add(total, Ordering::Relaxed);
         }
     }
+}
+
+/// One function's counters as the status page reads them (every count since the node
+/// started; the page takes differences between two reads).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct FunctionCounters {
+    /// Requests answered, whatever the outcome.
+    pub answered: u64,
+    /// Answered, by outcome label (`status::OUTCOMES`); labels never seen are left out.
+    pub outcomes: BTreeMap<&'static str, u64>,
+    /// Answered with their result within their deadline.
+    pub met: u64,
+    /// Submitted to the runtime and not answered yet.
+    pub in_flight: u64,
+    /// Receipt to answer, per bucket of [`BUCKETS`] (not cumulative), then those above the last.
+    pub latency: Vec<u64>,
+    /// Answered after running (the requests readiness is measured for).
+    pub ran: u64,
+    /// Their readiness (receipt to first guest instruction), summed.
+    pub readiness_ns: u64,
+    /// Their receipt to answer, summed.
+    pub ran_total_ns: u64,
+}
+
+/// What [`Metrics::record`] needs to know about an answered request beyond its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    /// The relative deadline it was scheduled with.
+    pub deadline: Duration,
+    /// Whether it was counted by [`Metrics::submitted`] (so the function's in-flight gauge
+    /// goes back down).
+    pub was_in_flight: bool,
 }
 
 /// The metrics registry of one server.
@@ -117,16 +164,26 @@ impl Metrics {
     }
 
     /// Records one answered request.
-    pub fn record(&self, function: &str, protocol: Protocol, outcome: &Outcome) {
+    pub fn record(&self, function: &str, protocol: Protocol, outcome: &Outcome, answer: Answer) {
+        self.with(function, |f| f.record(protocol, outcome, answer));
+    }
+
+    /// Counts one request of `function` submitted to the runtime (in flight until recorded
+    /// with [`Answer::was_in_flight`]).
+    pub fn submitted(&self, function: &str) {
+        self.with(function, |f| f.in_flight.fetch_add(1, Ordering::Relaxed));
+    }
+
+    /// Runs `update` on `function`'s cells, creating them on its first request.
+    fn with<R>(&self, function: &str, update: impl FnOnce(&FunctionMetrics) -> R) -> R {
         {
             let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
             if let Some(f) = functions.get(function) {
-                f.record(protocol, outcome);
-                return;
+                return update(f);
             }
         }
         let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
-        functions.entry(function.to_owned()).or_default().record(protocol, outcome);
+        update(functions.entry(function.to_owned()).or_default())
     }
 
     /// Counts one input that could not be parsed (`reason` is a short label).
@@ -148,6 +205,37 @@ impl Metrics {
         functions
             .get(function)
             .map_or(0, |f| f.requests[o].iter().map(|n| n.load(Ordering::Relaxed)).sum())
+    }
+
+    /// Every function's counters so far, by name (the status page's snapshot).
+    pub(crate) fn counters(&self) -> BTreeMap<String, FunctionCounters> {
+        let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
+        let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        functions
+            .iter()
+            .map(|(name, m)| {
+                let outcomes: BTreeMap<&'static str, u64> = OUTCOMES
+                    .iter()
+                    .zip(&m.requests)
+                    .map(|(label, per_protocol)| (*label, per_protocol.iter().map(load).sum()))
+                    .filter(|(_, n)| *n > 0)
+                    .collect();
+                let mut latency: Vec<u64> = m.latency.counts.iter().map(load).collect();
+                let in_buckets: u64 = latency.iter().sum();
+                latency.push(load(&m.latency.count).saturating_sub(in_buckets));
+                let counters = FunctionCounters {
+                    answered: outcomes.values().sum(),
+                    outcomes,
+                    met: load(&m.met),
+                    in_flight: load(&m.in_flight),
+                    latency,
+                    ran: load(&m.readiness.count),
+                    readiness_ns: load(&m.readiness.sum_ns),
+                    ran_total_ns: load(&m.ran_total_ns),
+                };
+                (name.clone(), counters)
+            })
+            .collect()
     }
 
     /// Malformed inputs counted so far on `protocol`.
@@ -178,6 +266,22 @@ impl Metrics {
                     }
                 }
             }
+        }
+        out.push_str(
+            "# HELP luge_deadline_met_total Requests answered with their result within their \
+             deadline, by function.\n# TYPE luge_deadline_met_total counter\n",
+        );
+        for (f, m) in functions.iter() {
+            let n = m.met.load(Ordering::Relaxed);
+            let _ = writeln!(out, "luge_deadline_met_total{{function=\"{}\"}} {n}", escape(f));
+        }
+        out.push_str(
+            "# HELP luge_in_flight Requests submitted to the runtime and not answered (queued or \
+             running), by function.\n# TYPE luge_in_flight gauge\n",
+        );
+        for (f, m) in functions.iter() {
+            let n = m.in_flight.load(Ordering::Relaxed);
+            let _ = writeln!(out, "luge_in_flight{{function=\"{}\"}} {n}", escape(f));
         }
         type Pick = fn(&FunctionMetrics) -> &Histogram;
         let histograms: [(&str, &str, Pick); 4] = [
@@ -238,6 +342,7 @@ impl Metrics {
             runtime.functions().len()
         );
         render_tenants(&mut out, runtime);
+        render_workers(&mut out, runtime);
         out
     }
 }
@@ -304,6 +409,25 @@ fn render_tenants(out: &mut String, runtime: &Runtime) {
     }
 }
 
+/// Each worker's busy time and run segments, each group's queue.
+fn render_workers(out: &mut String, runtime: &Runtime) {
+    let workers = runtime.worker_stats();
+    out.push_str("# HELP luge_worker_busy_seconds_total Wall time the worker ran sandboxes.\n# TYPE luge_worker_busy_seconds_total counter\n");
+    for w in &workers {
+        let s = w.busy.as_secs_f64();
+        let _ = writeln!(out, "luge_worker_busy_seconds_total{{worker=\"{}\"}} {s}", w.index);
+    }
+    out.push_str("# HELP luge_worker_segments_total Run segments the worker ended (completions and preemptions).\n# TYPE luge_worker_segments_total counter\n");
+    for w in &workers {
+        let n = w.segments;
+        let _ = writeln!(out, "luge_worker_segments_total{{worker=\"{}\"}} {n}", w.index);
+    }
+    out.push_str("# HELP luge_group_queued Requests a dispatcher group holds that are not running.\n# TYPE luge_group_queued gauge\n");
+    for g in runtime.group_stats() {
+        let _ = writeln!(out, "luge_group_queued{{group=\"{}\"}} {}", g.index, g.queued);
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -326,6 +450,10 @@ mod tests {
             },
             stages: Vec::new(),
         }
+    }
+
+    fn answer(deadline_us: u64) -> Answer {
+        Answer { deadline: Duration::from_micros(deadline_us), was_in_flight: false }
     }
 
     fn every_result() -> Vec<Result<Vec<u8>, Failure>> {
@@ -366,10 +494,10 @@ mod tests {
     fn counts_by_function_outcome_and_protocol() {
         let m = Metrics::new();
         for result in every_result() {
-            m.record("f", Protocol::Http, &outcome(result.clone(), 10));
-            m.record("f", Protocol::Rpc, &outcome(result, 0));
+            m.record("f", Protocol::Http, &outcome(result.clone(), 10), answer(1000));
+            m.record("f", Protocol::Rpc, &outcome(result, 0), answer(10));
         }
-        m.record("g", Protocol::Rpc, &outcome(Ok(Vec::new()), 10));
+        m.record("g", Protocol::Rpc, &outcome(Ok(Vec::new()), 10), answer(1000));
         assert_eq!(m.requests("f", "ok"), 2);
         assert_eq!(
             m.requests("f", "overloaded"),
@@ -379,11 +507,20 @@ mod tests {
         assert_eq!(m.requests("f", "shed"), 2);
         assert_eq!(m.requests("f", "tenant_limit"), 2);
         assert_eq!(m.requests("g", "ok"), 1);
+        // Met: answered with its result within its deadline (15 µs ≤ 1 ms, 5 µs ≤ 10 µs).
+        m.record("f", Protocol::Rpc, &outcome(Ok(Vec::new()), 10), answer(10));
+        m.submitted("f");
+        m.submitted("f");
+        let in_flight = Answer { was_in_flight: true, ..answer(1000) };
+        m.record("f", Protocol::Rpc, &outcome(Err(Failure::Exit(1)), 10), in_flight);
         assert_eq!((m.requests("h", "ok"), m.requests("f", "no-such-label")), (0, 0));
         let functions = m.functions.read().unwrap();
         let f = &functions["f"];
-        let n = every_result().len() as u64;
-        assert_eq!(f.latency.count.load(Ordering::Relaxed), 2 * n);
+        assert_eq!(f.met.load(Ordering::Relaxed), 2, "a late or failed answer is not met");
+        assert_eq!(f.in_flight.load(Ordering::Relaxed), 1);
+        // Requests that ran: the HTTP half of every result, and the last two.
+        let n = every_result().len() as u64 + 2;
+        assert_eq!(f.latency.count.load(Ordering::Relaxed), 2 * n - 2);
         // Execution and queueing only for requests that ran.
         assert_eq!(f.execution.count.load(Ordering::Relaxed), n);
         assert_eq!(f.execution.sum_ns.load(Ordering::Relaxed), n * 10_000);

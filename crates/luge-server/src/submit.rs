@@ -24,7 +24,7 @@ use luge_runtime::{
 };
 
 use crate::log_limit::{LogKind, log_limited};
-use crate::metrics::{Metrics, Protocol};
+use crate::metrics::{Answer, Metrics, Protocol};
 use crate::request_log::{Entry, RequestLog, Sampler};
 
 /// Bit set in the ids of requests a front end answers without the runtime, so they never
@@ -172,7 +172,7 @@ impl Gate {
         if self.draining.load(Ordering::SeqCst) {
             let failure = Failure::Rejected(Rejection::ShuttingDown);
             let outcome = self.local(Err(failure), Some(received));
-            self.account(&target, &outcome, (client, client_id), relative);
+            self.account(&target, &outcome, (client, client_id), (relative, false));
             reply(outcome);
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             return;
@@ -180,8 +180,9 @@ impl Gate {
         let options = SubmitOptions { deadline, expected, received: Some(received) };
         let gate = Arc::clone(self);
         let answered = target.clone();
+        self.metrics.submitted(target.name());
         let done = move |outcome: Outcome| {
-            gate.account(&answered, &outcome, (client, client_id), relative);
+            gate.account(&answered, &outcome, (client, client_id), (relative, true));
             reply(outcome);
             // After the reply is rendered (and, for UDP-RPC, cached), so that zero in flight
             // means every answer is out.
@@ -208,7 +209,7 @@ impl Gate {
         client: (Option<SocketAddr>, Option<u64>),
     ) -> Outcome {
         let outcome = self.local(Err(failure), Some(received));
-        self.account(target, &outcome, client, target.relative_deadline());
+        self.account(target, &outcome, client, (target.relative_deadline(), false));
         outcome
     }
 
@@ -221,10 +222,10 @@ impl Gate {
         target: &Target,
         outcome: &Outcome,
         (client, client_id): (Option<SocketAddr>, Option<u64>),
-        deadline: Duration,
+        (deadline, was_in_flight): (Duration, bool),
     ) {
         let name = target.name();
-        self.metrics.record(name, self.protocol, outcome);
+        self.metrics.record(name, self.protocol, outcome, Answer { deadline, was_in_flight });
         let entry = Entry {
             protocol: self.protocol,
             function: name,

@@ -638,6 +638,11 @@ async fn metrics_health_and_routes() {
         "luge_requests_total{function=\"echo\",outcome=\"ok\",protocol=\"http\"} 3",
         "luge_requests_total{function=\"oob\",outcome=\"trap\",protocol=\"http\"} 1",
         "luge_execution_seconds_count{function=\"echo\"} 3",
+        "luge_deadline_met_total{function=\"echo\"} 3",
+        "luge_in_flight{function=\"echo\"} 0",
+        "luge_worker_segments_total{worker=\"0\"} ",
+        "luge_worker_busy_seconds_total{worker=\"0\"} ",
+        "luge_group_queued{group=\"0\"} 0",
         "luge_functions 11",
     ] {
         assert!(text.contains(line), "no {line:?} in\n{text}");

@@ -262,7 +262,10 @@ fn print_banner(
     println!("  HTTP     http://{http}/<route>   (metrics: http://{http}/metrics)");
     println!("  UDP-RPC  {rpc}");
     match admin {
-        Some(admin) => println!("  admin    http://{admin}/admin/functions"),
+        Some(admin) => {
+            println!("  admin    http://{admin}/admin/functions");
+            println!("  status   http://{admin}/admin/status");
+        }
         None => println!("  admin    off"),
     }
     for f in &manifest.functions {

@@ -106,7 +106,12 @@ impl Action {
         match (plane, self) {
             (
                 Plane::Functions,
-                Self::ListFunctions | Self::Function(_) | Self::ListChains | Self::Chain(_),
+                Self::ListFunctions
+                | Self::Function(_)
+                | Self::ListChains
+                | Self::Chain(_)
+                | Self::StatusPage
+                | Self::StatusJson,
             ) => Self::NotFound,
             (Plane::Functions, Self::Metrics) if !metrics_exposed => Self::NotFound,
             (Plane::Admin, Self::Invoke) => Self::NotFound,
@@ -185,5 +190,9 @@ mod tests {
         assert_eq!(a(Action::ListFunctions), Action::ListFunctions);
         assert_eq!(a(Action::Chain("x".into())), Action::Chain("x".into()));
         assert_eq!(a(Action::Health), Action::Health);
+        assert_eq!(f(Action::StatusPage), Action::NotFound, "the status page is admin");
+        assert_eq!(f(Action::StatusJson), Action::NotFound);
+        assert_eq!(a(Action::StatusPage), Action::StatusPage);
+        assert_eq!(a(Action::StatusJson), Action::StatusJson);
     }
 }

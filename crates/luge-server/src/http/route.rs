@@ -23,6 +23,11 @@ pub(super) enum Action {
     ListChains,
     /// `GET | PUT | DELETE /admin/chains/<name>`.
     Chain(String),
+    /// `GET | HEAD /admin/status`: the status page (static HTML; no token needed, it holds no
+    /// data).
+    StatusPage,
+    /// `GET | HEAD /admin/status.json`: the snapshot the page polls.
+    StatusJson,
     /// Any other path: a function call, routed by the route table.
     Invoke,
     /// A server endpoint called with the wrong method; the methods it allows.
@@ -42,9 +47,10 @@ impl Action {
             "/metrics" if get => Self::Metrics,
             "/admin/functions" if get => Self::ListFunctions,
             "/admin/chains" if get => Self::ListChains,
-            "/healthz" | "/readyz" | "/metrics" | "/admin/functions" | "/admin/chains" => {
-                Self::MethodNotAllowed("GET, HEAD")
-            }
+            "/admin/status" if get => Self::StatusPage,
+            "/admin/status.json" if get => Self::StatusJson,
+            "/healthz" | "/readyz" | "/metrics" | "/admin/functions" | "/admin/chains"
+            | "/admin/status" | "/admin/status.json" => Self::MethodNotAllowed("GET, HEAD"),
             p if p.starts_with("/admin/functions/") => {
                 Self::Function(p.trim_start_matches("/admin/functions/").to_owned())
             }
@@ -170,6 +176,9 @@ mod tests {
         assert_eq!(Action::parse(&get, "/admin/chains"), Action::ListChains);
         assert_eq!(Action::parse(&put, "/admin/chains"), Action::MethodNotAllowed("GET, HEAD"));
         assert_eq!(Action::parse(&put, "/admin/chains/c"), Action::Chain("c".into()));
+        assert_eq!(Action::parse(&get, "/admin/status"), Action::StatusPage);
+        assert_eq!(Action::parse(&head, "/admin/status.json"), Action::StatusJson);
+        assert_eq!(Action::parse(&post, "/admin/status"), Action::MethodNotAllowed("GET, HEAD"));
         assert_eq!(Action::parse(&get, "/admin/x"), Action::NotFound);
         assert_eq!(Action::parse(&get, "/admin"), Action::NotFound);
         assert_eq!(Action::parse(&post, "/echo"), Action::Invoke);
