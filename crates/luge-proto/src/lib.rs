@@ -15,6 +15,8 @@
 //! - [`Backoff`] — the client's retransmission schedule, bounded by the remaining deadline.
 //! - [`load_signal`] — the load a Response carries back (flags bits 8–15), so clients can slow
 //!   down before the node must refuse.
+//! - [`TraceContext`] — W3C `traceparent`, parsed and formatted once for the front end and the
+//!   guest's `TRACEPARENT`.
 //! - [`fuzz_decode`] — the fuzz target.
 //! - [`FunctionInfo`], [`ChainInfo`], [`ChainSpec`] and the `*_HEADER` names — HTTP's vocabulary; [`micros`] / [`nanos`] — the
 //!   one Duration → integer conversion of every `*_us` / `*_ns` field.
@@ -25,6 +27,7 @@ mod fields;
 mod http;
 mod load;
 mod status;
+mod trace;
 mod wire;
 
 pub use crate::backoff::Backoff;
@@ -40,6 +43,7 @@ pub use crate::http::{
 };
 pub use crate::load::{LOAD_REFUSED, LOAD_WAITED_ALL, load_signal};
 pub use crate::status::{Status, StatusClass};
+pub use crate::trace::{TRACEPARENT_HEADER, TRACEPARENT_LEN, TraceContext, splitmix64};
 pub use crate::wire::{
     DecodeError, Echo, EncodeError, FROZEN_PREFIX_LEN, Flags, InvalidReply, Kind, MAGIC,
     MAX_DATAGRAM, Message, PING_HEADER_LEN, PREFIX_LEN, RECOMMENDED_DATAGRAM, REQUEST_HEADER_LEN,

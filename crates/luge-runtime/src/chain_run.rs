@@ -41,6 +41,7 @@ impl Runtime {
             chain: Arc::clone(chain),
             received,
             deadline: received + relative,
+            trace: options.trace,
             stages: Vec::with_capacity(chain.stages.len()),
             callback: Box::new(callback),
         };
@@ -55,6 +56,8 @@ struct Run {
     received: Instant,
     /// The chain's absolute deadline.
     deadline: Instant,
+    /// The chain's trace context: stage k runs under `trace.stage(k)`.
+    trace: Option<luge_proto::TraceContext>,
     stages: Vec<StageReport>,
     callback: Callback,
 }
@@ -82,7 +85,10 @@ impl Run {
             let timing = Timing { queued: waited, total: waited, ..Timing::default() };
             return self.done(k, Outcome::new(id, Err(failure), timing));
         }
-        let options = SubmitOptions { deadline: Some(left), expected: None, received: Some(start) };
+        // Each stage is a child span of the chain's (`TraceContext::stage`).
+        let trace = self.trace.map(|t| t.stage(k));
+        let options =
+            SubmitOptions { deadline: Some(left), expected: None, received: Some(start), trace };
         let runtime = Arc::clone(&self.runtime);
         runtime.submit_to(&function, payload, options, move |outcome| self.done(k, outcome));
     }

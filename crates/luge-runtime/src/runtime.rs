@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use luge_sched::{Estimator, EstimatorConfig, PolicyConfig, RequestId};
 
-use luge_proto::nanos;
+use luge_proto::{TraceContext, nanos};
 
 use crate::chain::{self, Chain, ChainConfig, Chains};
 use crate::config::{FunctionConfig, Layout, RuntimeConfig};
@@ -35,6 +35,9 @@ pub struct SubmitOptions {
     /// deadline, queueing and total time count from here, so time spent in a front end counts
     /// against the deadline. `None` (or a time after the submission) means the submission.
     pub received: Option<Instant>,
+    /// The trace this request runs in, its span id the parent of the guest's work: the guest
+    /// sees it as `TRACEPARENT` (W3C Trace Context, the OpenTelemetry environment carrier).
+    pub trace: Option<TraceContext>,
 }
 
 /// What [`Runtime::health`] found.
@@ -263,7 +266,8 @@ impl Runtime {
         clock.worker.store(usize::MAX, Ordering::Relaxed);
         let budget = function.config.limits.max_execution;
         crate::sandbox::arm(&clock, &self.inner.signals.clock, budget, 0, 0);
-        let guest = crate::sandbox::GuestContext { request_id: 0, deadline_unix_us: 0 };
+        let guest =
+            crate::sandbox::GuestContext { request_id: 0, deadline_unix_us: 0, trace: None };
         let mut future = crate::sandbox::start(crate::sandbox::Spec {
             function: Arc::clone(function),
             payload,
@@ -494,6 +498,7 @@ impl Runtime {
             received,
             deadline_unix_us: u64::try_from(unix_now.saturating_add(relative).as_micros())
                 .unwrap_or(u64::MAX),
+            trace: options.trace,
             first_run: None,
             executed: 0,
             preemptions: 0,

@@ -91,6 +91,8 @@ pub(crate) struct GuestContext {
     pub request_id: u64,
     /// Absolute deadline, µs since the Unix epoch.
     pub deadline_unix_us: u64,
+    /// The trace it runs in: `TRACEPARENT` in its environment.
+    pub trace: Option<luge_proto::TraceContext>,
 }
 
 /// What a sandbox is built for: one request of one function.
@@ -118,11 +120,16 @@ async fn run(spec: Spec) -> SandboxResult {
         stdin: payload,
         stdout_cap: usize::try_from(limits.max_output_bytes).unwrap_or(usize::MAX),
         args: vec![name.as_bytes().to_vec()],
-        env: vec![
-            format!("LUGE_FUNCTION={name}").into_bytes(),
-            format!("LUGE_REQUEST_ID={}", guest.request_id).into_bytes(),
-            format!("LUGE_DEADLINE_US={}", guest.deadline_unix_us).into_bytes(),
-        ],
+        env: [
+            Some(format!("LUGE_FUNCTION={name}")),
+            Some(format!("LUGE_REQUEST_ID={}", guest.request_id)),
+            Some(format!("LUGE_DEADLINE_US={}", guest.deadline_unix_us)),
+            guest.trace.map(|t| format!("TRACEPARENT={t}")),
+        ]
+        .into_iter()
+        .flatten()
+        .map(String::into_bytes)
+        .collect(),
         ..WasiCtx::default()
     };
     let cap = usize::try_from(limits.max_memory_bytes).unwrap_or(usize::MAX);

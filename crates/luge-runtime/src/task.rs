@@ -27,6 +27,8 @@ pub(crate) struct Task {
     /// When the node received it (runtime clock): deadline, queueing and total count from here.
     pub received: Nanos,
     pub deadline_unix_us: u64,
+    /// The trace it runs in (`SubmitOptions::trace`).
+    pub trace: Option<luge_proto::TraceContext>,
     pub first_run: Option<Nanos>,
     /// Wall time it has occupied workers, over all run segments: the execution the scheduler
     /// sees (policy events, estimator, turnaround), since that is what delays the requests

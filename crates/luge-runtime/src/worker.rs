@@ -175,7 +175,11 @@ pub(crate) fn begin(
         TaskState::Fresh(payload) => sandbox::start(sandbox::Spec {
             function: Arc::clone(&task.function),
             payload,
-            guest: GuestContext { request_id: task.id, deadline_unix_us: task.deadline_unix_us },
+            guest: GuestContext {
+                request_id: task.id,
+                deadline_unix_us: task.deadline_unix_us,
+                trace: task.trace,
+            },
             id: task.sched.0,
             signals: Arc::clone(signals),
             clock: Arc::clone(&task.clock),

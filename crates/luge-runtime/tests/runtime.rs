@@ -180,6 +180,15 @@ fn guest_sees_its_name_id_and_deadline() {
     assert!(text.starts_with("args\n\n"), "{text}");
     assert!(text.contains(&format!("LUGE_REQUEST_ID={id}\n")), "{text}");
     assert!(text.contains("LUGE_FUNCTION=args\n") && text.contains("LUGE_DEADLINE_US="), "{text}");
+    assert!(!text.contains("TRACEPARENT="), "no trace, no TRACEPARENT: {text}");
+    // A request in a trace: its context, as W3C `traceparent`.
+    let trace =
+        luge_proto::TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    let options = SubmitOptions { trace, ..SubmitOptions::default() };
+    let outcome = rt.submit("args", Vec::new(), options).wait_timeout(Duration::from_secs(60));
+    let text = String::from_utf8(ok(outcome.unwrap())).unwrap();
+    let line = "TRACEPARENT=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\n";
+    assert!(text.contains(line), "{text}");
 }
 
 #[test]

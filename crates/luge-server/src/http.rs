@@ -62,6 +62,7 @@ use crate::metrics::{Metrics, Protocol};
 use crate::request_log::RequestLog;
 use crate::status::{http_status, outcome_label};
 use crate::submit::{Call, FunctionKey, Gate};
+use crate::trace::Tracing;
 
 mod accept;
 mod admin;
@@ -93,6 +94,7 @@ const QUEUEING_NS: HeaderName = HeaderName::from_static(luge_proto::QUEUEING_HEA
 const READINESS_NS: HeaderName = HeaderName::from_static(luge_proto::READINESS_HEADER);
 const OUTCOME: HeaderName = HeaderName::from_static(luge_proto::OUTCOME_HEADER);
 const LOAD: HeaderName = HeaderName::from_static(luge_proto::LOAD_HEADER);
+const TRACEPARENT: HeaderName = HeaderName::from_static(luge_proto::TRACEPARENT_HEADER);
 const STAGES: HeaderName = HeaderName::from_static(luge_proto::STAGES_HEADER);
 const STAGE: HeaderName = HeaderName::from_static(luge_proto::STAGE_HEADER);
 
@@ -153,6 +155,8 @@ pub struct HttpConfig {
     pub admin: Option<AdminConfig>,
     /// Whether the function listener serves `/metrics` (the admin listener always does).
     pub expose_metrics: bool,
+    /// Where request spans go (`None`: no export; a caller's `traceparent` is still continued).
+    pub tracing: Option<Tracing>,
 }
 
 impl Default for HttpConfig {
@@ -171,6 +175,7 @@ impl Default for HttpConfig {
             request_log: RequestLog::Off,
             admin: None,
             expose_metrics: true,
+            tracing: None,
         }
     }
 }
@@ -328,6 +333,7 @@ impl HttpServer {
             Arc::clone(&metrics),
             Protocol::Http,
             config.request_log,
+            config.tracing.clone(),
         ));
         let max_connections_per_client = config.max_connections_per_client;
         let shared = Arc::new(Shared {

@@ -11,6 +11,7 @@ mod request_log;
 mod snapshot;
 mod status;
 mod submit;
+mod trace;
 mod udp;
 
 pub use crate::http::{AdminConfig, AdminToken, HttpConfig, HttpError, HttpServer, MIN_TOKEN_LEN};
@@ -19,4 +20,5 @@ pub use crate::node::{Node, NodeChain, NodeConfig, NodeError, NodeFunction, Shut
 pub use crate::request_log::{BadRequestLog, RequestLog};
 pub use crate::status::{http_status, outcome_label, rpc_status};
 pub use crate::submit::Target;
+pub use crate::trace::{Traced, Tracing};
 pub use crate::udp::{UdpConfig, UdpError, UdpServer, UdpStats};

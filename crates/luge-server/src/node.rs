@@ -19,6 +19,7 @@ use luge_runtime::{ChainConfig, FunctionConfig, Runtime, RuntimeConfig};
 
 use crate::http::{HttpConfig, HttpError, HttpServer};
 use crate::metrics::Metrics;
+use crate::trace::Tracing;
 use crate::udp::{UdpConfig, UdpError, UdpServer};
 
 /// What a node runs: the runtime's configuration and the front ends to open (`None`: not
@@ -95,6 +96,8 @@ pub struct Node {
     metrics: Arc<Metrics>,
     http: Option<HttpServer>,
     udp: Option<UdpServer>,
+    /// The front ends' span exports (each once), flushed at shutdown.
+    tracing: Vec<Tracing>,
 }
 
 /// What [`Node::shutdown`] left unanswered.
@@ -119,13 +122,23 @@ impl Node {
         functions: &[NodeFunction],
         chains: &[NodeChain],
     ) -> Result<Self, NodeError> {
+        let mut tracing: Vec<Tracing> = Vec::new();
+        let exports = [
+            config.http.as_ref().and_then(|h| h.tracing.clone()),
+            config.udp.as_ref().and_then(|u| u.tracing.clone()),
+        ];
+        for t in exports.into_iter().flatten() {
+            if !tracing.contains(&t) {
+                tracing.push(t);
+            }
+        }
         let runtime = Arc::new(Runtime::start(config.runtime).map_err(NodeError::Runtime)?);
         let started = Self::open(&runtime, config.http, config.udp, functions, chains);
         if started.is_err() {
             runtime.shutdown();
         }
         let (metrics, http, udp) = started?;
-        Ok(Self { runtime, metrics, http, udp })
+        Ok(Self { runtime, metrics, http, udp, tracing })
     }
 
     #[allow(clippy::type_complexity)]
@@ -232,6 +245,10 @@ impl Node {
         let left = end.saturating_duration_since(Instant::now());
         let udp_unanswered = self.udp.map_or(0, |u| u.shutdown(left));
         self.runtime.shutdown();
+        // Every answer is recorded now: export the last spans.
+        for t in &self.tracing {
+            t.flush();
+        }
         ShutdownReport { udp_unanswered }
     }
 }

@@ -14,6 +14,7 @@ use luge_runtime::Outcome;
 
 use crate::metrics::Protocol;
 use crate::status::outcome_label;
+use crate::trace::Traced;
 
 /// Which answered requests get a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -62,6 +63,8 @@ pub(crate) struct Entry<'a> {
     pub client_id: Option<u64>,
     /// The relative deadline it was scheduled with.
     pub deadline: Duration,
+    /// The trace it ran in.
+    pub trace: Option<Traced>,
     pub outcome: &'a Outcome,
 }
 
@@ -109,6 +112,8 @@ impl Sampler {
             execution_us = us(t.executed),
             total_us = us(t.total),
             preemptions = t.preemptions,
+            trace_id = entry.trace.map(|t| format!("{:032x}", t.node.trace_id)),
+            span_id = entry.trace.map(|t| format!("{:016x}", t.node.span_id)),
             "request"
         );
         true

@@ -26,6 +26,7 @@ use luge_runtime::{
 use crate::log_limit::{LogKind, log_limited};
 use crate::metrics::{Answer, Metrics, Protocol};
 use crate::request_log::{Entry, RequestLog, Sampler};
+use crate::trace::{self, Finished, Traced, Tracing};
 
 /// Bit set in the ids of requests a front end answers without the runtime, so they never
 /// collide with the runtime's ids.
@@ -91,6 +92,19 @@ pub struct Call {
     pub client_id: Option<u64>,
     /// When the node received it: its deadline and every time it reports count from here.
     pub received: Instant,
+    /// The trace it runs in ([`Gate::traced`]).
+    pub trace: Option<Traced>,
+}
+
+/// What the gate keeps of a request until it is answered, for its accounting.
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    client: Option<SocketAddr>,
+    client_id: Option<u64>,
+    /// The relative deadline it was scheduled with.
+    deadline: Duration,
+    received: Instant,
+    trace: Option<Traced>,
 }
 
 /// How a function is named by a transport.
@@ -114,6 +128,8 @@ pub struct Gate {
     in_flight: AtomicUsize,
     next_local_id: AtomicU64,
     log: Sampler,
+    /// Where spans go, if the node exports them.
+    tracing: Option<Tracing>,
 }
 
 impl Gate {
@@ -123,16 +139,24 @@ impl Gate {
         metrics: Arc<Metrics>,
         protocol: Protocol,
         log: RequestLog,
+        tracing: Option<Tracing>,
     ) -> Self {
         Self {
             runtime,
             metrics,
             protocol,
+            tracing,
             log: Sampler::new(log),
             draining: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             next_local_id: AtomicU64::new(1),
         }
+    }
+
+    /// The trace a request runs in: a child of the caller's context (a `traceparent`), else a
+    /// new trace when the node exports spans, else none (`trace.rs`).
+    pub fn traced(&self, caller: Option<luge_proto::TraceContext>) -> Option<Traced> {
+        trace::begin(self.tracing.as_ref(), caller)
     }
 
     /// The function or chain a request names. An unknown one is counted as malformed input and
@@ -167,22 +191,24 @@ impl Gate {
         // `draining` and then waits for zero in flight, cannot miss a request admitted
         // concurrently.
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let Call { target, payload, deadline, expected, client, client_id, received } = call;
+        let Call { target, payload, deadline, expected, client, client_id, received, trace } = call;
         let relative = deadline.unwrap_or(target.relative_deadline());
+        let request = Request { client, client_id, deadline: relative, received, trace };
         if self.draining.load(Ordering::SeqCst) {
             let failure = Failure::Rejected(Rejection::ShuttingDown);
             let outcome = self.local(Err(failure), Some(received));
-            self.account(&target, &outcome, (client, client_id), (relative, false));
+            self.account(&target, &outcome, &request, false);
             reply(outcome);
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        let options = SubmitOptions { deadline, expected, received: Some(received) };
+        let trace = trace.map(|t| t.node);
+        let options = SubmitOptions { deadline, expected, received: Some(received), trace };
         let gate = Arc::clone(self);
         let answered = target.clone();
         self.metrics.submitted(target.name());
         let done = move |outcome: Outcome| {
-            gate.account(&answered, &outcome, (client, client_id), (relative, true));
+            gate.account(&answered, &outcome, &request, true);
             reply(outcome);
             // After the reply is rendered (and, for UDP-RPC, cached), so that zero in flight
             // means every answer is out.
@@ -209,7 +235,10 @@ impl Gate {
         client: (Option<SocketAddr>, Option<u64>),
     ) -> Outcome {
         let outcome = self.local(Err(failure), Some(received));
-        self.account(target, &outcome, client, (target.relative_deadline(), false));
+        let (client, client_id) = client;
+        let deadline = target.relative_deadline();
+        let request = Request { client, client_id, deadline, received, trace: None };
+        self.account(target, &outcome, &request, false);
         outcome
     }
 
@@ -217,25 +246,32 @@ impl Gate {
     /// default, as refusals, traps and limits are caused by clients and guests, are counted in
     /// /metrics, and at overload would write tens of thousands of lines a second); a failure
     /// of the node itself is a warning, at most `log_limit::LINES_PER_SEC` a second.
-    fn account(
-        &self,
-        target: &Target,
-        outcome: &Outcome,
-        (client, client_id): (Option<SocketAddr>, Option<u64>),
-        (deadline, was_in_flight): (Duration, bool),
-    ) {
+    fn account(&self, target: &Target, outcome: &Outcome, request: &Request, was_in_flight: bool) {
         let name = target.name();
+        let deadline = request.deadline;
         self.metrics.record(name, self.protocol, outcome, Answer { deadline, was_in_flight });
         let entry = Entry {
             protocol: self.protocol,
             function: name,
             tenant: target.tenant(),
-            client,
-            client_id,
+            client: request.client,
+            client_id: request.client_id,
             deadline,
+            trace: request.trace,
             outcome,
         };
         self.log.record(&entry);
+        if let (Some(tracing), Some(traced)) = (&self.tracing, request.trace) {
+            tracing.finished(&Finished {
+                traced,
+                function: name,
+                tenant: target.tenant(),
+                protocol: self.protocol,
+                deadline,
+                received: request.received,
+                outcome,
+            });
+        }
         if let Err(failure @ Failure::Internal(_)) = &outcome.result {
             // Rate-limited: a node failing every request must not write a line for each.
             log_limited!(

@@ -104,6 +104,7 @@ use crate::metrics::{Metrics, Protocol};
 use crate::request_log::RequestLog;
 use crate::status::{load_of, outcome_message, rpc_status};
 use crate::submit::{Call, FunctionKey, Gate};
+use crate::trace::Tracing;
 
 use self::receiver::Receiver;
 
@@ -140,6 +141,9 @@ pub struct UdpConfig {
     pub refusals_per_source_per_sec: u32,
     /// Which answered requests get a line in the request log (`luge::request`).
     pub request_log: RequestLog,
+    /// Where request spans go (`None`: no export). UDP-RPC carries no trace context: with
+    /// export on, each request starts a new trace.
+    pub tracing: Option<Tracing>,
 }
 
 impl Default for UdpConfig {
@@ -155,6 +159,7 @@ impl Default for UdpConfig {
             invalid_replies_per_sec: 1_000,
             refusals_per_source_per_sec: 50,
             request_log: RequestLog::Off,
+            tracing: None,
         }
     }
 }
@@ -497,8 +502,13 @@ impl UdpServer {
         } else {
             socket.set_read_timeout(Some(READ_TIMEOUT)).map_err(UdpError::Socket)?;
         }
-        let gate =
-            Arc::new(Gate::new(runtime, Arc::clone(&metrics), Protocol::Rpc, config.request_log));
+        let gate = Arc::new(Gate::new(
+            runtime,
+            Arc::clone(&metrics),
+            Protocol::Rpc,
+            config.request_log,
+            config.tracing.clone(),
+        ));
         let counters = Arc::new(UdpCounters::default());
         metrics.register_udp(Arc::clone(&counters));
         let shared = Arc::new(Shared {

@@ -94,6 +94,7 @@ impl Rig {
             reply: Reply::new(id, Box::new(move |o| answered.lock().unwrap().push(o))),
             received: now,
             deadline_unix_us: 0,
+            trace: None,
             first_run: None,
             executed: 0,
             preemptions: 0,

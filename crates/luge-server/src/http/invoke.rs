@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::status::{load_of, rpc_status};
+use luge_proto::TraceContext;
 
 /// `<method> /<route>`: runs a function.
 pub(super) async fn invoke(
@@ -58,6 +59,7 @@ pub(super) async fn invoke(
                     client: Some(client),
                     client_id: None,
                     received,
+                    trace: shared.gate.traced(traceparent(&parts.headers)),
                 };
                 return submit(shared, call).await;
             }
@@ -82,6 +84,7 @@ pub(super) async fn invoke(
 /// is still recorded by the gate).
 async fn submit(shared: &Arc<Shared>, call: Call) -> Response<Full<Bytes>> {
     let deadline = call.deadline.unwrap_or(call.target.relative_deadline());
+    let trace = call.trace.map(|t| t.node);
     let (tx, rx) = oneshot::channel();
     shared.gate.submit(call, move |outcome| {
         // The receiver is gone when the client left; the gate has recorded the outcome.
@@ -101,5 +104,22 @@ async fn submit(shared: &Arc<Shared>, call: Call) -> Response<Full<Bytes>> {
     let load = load_of(rpc_status(&outcome.result), outcome.timing.queueing(), deadline);
     let mut response = shared.render(outcome);
     response.headers_mut().insert(LOAD, HeaderValue::from(u16::from(load)));
+    if let Some(trace) = trace {
+        // 55 characters of lower-case hex and dashes: always a valid header value.
+        if let Ok(value) = HeaderValue::from_str(&trace.to_string()) {
+            response.headers_mut().insert(TRACEPARENT, value);
+        }
+    }
     response
+}
+
+/// The caller's trace context: one valid `traceparent` header, else none (W3C Trace Context:
+/// a receiver ignores an invalid or repeated one and starts a new trace).
+fn traceparent(headers: &HeaderMap) -> Option<TraceContext> {
+    let mut values = headers.get_all(TRACEPARENT).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    TraceContext::parse(value.to_str().ok()?)
 }

@@ -237,6 +237,8 @@ impl Receiver {
             client: Some(peer),
             client_id: Some(id),
             received,
+            // UDP-RPC carries no trace context: a new trace when the node exports spans.
+            trace: shared.gate.traced(None),
         };
         let callback_shared = Arc::clone(shared);
         shared.gate.submit(call, move |outcome| {

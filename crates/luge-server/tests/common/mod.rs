@@ -11,3 +11,4 @@ pub const LOOP: &str = include_str!("../../../../functions/test/loop.wat");
 pub const OOB: &str = include_str!("../../../../functions/test/oob.wat");
 pub const EXIT3: &str = include_str!("../../../../functions/test/exit3.wat");
 pub const MEMBOMB: &str = include_str!("../../../../functions/test/membomb.wat");
+pub const ARGS: &str = include_str!("../../../../functions/test/args.wat");
