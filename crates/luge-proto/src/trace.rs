@@ -123,7 +123,7 @@ mod tests {
             &EXAMPLE.replace("00-4bf", "ff-4bf"),
             "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736+00f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",
             "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
             &format!("{EXAMPLE}-extra"),

@@ -5,6 +5,7 @@ mod bench;
 mod compile;
 mod invoke;
 mod manifest;
+mod otlp;
 mod overhead;
 mod serve;
 mod sim;

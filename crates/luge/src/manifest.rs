@@ -51,6 +51,10 @@ pub struct ServerSettings {
     pub rpc_busy_poll: bool,
     /// Which answered requests get a request-log line.
     pub request_log: RequestLog,
+    /// Where to export request spans (OTLP over HTTP); `None` = no export.
+    pub otlp_endpoint: Option<String>,
+    /// The share of requests arriving without a trace context that start a sampled trace.
+    pub trace_sample: f64,
     /// Runtime configuration.
     pub runtime: RuntimeConfig,
 }
@@ -117,6 +121,8 @@ struct RawServer {
     http_threads: Option<usize>,
     rpc_busy_poll: Option<bool>,
     request_log: Option<Spanned<String>>,
+    otlp_endpoint: Option<Spanned<String>>,
+    trace_sample: Option<Spanned<f64>>,
     workers: Option<usize>,
     dispatchers: Option<usize>,
     cpus: Option<Vec<usize>>,
@@ -470,6 +476,8 @@ fn default_settings() -> ServerSettings {
         http_threads: 1,
         rpc_busy_poll: false,
         request_log: RequestLog::Off,
+        otlp_endpoint: None,
+        trace_sample: DEFAULT_TRACE_SAMPLE,
         runtime: RuntimeConfig::default(),
     }
 }
@@ -580,7 +588,23 @@ fn settings(
         None => defaults.request_log,
         Some(r) => r.get_ref().parse().map_err(|e: BadRequestLog| at(r.span(), e.to_string()))?,
     };
+    let otlp_endpoint = match raw.otlp_endpoint {
+        None => None,
+        Some(e) => {
+            check_otlp_endpoint(e.get_ref()).map_err(|why| at(e.span(), why))?;
+            Some(e.into_inner())
+        }
+    };
+    let trace_sample = match raw.trace_sample {
+        None => DEFAULT_TRACE_SAMPLE,
+        Some(s) => {
+            check_trace_sample(*s.get_ref()).map_err(|why| at(s.span(), why))?;
+            *s.get_ref()
+        }
+    };
     Ok(ServerSettings {
+        otlp_endpoint,
+        trace_sample,
         http: addr(raw.http, defaults.http)?,
         rpc: addr(raw.rpc, defaults.rpc)?,
         admin: match raw.admin {
@@ -597,6 +621,31 @@ fn settings(
         request_log,
         runtime,
     })
+}
+
+/// The share of context-less requests traced when spans are exported and no share is given.
+pub const DEFAULT_TRACE_SAMPLE: f64 = 0.01;
+
+/// An OTLP/HTTP endpoint: `http://host:port` (spans go to `/v1/traces` under it) or the full
+/// traces URL. Only plain HTTP: the exporter is built without TLS (a collector runs beside the
+/// node, or a sidecar terminates TLS).
+pub fn check_otlp_endpoint(url: &str) -> Result<(), String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        format!("otlp_endpoint `{url}`: expected http://host:port (TLS is not built in)")
+    })?;
+    if rest.is_empty() || rest.starts_with('/') || url.chars().any(char::is_whitespace) {
+        return Err(format!("otlp_endpoint `{url}`: expected http://host:port"));
+    }
+    Ok(())
+}
+
+/// A sampling share: 0 … 1.
+pub fn check_trace_sample(share: f64) -> Result<(), String> {
+    if (0.0..=1.0).contains(&share) {
+        Ok(())
+    } else {
+        Err(format!("trace_sample {share}: expected a share between 0 and 1"))
+    }
 }
 
 /// `$XDG_CACHE_HOME/luge` or `~/.cache/luge`.
@@ -671,6 +720,11 @@ policy = "fifo"
         assert_eq!(m.server.runtime.layout, Layout::Threads);
         let m = parse("[server]\nrequest_log = \"100\"\n").unwrap();
         assert_eq!(m.server.request_log.to_string(), "100");
+        assert_eq!((m.server.otlp_endpoint, m.server.trace_sample), (None, DEFAULT_TRACE_SAMPLE));
+        let traced = "[server]\notlp_endpoint = \"http://collector:4318\"\ntrace_sample = 0.5\n";
+        let m = parse(traced).unwrap();
+        assert_eq!(m.server.otlp_endpoint.as_deref(), Some("http://collector:4318"));
+        assert_eq!(m.server.trace_sample, 0.5);
         let m = parse(
             r#"
 [[function]]
@@ -707,6 +761,9 @@ tenant = 3
         fails_at("[server]\nhttp = \"localhost\"\n", 2, "bad address");
         fails_at("[server]\nlayout = \"flat\"\n", 2, "`threads` or `inline`");
         fails_at("[server]\nrequest_log = \"some\"\n", 2, "invalid request log");
+        fails_at("[server]\notlp_endpoint = \"https://c:4318\"\n", 2, "TLS is not built in");
+        fails_at("[server]\notlp_endpoint = \"http://\"\n", 2, "expected http://host:port");
+        fails_at("[server]\ntrace_sample = 1.5\n", 2, "between 0 and 1");
         let split = "[server]\nworkers = 2\ndispatchers = 1\nlayout = \"inline\"\n";
         fails_at(split, 4, "leave `dispatchers` out");
         let function = "[[function]]\nname = \"a\"\n";

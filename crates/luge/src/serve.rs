@@ -57,6 +57,25 @@ pub struct ServeArgs {
     /// `all`, or n for one request in n [default: the manifest's, else off].
     #[arg(long)]
     request_log: Option<RequestLog>,
+    /// Export request spans (OpenTelemetry, OTLP protobuf over HTTP) to this collector:
+    /// `http://host:4318` (spans go to `/v1/traces`) or a full traces URL [default: the
+    /// manifest's `otlp_endpoint`, else no export].
+    #[arg(long, value_parser = parse_otlp_endpoint)]
+    otlp_endpoint: Option<String>,
+    /// With export on, the share (0–1) of requests arriving without a `traceparent` that start
+    /// a sampled trace; a caller's sampling decision is always kept [default: the manifest's
+    /// `trace_sample`, else 0.01].
+    #[arg(long, value_parser = parse_trace_sample)]
+    trace_sample: Option<f64>,
+}
+
+fn parse_otlp_endpoint(s: &str) -> Result<String, String> {
+    crate::manifest::check_otlp_endpoint(s).map(|()| s.to_owned())
+}
+
+fn parse_trace_sample(s: &str) -> Result<f64, String> {
+    let share: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    crate::manifest::check_trace_sample(share).map(|()| share)
 }
 
 /// `--admin`: an address or `off`.
@@ -172,6 +191,15 @@ pub fn run(args: ServeArgs) -> Result<()> {
         server.runtime.wait = WaitMode::Spin;
     }
     let request_log = args.request_log.unwrap_or(server.request_log);
+    let sample = args.trace_sample.unwrap_or(server.trace_sample);
+    let tracing = match args.otlp_endpoint.as_ref().or(server.otlp_endpoint.as_ref()) {
+        Some(endpoint) => {
+            let tracing = crate::otlp::start(endpoint, sample)?;
+            tracing::info!(endpoint, sample, "exporting request spans over OTLP/HTTP");
+            Some(tracing)
+        }
+        None => None,
+    };
     if let Some(layout) = args.layout {
         server.runtime.layout = layout;
     }
@@ -188,6 +216,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         max_connections_per_client: server.max_connections_per_client,
         // An upload the registry would refuse is refused before it is read.
         max_module_bytes: server.runtime.registration.max_module_bytes,
+        tracing: tracing.clone(),
         ..HttpConfig::default()
     };
     match luge_server::net::raise_fd_limit() {
@@ -209,6 +238,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
                 addr: server.rpc,
                 busy_poll: server.rpc_busy_poll,
                 request_log,
+                tracing: tracing.clone(),
                 ..UdpConfig::default()
             }),
         },
@@ -237,6 +267,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
             unanswered = report.udp_unanswered,
             "UDP-RPC requests still running after the grace period"
         );
+    }
+    if let Some(t) = &tracing {
+        t.shutdown();
     }
     tracing::info!("stopped");
     Ok(())

@@ -262,3 +262,105 @@ fn serve_runs_the_inline_layout() {
     assert_eq!(out.stdout, b"Hello, inline!\n", "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(server.stop(), 0);
 }
+
+/// `--otlp-endpoint`: request spans reach an OTLP/HTTP collector (here a loopback stand-in that
+/// decodes the protobuf) — one per request over both protocols, a caller's `traceparent`
+/// continued — and the last ones are exported at shutdown.
+#[test]
+fn request_spans_are_exported_to_an_otlp_collector() {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use prost::Message;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
+    use std::sync::{Arc, Mutex};
+
+    // The collector: every POST's path, content type and body; each answered 200 (empty).
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let collector = format!("http://{}", listener.local_addr().unwrap());
+    type Posts = Arc<Mutex<Vec<(String, String, Vec<u8>)>>>;
+    let posts: Posts = Arc::default();
+    let received = Arc::clone(&posts);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let received = Arc::clone(&received);
+            std::thread::spawn(move || {
+                let mut stream = BufReader::new(stream.unwrap());
+                loop {
+                    let mut line = String::new();
+                    if stream.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
+                    let (mut length, mut kind) = (0, String::new());
+                    loop {
+                        let mut header = String::new();
+                        stream.read_line(&mut header).unwrap();
+                        let header = header.trim_end();
+                        if header.is_empty() {
+                            break;
+                        }
+                        let (name, value) = header.split_once(':').unwrap();
+                        match name.to_ascii_lowercase().as_str() {
+                            "content-length" => length = value.trim().parse().unwrap(),
+                            "content-type" => kind = value.trim().to_owned(),
+                            _ => {}
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    stream.read_exact(&mut body).unwrap();
+                    received.lock().unwrap().push((path, kind, body));
+                    let ok = "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\n\
+                              Content-Length: 0\r\n\r\n";
+                    stream.get_mut().write_all(ok.as_bytes()).unwrap();
+                }
+            });
+        }
+    });
+
+    let server = Server::start(&["--otlp-endpoint", &collector, "--trace-sample", "1"], &cache());
+    assert!(server.invoke(&["hello", "--data", "http"]).status.success());
+    assert!(server.invoke(&["hello", "--rpc", "--data", "rpc"]).status.success());
+    // A caller's context, sent by hand (`luge invoke` sends none).
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let addr = server.http.trim_start_matches("http://").to_owned();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    let request = format!(
+        "POST /hello HTTP/1.1\r\nHost: l\r\ntraceparent: {caller}\r\nContent-Length: 6\r\n\
+         Connection: close\r\n\r\ntraced"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-"), "{answer}");
+    assert_eq!(server.stop(), 0);
+
+    let posts = posts.lock().unwrap();
+    assert!(!posts.is_empty(), "nothing was exported");
+    let mut spans = Vec::new();
+    for (path, kind, body) in posts.iter() {
+        assert_eq!((path.as_str(), kind.as_str()), ("/v1/traces", "application/x-protobuf"));
+        let request = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
+        for resource in request.resource_spans {
+            let service = resource.resource.unwrap().attributes;
+            let name = service.iter().find(|kv| kv.key == "service.name").unwrap();
+            assert!(format!("{name:?}").contains("\"luge\""), "{name:?}");
+            spans.extend(resource.scope_spans.into_iter().flat_map(|s| s.spans));
+        }
+    }
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    assert!(spans.iter().all(|s| s.name == "hello"), "{spans:?}");
+    let trace: Vec<u8> = (0..16)
+        .map(|i| u8::from_str_radix(&"4bf92f3577b34da6a3ce929d0e0e4736"[2 * i..2 * i + 2], 16))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let continued = spans.iter().find(|s| s.trace_id == trace).expect("the caller's trace");
+    assert_eq!(continued.parent_span_id, 0x00f0_67aa_0ba9_02b7_u64.to_be_bytes());
+    let protocols: Vec<String> = spans
+        .iter()
+        .flat_map(|s| &s.attributes)
+        .filter(|kv| kv.key == "luge.protocol")
+        .map(|kv| format!("{:?}", kv.value))
+        .collect();
+    assert_eq!(protocols.iter().filter(|p| p.contains("\"rpc\"")).count(), 1, "{protocols:?}");
+}
