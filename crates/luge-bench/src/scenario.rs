@@ -24,6 +24,7 @@
 //! | [`tenants`](Scenario::Tenants) | one tenant's no-op latency while another, rate-limited, offers 10× its limit, ÷ while it offers its limit, interleaved trials |
 //! | [`backpressure`](Scenario::Backpressure) | closed-loop callers that retry refusals at once, past capacity: a `luge-client` window that ignores the load signal vs one that adapts to it — goodput and refusals, interleaved trials |
 //! | [`slow-clients`](Scenario::SlowClients) | HTTP no-op latency and throughput while thousands of slow ("slowloris") connections are open, ÷ the same node quiet, interleaved trials |
+//! | [`tracing`](Scenario::Tracing) | HTTP no-op throughput and latency with request spans exported over OTLP (1 % and all sampled), ÷ without, interleaved trials |
 //!
 //! `quick` shrinks every duration and sweep so that a scenario takes a second or two: it proves
 //! the pipeline (CI), not the numbers.
@@ -41,6 +42,7 @@ mod policies;
 mod sim_real;
 mod slow_clients;
 mod tenants;
+mod traces;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -300,6 +302,15 @@ pub struct TenantsOptions {
     pub no_limits: bool,
 }
 
+/// `tracing` settings (`None` takes the default of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct TracingOptions {
+    /// Time per trial (default 3 s; quick 300 ms).
+    pub duration: Option<Duration>,
+    /// Trials per condition (default 5; quick 1).
+    pub trials: Option<usize>,
+}
+
 /// `backpressure` settings (`None` takes the default of the mode).
 #[derive(Debug, Clone, Default)]
 pub struct BackpressureOptions {
@@ -332,6 +343,8 @@ pub enum Scenario {
     Tenants(TenantsOptions),
     /// Retrying clients past capacity, with and without the load signal.
     Backpressure(BackpressureOptions),
+    /// Throughput and latency with request spans exported, ÷ without.
+    Tracing(TracingOptions),
 }
 
 impl Scenario {
@@ -347,6 +360,7 @@ impl Scenario {
             Scenario::SlowClients(_) => "slow-clients",
             Scenario::Tenants(_) => "tenants",
             Scenario::Backpressure(_) => "backpressure",
+            Scenario::Tracing(_) => "tracing",
         }
     }
 }
@@ -387,6 +401,7 @@ pub fn run_scenario(
         Scenario::SlowClients(s) => slow_clients::run(s, opts, pin, &mut out),
         Scenario::Tenants(t) => tenants::run(t, opts, pin, &mut out),
         Scenario::Backpressure(b) => backpressure::run(b, opts, pin, &mut out),
+        Scenario::Tracing(t) => traces::run(t, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {
         node::set_affinity(&before);

@@ -1,7 +1,8 @@
 //! `luge bench`: drive a running node with a workload (`run`), or run one of the named
 //! scenarios of issue #6, which start Luge and the baselines in this process on loopback ports
 //! and write `results/<scenario>-<UTC date-time>/` (`compare`, `noop`, `policies`, `density`,
-//! `sim-vs-real`, `overload`, `slow-clients`, `tenants`, `backpressure`). See `docs/benchmarks.md`.
+//! `sim-vs-real`, `overload`, `slow-clients`, `tenants`, `backpressure`, `tracing`). See
+//! `docs/benchmarks.md`.
 //!
 //! About 600 lines: the command line of every scenario, each flag documented for `--help`, and
 //! its mapping onto the scenario's options; the scenarios themselves live in `luge-bench`.
@@ -15,7 +16,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
     BackpressureOptions, CompareOptions, DensityOptions, OverloadOptions, Pin, PoliciesOptions,
     Protocol, Scenario, ScenarioOptions, SimRealOptions, SlowClientsOptions, TenantsOptions,
-    run_scenario,
+    TracingOptions, run_scenario,
 };
 use luge_bench::{
     Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
@@ -62,6 +63,9 @@ enum BenchCommand {
     /// Closed-loop callers that retry refusals at once, past capacity: a client window that
     /// ignores the node's load signal vs one that adapts to it (goodput, refusals).
     Backpressure(BackpressureArgs),
+    /// What exporting request spans costs: HTTP no-op throughput and latency exporting over
+    /// OTLP (1 % and every request sampled), ÷ without export.
+    Tracing(TracingArgs),
     /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
     #[command(hide = true)]
     HoldSlowConnections(HoldArgs),
@@ -381,6 +385,18 @@ struct BackpressureArgs {
 }
 
 #[derive(Debug, Args)]
+struct TracingArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Time per trial [default: 3s; quick 300ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Trials per condition [default: 5; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
+}
+
+#[derive(Debug, Args)]
 struct HoldArgs {
     /// The node's HTTP address.
     #[arg(long)]
@@ -503,6 +519,10 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 BackpressureOptions { callers: a.callers, duration: a.duration, trials: a.trials };
             scenario(Scenario::Backpressure(b), &a.common)
         }
+        BenchCommand::Tracing(a) => {
+            let t = TracingOptions { duration: a.duration, trials: a.trials };
+            scenario(Scenario::Tracing(t), &a.common)
+        }
         BenchCommand::HoldSlowConnections(a) => {
             Ok(luge_bench::hold_slow_connections(a.to, a.connections, a.per_address)?)
         }
@@ -536,6 +556,7 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
                 | Scenario::SlowClients(_)
                 | Scenario::Tenants(_)
                 | Scenario::Backpressure(_)
+                | Scenario::Tracing(_)
         ) {
             // As `luge serve` ships: a dispatcher thread of its own.
             vec![Layout::Threads]

@@ -5,7 +5,6 @@ mod bench;
 mod compile;
 mod invoke;
 mod manifest;
-mod otlp;
 mod overhead;
 mod serve;
 mod sim;

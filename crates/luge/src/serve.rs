@@ -194,7 +194,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let sample = args.trace_sample.unwrap_or(server.trace_sample);
     let tracing = match args.otlp_endpoint.as_ref().or(server.otlp_endpoint.as_ref()) {
         Some(endpoint) => {
-            let tracing = crate::otlp::start(endpoint, sample)?;
+            let tracing = luge_server::Tracing::otlp(endpoint, sample)?;
             tracing::info!(endpoint, sample, "exporting request spans over OTLP/HTTP");
             Some(tracing)
         }

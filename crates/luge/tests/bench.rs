@@ -367,3 +367,23 @@ fn backpressure_compares_a_client_that_heeds_the_load_signal() {
     assert!(summary.contains("adaptive ÷ fixed"), "{summary}");
     done(&dir);
 }
+
+#[test]
+fn tracing_measures_span_export_against_none() {
+    let (dir, report, summary) = quick("tracing", &["tracing"]);
+    let r = &report["results"];
+    let trials = r["trials"].as_array().unwrap();
+    let conditions: Vec<&str> = trials.iter().map(|t| t["condition"].as_str().unwrap()).collect();
+    assert_eq!(conditions, ["off", "sample_1pct", "sample_all"], "interleaved, one each");
+    for t in trials {
+        assert!(t["point"]["planned"].as_u64().unwrap() > 0, "{t}");
+        assert_eq!(t["point"]["errors"], 0, "{t}");
+    }
+    // Spans reached the collector only when exported; every request's when all are sampled.
+    let exports = |c: &str| trials.iter().find(|t| t["condition"] == c).unwrap()["exports"].clone();
+    assert_eq!(exports("off"), 0);
+    assert!(exports("sample_all").as_u64().unwrap() >= 1, "{trials:?}");
+    assert!(r["ratios"]["sample_all"]["throughput"].is_f64(), "{r}");
+    assert!(summary.contains("| sample_all"), "{summary}");
+    done(&dir);
+}

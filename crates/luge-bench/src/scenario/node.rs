@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use luge_runtime::{Layout, PolicyKind, Runtime, RuntimeConfig, TenantConfig, WaitMode};
-use luge_server::{HttpConfig, Node, NodeConfig, UdpConfig};
+use luge_server::{HttpConfig, Node, NodeConfig, Tracing, UdpConfig};
 use serde::Serialize;
 
 use super::{Protocol, ScenarioOptions, layout_name, wait_name};
@@ -108,6 +108,9 @@ pub(crate) struct NodeSpec {
     /// Tenants with limits (`luge bench tenants`; none otherwise, as `luge serve` without
     /// `[[tenant]]` tables).
     pub tenants: Vec<TenantConfig>,
+    /// Span export (`luge bench tracing`; none otherwise, as `luge serve` without
+    /// `--otlp-endpoint`).
+    pub tracing: Option<Tracing>,
 }
 
 impl NodeSpec {
@@ -122,6 +125,7 @@ impl NodeSpec {
             pin: None,
             deadline_admission: true,
             tenants: Vec::new(),
+            tracing: None,
         }
     }
 
@@ -201,11 +205,13 @@ impl LugeNode {
             http: spec.protocols.contains(&Protocol::Http).then(|| HttpConfig {
                 addr: LOOPBACK,
                 threads: 1,
+                tracing: spec.tracing.clone(),
                 ..HttpConfig::default()
             }),
             udp: spec.protocols.contains(&Protocol::Udp).then(|| UdpConfig {
                 addr: LOOPBACK,
                 busy_poll: spec.udp_busy_poll,
+                tracing: spec.tracing.clone(),
                 ..UdpConfig::default()
             }),
         };

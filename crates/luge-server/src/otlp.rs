@@ -4,17 +4,25 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use luge_server::Tracing;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::trace::BatchSpanProcessor;
+
+use crate::trace::Tracing;
+
+/// The exporter could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot export spans to {endpoint}: {reason}")]
+pub struct OtlpError {
+    endpoint: String,
+    reason: String,
+}
 
 /// How long one export to the collector may take before it is abandoned.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The traces URL for `endpoint`: as given when it has a path, else with the OTLP/HTTP default
 /// path `/v1/traces` (the specification's rule for `OTEL_EXPORTER_OTLP_ENDPOINT`).
-pub fn traces_url(endpoint: &str) -> String {
+fn traces_url(endpoint: &str) -> String {
     let rest = endpoint.strip_prefix("http://").unwrap_or(endpoint);
     match rest.find('/') {
         Some(i) if i + 1 < rest.len() => endpoint.to_owned(),
@@ -22,17 +30,20 @@ pub fn traces_url(endpoint: &str) -> String {
     }
 }
 
-/// Spans of `sample` of the context-less requests (and every request whose caller sampled it)
-/// exported to `endpoint`.
-pub fn start(endpoint: &str, sample: f64) -> Result<Tracing> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_protocol(Protocol::HttpBinary)
-        .with_endpoint(traces_url(endpoint))
-        .with_timeout(EXPORT_TIMEOUT)
-        .build()
-        .with_context(|| format!("cannot build the OTLP exporter for {endpoint}"))?;
-    Ok(Tracing::new(BatchSpanProcessor::builder(exporter).build(), sample))
+impl Tracing {
+    /// Spans of `sample` of the context-less requests (and of every request whose caller
+    /// sampled it) exported to the OTLP/HTTP collector at `endpoint` (`http://host:port`, or
+    /// a full traces URL).
+    pub fn otlp(endpoint: &str, sample: f64) -> Result<Self, OtlpError> {
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(traces_url(endpoint))
+            .with_timeout(EXPORT_TIMEOUT)
+            .build()
+            .map_err(|e| OtlpError { endpoint: endpoint.to_owned(), reason: e.to_string() })?;
+        Ok(Self::new(BatchSpanProcessor::builder(exporter).build(), sample))
+    }
 }
 
 #[cfg(test)]
