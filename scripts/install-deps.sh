@@ -2,14 +2,15 @@
 # Installs the Debian packages needed to build Luge's C functions (functions/) to wasm32-wasi and
 # to native code: clang, lld, wasi-libc, the wasm32 compiler-rt builtins, wabt (wasm-objdump /
 # wasm2wat for inspecting modules) and make; and Debian's chromium, the headless browser the status
-# page's test loads the page in (crates/luge-server/tests/status_page.rs).
+# page's test loads the page in (crates/luge-server/tests/status_page.rs); and HAProxy, the load
+# balancer scripts/cluster.sh puts in front of several nodes (crates/luge/tests/cluster.rs).
 #
 # Idempotent: checks each package with `dpkg -s` and runs apt-get only when something is missing.
 # As root it installs what is missing; as any other user with packages missing it fails with a
 # clear message (it never calls sudo on its own).
 set -euo pipefail
 
-PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 wabt make chromium)
+PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 wabt make chromium haproxy)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -67,6 +67,7 @@ use crate::trace::Tracing;
 mod accept;
 mod admin;
 mod admin_chains;
+mod agent;
 mod body;
 mod clients;
 mod invoke;
@@ -157,6 +158,9 @@ pub struct HttpConfig {
     pub expose_metrics: bool,
     /// Where request spans go (`None`: no export; a caller's `traceparent` is still continued).
     pub tracing: Option<Tracing>,
+    /// The load-balancer agent's listener (HAProxy agent-check: `up <weight>%` or `drain`);
+    /// `None` = none.
+    pub agent: Option<SocketAddr>,
 }
 
 impl Default for HttpConfig {
@@ -176,6 +180,7 @@ impl Default for HttpConfig {
             admin: None,
             expose_metrics: true,
             tracing: None,
+            agent: None,
         }
     }
 }
@@ -260,6 +265,7 @@ pub struct HttpServer {
     shared: Arc<Shared>,
     local_addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
+    agent_addr: Option<SocketAddr>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -321,6 +327,17 @@ impl HttpServer {
             None => None,
         };
         let admin_addr = admin_listener.as_ref().map(|(_, addr)| *addr);
+        let agent_listener = match config.agent {
+            Some(addr) => {
+                let _context = rt.enter();
+                let bind = |source| HttpError::Bind { addr, source };
+                let listener = listen(addr, 128).map_err(bind)?;
+                let local = listener.local_addr().map_err(bind)?;
+                Some((listener, local))
+            }
+            None => None,
+        };
+        let agent_addr = agent_listener.as_ref().map(|(_, addr)| *addr);
         let admin_max_connections = config
             .admin
             .as_ref()
@@ -359,6 +376,9 @@ impl HttpServer {
         let thread = std::thread::Builder::new()
             .name("luge-http".into())
             .spawn(move || {
+                if let Some((agent, _)) = agent_listener {
+                    rt.spawn(agent::serve(Arc::clone(&server), agent));
+                }
                 rt.block_on(serve(server, listener, admin_listener.map(|(l, _)| l)));
                 // Whatever is left (a compile on the blocking pool, a connection that ignored
                 // the shutdown) is abandoned here.
@@ -369,7 +389,10 @@ impl HttpServer {
         if let Some(addr) = admin_addr {
             tracing::info!(%addr, "admin API listening");
         }
-        Ok(Self { shared, local_addr, admin_addr, thread: Some(thread) })
+        if let Some(addr) = agent_addr {
+            tracing::info!(%addr, "load-balancer agent listening");
+        }
+        Ok(Self { shared, local_addr, admin_addr, agent_addr, thread: Some(thread) })
     }
 
     /// The address the function listener listens on.
@@ -380,6 +403,11 @@ impl HttpServer {
     /// The address the admin listener listens on, if there is one.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin_addr
+    }
+
+    /// The address the load-balancer agent listens on, if there is one.
+    pub fn agent_addr(&self) -> Option<SocketAddr> {
+        self.agent_addr
     }
 
     /// Connections open right now.

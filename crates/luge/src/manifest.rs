@@ -39,6 +39,8 @@ pub struct ServerSettings {
     pub rpc: SocketAddr,
     /// The admin listener's address; `None` = no admin API.
     pub admin: Option<SocketAddr>,
+    /// The load-balancer agent's address (HAProxy agent-check); `None` = none.
+    pub agent: Option<SocketAddr>,
     /// A file holding the admin listener's bearer token.
     pub admin_token_file: Option<PathBuf>,
     /// Whether the function listener serves `/metrics` too.
@@ -115,6 +117,7 @@ struct RawServer {
     http: Option<Spanned<String>>,
     rpc: Option<Spanned<String>>,
     admin: Option<Spanned<String>>,
+    agent: Option<Spanned<String>>,
     admin_token_file: Option<String>,
     expose_metrics: Option<bool>,
     max_connections_per_client: Option<usize>,
@@ -470,6 +473,7 @@ fn default_settings() -> ServerSettings {
         http: SocketAddr::from(([127, 0, 0, 1], 8080)),
         rpc: SocketAddr::from(([127, 0, 0, 1], 8081)),
         admin: Some(SocketAddr::from(([127, 0, 0, 1], 8082))),
+        agent: None,
         admin_token_file: None,
         expose_metrics: true,
         max_connections_per_client: 1024,
@@ -607,6 +611,10 @@ fn settings(
         trace_sample,
         http: addr(raw.http, defaults.http)?,
         rpc: addr(raw.rpc, defaults.rpc)?,
+        agent: match raw.agent {
+            Some(a) => Some(addr(Some(a), SocketAddr::from(([127, 0, 0, 1], 0)))?),
+            None => None,
+        },
         admin: match raw.admin {
             Some(a) if a.get_ref() == "off" => None,
             a => Some(addr(a, SocketAddr::from(([127, 0, 0, 1], 8082)))?),
@@ -724,6 +732,9 @@ policy = "fifo"
         let traced = "[server]\notlp_endpoint = \"http://collector:4318\"\ntrace_sample = 0.5\n";
         let m = parse(traced).unwrap();
         assert_eq!(m.server.otlp_endpoint.as_deref(), Some("http://collector:4318"));
+        assert_eq!(m.server.agent, None);
+        let m = parse("[server]\nagent = \"0.0.0.0:8083\"\n").unwrap();
+        assert_eq!(m.server.agent, Some("0.0.0.0:8083".parse().unwrap()));
         assert_eq!(m.server.trace_sample, 0.5);
         let m = parse(
             r#"

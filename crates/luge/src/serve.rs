@@ -29,6 +29,11 @@ pub struct ServeArgs {
     /// a token: `LUGE_ADMIN_TOKEN` or `--admin-token-file`.
     #[arg(long, value_parser = parse_admin)]
     admin: Option<AdminAddr>,
+    /// Load-balancer agent listen address: answers each connection with HAProxy's agent-check
+    /// line, `up <weight>%` from the node's queue or `drain` [default: the manifest's `agent`,
+    /// else none].
+    #[arg(long)]
+    agent: Option<SocketAddr>,
     /// File holding the admin API's bearer token (at least 16 characters; the environment
     /// variable `LUGE_ADMIN_TOKEN` takes precedence).
     #[arg(long)]
@@ -171,6 +176,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Some(AdminAddr::At(a)) => server.admin = Some(a),
         None => {}
     }
+    if let Some(a) = args.agent {
+        server.agent = Some(a);
+    }
     let token_file = args.admin_token_file.as_ref().or(server.admin_token_file.as_ref());
     let admin = match server.admin {
         Some(addr) => {
@@ -217,6 +225,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         // An upload the registry would refuse is refused before it is read.
         max_module_bytes: server.runtime.registration.max_module_bytes,
         tracing: tracing.clone(),
+        agent: server.agent,
         ..HttpConfig::default()
     };
     match luge_server::net::raise_fd_limit() {
@@ -259,6 +268,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     let admin = node.http().and_then(|h| h.admin_addr());
     print_banner(&manifest, node.runtime(), (http, rpc, admin), &config);
+    if let Some(agent) = node.http().and_then(|h| h.agent_addr()) {
+        println!("  agent    {agent}   (HAProxy agent-check)");
+    }
     let signal = wait_for_signal(&signals);
     tracing::info!(signal, "shutting down: finishing requests in flight (grace {grace:?})");
     let report = node.shutdown();

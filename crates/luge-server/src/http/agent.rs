@@ -1,0 +1,71 @@
+//! The load-balancer agent: a TCP listener that answers each connection with one line of
+//! HAProxy's agent-check protocol and closes it, so a balancer in front of several nodes weights
+//! them by their own load instead of by connection counts alone.
+//!
+//! The line is `drain` while the node drains (the balancer sends it nothing new, and lets what
+//! it sent finish), else `up <w>%` with `w = 100 / (1 + q)`, `q` the requests queued per worker:
+//! 100 % idle, 50 % with one queued per worker, never below 1 %. A node that is refusing for
+//! overload is therefore weighted down, never marked down: its 503s and 429s are answers, and a
+//! balancer that ejected it for them would move the overload onto the others.
+
+use super::*;
+
+/// The weight, in percent of the balancer's configured weight, for `queued` requests waiting on
+/// `workers` workers.
+pub(super) fn weight(queued: usize, workers: usize) -> u32 {
+    let per_worker = queued as f64 / workers.max(1) as f64;
+    ((100.0 / (1.0 + per_worker)).round() as u32).clamp(1, 100)
+}
+
+/// What the agent says now.
+fn reply(shared: &Shared) -> String {
+    if *shared.phase.borrow() != Phase::Running {
+        return "drain\n".to_owned();
+    }
+    let queued: usize = shared.runtime.group_stats().iter().map(|g| g.queued + g.submissions).sum();
+    format!("up {}%\n", weight(queued, shared.runtime.config().workers))
+}
+
+/// Answers every connection until the server's runtime ends.
+pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
+    loop {
+        let (mut stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!("agent: accept failed: {e}");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let line = reply(&shared);
+        // One short write: a balancer that does not read it only loses its own check.
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            let written = tokio::time::timeout(AGENT_WRITE, async {
+                stream.write_all(line.as_bytes()).await?;
+                stream.shutdown().await
+            });
+            if let Ok(Err(e)) | Err(e) = written.await.map_err(io::Error::from) {
+                tracing::debug!(%peer, "agent: {e}");
+            }
+        });
+    }
+}
+
+/// How long one agent answer may take to write.
+const AGENT_WRITE: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_weight_falls_with_the_queue_per_worker() {
+        assert_eq!(weight(0, 1), 100);
+        assert_eq!(weight(1, 1), 50);
+        assert_eq!(weight(2, 2), 50);
+        assert_eq!(weight(3, 1), 25);
+        assert_eq!(weight(10_000, 1), 1, "never 0: a loaded node is weighted down, not out");
+        assert_eq!(weight(5, 0), weight(5, 1));
+    }
+}

@@ -1,0 +1,86 @@
+//! The load-balancer agent (HAProxy agent-check) end to end: `up 100%` when idle, a weight that
+//! falls as requests queue, and `drain` while the node drains — never `down` for load.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use luge_runtime::{FunctionConfig, RuntimeConfig};
+use luge_server::{HttpConfig, Node, NodeConfig, NodeFunction};
+
+mod common;
+
+fn ask(agent: SocketAddr) -> String {
+    let mut stream = TcpStream::connect(agent).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut line = String::new();
+    stream.read_to_string(&mut line).unwrap();
+    line
+}
+
+/// Asks until the answer satisfies `want` (bounded).
+fn ask_until(agent: SocketAddr, want: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let line = ask(agent);
+        if want(&line) {
+            return line;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "the agent still says {line:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn the_agent_weights_the_node_by_its_queue_and_drains_it() {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let http = HttpConfig { addr: any, agent: Some(any), ..HttpConfig::default() };
+    let runtime = RuntimeConfig {
+        workers: 1,
+        shutdown_grace: Duration::from_secs(20),
+        ..RuntimeConfig::default()
+    };
+    let mut spin = FunctionConfig::new("spin");
+    spin.relative_deadline = Duration::from_secs(60);
+    spin.limits.max_execution = Duration::from_secs(60);
+    spin.expected_execution = Some(Duration::from_millis(100));
+    let spin = NodeFunction {
+        config: spin,
+        module: common::SPIN.as_bytes().to_vec(),
+        route: "/spin".into(),
+    };
+    let config = NodeConfig { runtime, http: Some(http), udp: None };
+    let node = Node::start(config, &[spin]).unwrap();
+    let agent = node.http().unwrap().agent_addr().unwrap();
+    assert_eq!(ask(agent), "up 100%\n");
+    // One running, three queued behind it on the one worker: 100 / (1 + 3). Sent over HTTP,
+    // so the front end (and its agent) drains while they finish.
+    let http = node.http_addr().unwrap();
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(http).unwrap();
+                let body = "50000000";
+                let request = format!(
+                    "POST /spin HTTP/1.1\r\nHost: l\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+                let mut answer = String::new();
+                stream.read_to_string(&mut answer).unwrap();
+                answer
+            })
+        })
+        .collect();
+    assert_eq!(ask_until(agent, |l| l == "up 25%\n"), "up 25%\n");
+    // Draining (the requests still run): `drain`, not `down`.
+    let stopping = std::thread::spawn(move || node.shutdown());
+    assert_eq!(ask_until(agent, |l| l == "drain\n"), "drain\n");
+    for call in calls {
+        let answer = call.join().unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    stopping.join().unwrap();
+}
