@@ -732,10 +732,10 @@ policy = "fifo"
         let traced = "[server]\notlp_endpoint = \"http://collector:4318\"\ntrace_sample = 0.5\n";
         let m = parse(traced).unwrap();
         assert_eq!(m.server.otlp_endpoint.as_deref(), Some("http://collector:4318"));
+        assert_eq!(m.server.trace_sample, 0.5);
         assert_eq!(m.server.agent, None);
         let m = parse("[server]\nagent = \"0.0.0.0:8083\"\n").unwrap();
         assert_eq!(m.server.agent, Some("0.0.0.0:8083".parse().unwrap()));
-        assert_eq!(m.server.trace_sample, 0.5);
         let m = parse(
             r#"
 [[function]]
