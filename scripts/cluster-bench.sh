@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Load-aware vs round-robin balancing over a `scripts/cluster.sh` cluster: for each trial, for
+# each balance (agent, roundrobin — interleaved), starts the cluster, drives it with
+# `luge bench run` (HTTP, open loop, the high-bimodal mix by default) and stops it; then prints
+# the median of the trials per balance: short- and long-request p99, deadline misses, goodput.
+#
+#   scripts/cluster-bench.sh [--trials 3] [--duration 10s] [--workload SPEC] [--base 18000]
+#
+# Builds the release binary first. The nodes, HAProxy and the load generator share this
+# machine's cores: read the ratios, not the absolute numbers.
+set -euo pipefail
+
+trials=3
+duration=10s
+workload="high-bimodal,load=0.6,workers=2"
+base=18000
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --trials) trials="$2"; shift 2 ;;
+        --duration) duration="$2"; shift 2 ;;
+        --workload) workload="$2"; shift 2 ;;
+        --base) base="$2"; shift 2 ;;
+        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+        *) echo "cluster-bench: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cargo build --release -q -p luge --manifest-path "$root/Cargo.toml"
+luge="$root/target/release/luge"
+out="$(mktemp -d -t luge-cluster-bench.XXXXXX)"
+
+# One calibration for every run, measured on a node of the first cluster.
+calibration=""
+for trial in $(seq 1 "$trials"); do
+    for balance in agent roundrobin; do
+        "$root/scripts/cluster.sh" --luge "$luge" --base "$base" --balance "$balance" \
+            >"$out/cluster.log" 2>&1 &
+        cluster=$!
+        for _ in $(seq 1 200); do
+            grep -q "cluster ready" "$out/cluster.log" && break
+            sleep 0.05
+        done
+        if [ -z "$calibration" ]; then
+            calibration=$("$luge" bench run --target "http://127.0.0.1:$((base + 1))" \
+                --workload "$workload" --duration 1s --format json --quiet |
+                python3 -c 'import json,sys; c=json.load(sys.stdin)["calibration"]; print(f"{c[\"ns_per_iteration\"]},{c[\"overhead_ns\"]}")')
+            echo "calibration (ns/iteration,overhead ns): $calibration" >&2
+        fi
+        "$luge" bench run --target "http://127.0.0.1:$base" --workload "$workload" \
+            --duration "$duration" --calibration "$calibration" --format json --quiet \
+            >"$out/$balance-$trial.json"
+        kill -TERM "$cluster"
+        wait "$cluster" || true
+        echo "trial $trial $balance done" >&2
+    done
+done
+
+python3 - "$out" "$trials" <<'EOF'
+import json, statistics, sys
+out, trials = sys.argv[1], int(sys.argv[2])
+def load(balance):
+    return [json.load(open(f"{out}/{balance}-{t}.json")) for t in range(1, trials + 1)]
+def med(runs, f):
+    xs = [f(r) for r in runs]
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+def name(c):
+    return c.get("name") or f"class{c['class']}"
+def cls(r, wanted, key):
+    for c in r["per_class"]:
+        if name(c) == wanted:
+            return c["latency_us"][key]
+    return None
+rows = {}
+for balance in ("agent", "roundrobin"):
+    runs = load(balance)
+    classes = [name(c) for c in runs[0]["per_class"]]
+    rows[balance] = {
+        "p99_us": med(runs, lambda r: r["latency_us"]["p99"]),
+        "miss_rate": med(runs, lambda r: r["deadline_miss_rate"]),
+        "goodput_rps": med(runs, lambda r: r["goodput_rps"]),
+        "errors": med(runs, lambda r: r["errors"]),
+        **{f"{c}_p99_us": med(runs, lambda r, c=c: cls(r, c, "p99")) for c in classes},
+    }
+keys = list(rows["agent"].keys())
+print("| balance | " + " | ".join(keys) + " |")
+print("|---|" + "---:|" * len(keys))
+for balance, row in rows.items():
+    print(f"| {balance} | " + " | ".join("-" if row[k] is None else f"{row[k]:.4g}" for k in keys) + " |")
+ratio = {k: (rows["agent"][k] / rows["roundrobin"][k]) if rows["agent"][k] and rows["roundrobin"][k] else None for k in keys}
+print("| agent ÷ roundrobin | " + " | ".join("-" if v is None else f"{v:.2f}×" for v in ratio.values()) + " |")
+print(f"\n(medians of {trials} interleaved trials; raw reports in {out})")
+EOF
