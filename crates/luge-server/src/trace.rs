@@ -6,8 +6,9 @@
 //! node exports spans: the node's span is a child of the caller's, the guest sees its context as
 //! `TRACEPARENT`, each chain stage runs under a child of the node's span, and the answer carries
 //! the node's context back. A request without one starts a new trace only when the node
-//! exports ([`Tracing`]), sampled at the configured ratio; the caller's sampling decision is
-//! kept as it came.
+//! exports ([`Tracing`]) and samples it (at the configured ratio): an unsampled new trace would
+//! cost every request a context, a header and an environment entry that nothing downstream of
+//! the node reads. The caller's sampling decision is kept as it came.
 //!
 //! Spans are built when the request is answered, from its [`Outcome`]'s timing, with the ids
 //! the request ran under: nothing is allocated for an unsampled request, and the processor's
@@ -105,19 +106,21 @@ pub struct Traced {
     pub parent: Option<u64>,
 }
 
-/// The trace context a request runs in: a child of `caller`'s, else a new trace if the node
-/// exports spans, else none.
+/// The trace context a request runs in: a child of `caller`'s, else a new, sampled trace if the
+/// node exports spans and samples this request, else none.
 pub(crate) fn begin(tracing: Option<&Tracing>, caller: Option<TraceContext>) -> Option<Traced> {
     match caller {
         Some(c) => Some(Traced { node: c.with_span(random()), parent: Some(c.span_id) }),
-        None => tracing.map(|t| {
-            let trace_id = (u128::from(random()) << 64 | u128::from(random())).max(1);
+        None => {
+            let t = tracing?;
             let sampled = t.inner.threshold == u64::MAX || random() < t.inner.threshold;
-            Traced {
-                node: TraceContext { trace_id, span_id: random(), sampled }.with_span(random()),
-                parent: None,
+            if !sampled {
+                return None;
             }
-        }),
+            let trace_id = (u128::from(random()) << 64 | u128::from(random())).max(1);
+            let node = TraceContext { trace_id, span_id: random(), sampled: true };
+            Some(Traced { node, parent: None })
+        }
     }
 }
 

@@ -237,7 +237,7 @@ impl Receiver {
             client: Some(peer),
             client_id: Some(id),
             received,
-            // UDP-RPC carries no trace context: a new trace when the node exports spans.
+            // UDP-RPC carries no trace context: a new trace when the node exports spans and samples it.
             trace: shared.gate.traced(None),
         };
         let callback_shared = Arc::clone(shared);
