@@ -31,6 +31,8 @@ out="$(mktemp -d -t luge-cluster-bench.XXXXXX)"
 
 # One calibration for every run, measured on a node of the first cluster.
 calibration=""
+cluster=""
+trap '[ -n "$cluster" ] && kill -TERM "$cluster" 2>/dev/null; wait 2>/dev/null' EXIT
 for trial in $(seq 1 "$trials"); do
     for balance in agent roundrobin; do
         "$root/scripts/cluster.sh" --luge "$luge" --base "$base" --balance "$balance" \
@@ -43,7 +45,7 @@ for trial in $(seq 1 "$trials"); do
         if [ -z "$calibration" ]; then
             calibration=$("$luge" bench run --target "http://127.0.0.1:$((base + 1))" \
                 --workload "$workload" --duration 1s --format json --quiet |
-                python3 -c 'import json,sys; c=json.load(sys.stdin)["calibration"]; print(f"{c[\"ns_per_iteration\"]},{c[\"overhead_ns\"]}")')
+                python3 -c 'import json,sys; c=json.load(sys.stdin)["calibration"]; print("%s,%s" % (c["ns_per_iteration"], c["overhead_ns"]))')
             echo "calibration (ns/iteration,overhead ns): $calibration" >&2
         fi
         "$luge" bench run --target "http://127.0.0.1:$base" --workload "$workload" \
@@ -51,6 +53,7 @@ for trial in $(seq 1 "$trials"); do
             >"$out/$balance-$trial.json"
         kill -TERM "$cluster"
         wait "$cluster" || true
+        cluster=""
         echo "trial $trial $balance done" >&2
     done
 done
