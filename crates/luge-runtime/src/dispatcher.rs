@@ -32,7 +32,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
@@ -78,6 +78,9 @@ pub(crate) struct GroupShared {
     pub notify: Arc<Notify>,
     /// Set by `shutdown`: drain, then stop the workers and exit.
     pub shutdown: AtomicBool,
+    /// The grace period of this shutdown, ns, when it is not the configured one
+    /// (`Runtime::shutdown_within`); `u64::MAX` = the configured one. Written before `shutdown`.
+    pub grace_ns: AtomicU64,
     /// Requests the dispatcher holds that are not running (queued fresh or preempted), as of
     /// its last round (`Runtime::group_stats`).
     pub queued: AtomicUsize,
@@ -147,7 +150,10 @@ impl Dispatcher {
         let shutdown = self.shared.shutdown.load(Ordering::Acquire);
         if shutdown {
             let now = self.signals.clock.now();
-            let grace = nanos(self.grace);
+            let grace = match self.shared.grace_ns.load(Ordering::Acquire) {
+                u64::MAX => nanos(self.grace),
+                given => given,
+            };
             let end = *self.grace_end.get_or_insert(now.saturating_add(grace));
             if now >= end {
                 self.abort(now);

@@ -123,6 +123,7 @@ impl Runtime {
                     notify: Arc::new(Notify::default()),
                     shutdown: AtomicBool::new(false),
                     queued: AtomicUsize::new(0),
+                    grace_ns: AtomicU64::new(u64::MAX),
                 })
             })
             .collect();
@@ -532,12 +533,19 @@ impl Runtime {
     /// what still runs and refuses what still waits), and joins every thread. Every submitted
     /// request has been answered when this returns. Idempotent.
     pub fn shutdown(&self) {
+        self.shutdown_within(self.inner.config.shutdown_grace);
+    }
+
+    /// [`shutdown`](Self::shutdown), with `grace` instead of the configured grace period: what
+    /// a caller that has already spent part of its own grace (`luge_server::Node`) leaves.
+    pub fn shutdown_within(&self, grace: Duration) {
         let inner = &self.inner;
         inner.accepting.store(false, Ordering::SeqCst);
         while inner.submitting.load(Ordering::SeqCst) > 0 {
             std::thread::yield_now();
         }
         for g in &inner.groups {
+            g.grace_ns.store(nanos(grace).min(u64::MAX - 1), Ordering::Release);
             g.shutdown.store(true, Ordering::Release);
             g.notify.notify();
         }

@@ -244,7 +244,8 @@ impl Node {
         // what is left of it.
         let left = end.saturating_duration_since(Instant::now());
         let udp_unanswered = self.udp.map_or(0, |u| u.shutdown(left));
-        self.runtime.shutdown();
+        // What is still running gets what is left of the one grace period, not a fresh one.
+        self.runtime.shutdown_within(end.saturating_duration_since(Instant::now()));
         // Every answer is recorded now: export the last spans.
         for t in &self.tracing {
             t.flush();

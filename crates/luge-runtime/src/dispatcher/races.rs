@@ -56,6 +56,7 @@ impl Rig {
             notify: Arc::new(Notify::default()),
             shutdown: AtomicBool::new(false),
             queued: Default::default(),
+            grace_ns: std::sync::atomic::AtomicU64::new(u64::MAX),
         });
         let worker = Arc::new(WorkerShared::new(0));
         let policy_config = PolicyConfig { workers: 1, ..config.policy_config.clone() };
