@@ -35,11 +35,14 @@ cluster=""
 trap '[ -n "$cluster" ] && kill -TERM "$cluster" 2>/dev/null; wait 2>/dev/null' EXIT
 for trial in $(seq 1 "$trials"); do
     for balance in agent roundrobin; do
+        log="$out/cluster-$balance-$trial.log"
         "$root/scripts/cluster.sh" --luge "$luge" --base "$base" --balance "$balance" \
-            >"$out/cluster.log" 2>&1 &
+            >"$log" 2>&1 &
         cluster=$!
-        for _ in $(seq 1 200); do
-            grep -q "cluster ready" "$out/cluster.log" && break
+        for attempt in $(seq 1 400); do
+            grep -q "cluster ready" "$log" && break
+            kill -0 "$cluster" 2>/dev/null && [ "$attempt" -lt 400 ] ||
+                { echo "cluster-bench: the cluster did not start:" >&2; cat "$log" >&2; exit 1; }
             sleep 0.05
         done
         if [ -z "$calibration" ]; then
@@ -51,7 +54,7 @@ for trial in $(seq 1 "$trials"); do
         "$luge" bench run --target "http://127.0.0.1:$base" --workload "$workload" \
             --duration "$duration" --calibration "$calibration" --format json --quiet \
             >"$out/$balance-$trial.json"
-        kill -TERM "$cluster"
+        kill -TERM "$cluster" || true
         wait "$cluster" || true
         cluster=""
         echo "trial $trial $balance done" >&2

@@ -12,7 +12,7 @@
 # `roundrobin` ignores the agents (the baseline `luge bench run` compares against). When the
 # cluster is up it prints `cluster ready: http://127.0.0.1:BASE` and each node's pid, e.g.
 #
-#   cargo run --release -p luge -- bench run --url http://127.0.0.1:18000 ...
+#   cargo run --release -p luge -- bench run --target http://127.0.0.1:18000 ...
 #
 # Needs haproxy (scripts/install-deps.sh installs Debian's).
 set -euo pipefail
@@ -64,7 +64,9 @@ for i in $(seq 1 "$nodes"); do
     if [ "$balance" = agent ]; then
         agent=" agent-check agent-addr 127.0.0.1 agent-port $((base + 200 + i)) agent-inter 100ms"
     fi
-    servers+="    server node$i 127.0.0.1:$((base + i)) check inter 200ms fall 2 rise 1${agent}"$'\n'
+    # weight 100: HAProxy applies an agent's `up <w>%` to the configured weight in integers,
+    # so at its default weight of 1 anything below 100 % would round down to 0.
+    servers+="    server node$i 127.0.0.1:$((base + i)) weight 100 check inter 200ms fall 2 rise 1${agent}"$'\n'
 done
 algorithm=$([ "$balance" = agent ] && echo leastconn || echo roundrobin)
 cat >"$dir/haproxy.cfg" <<EOF
@@ -76,10 +78,10 @@ defaults
     timeout client 30s
     timeout server 30s
     # A connection refused by a node that died is retried on another one; a request is only
-    # ever lost if the node died while running it.
+    # ever lost if the node died while running it (it is not replayed: it may have run).
     option http-buffer-request
     retries 3
-    retry-on conn-failure empty-response
+    retry-on conn-failure
     option redispatch 1
 frontend luge
     bind 127.0.0.1:$base
@@ -91,9 +93,10 @@ backend nodes
 $servers
 EOF
 for i in $(seq 1 "$nodes"); do
-    for _ in $(seq 1 200); do
+    for attempt in $(seq 1 400); do
         grep -q "^luge: serving" "$dir/node$i.out" 2>/dev/null && break
         kill -0 "${pids[$((i - 1))]}" 2>/dev/null || { cat "$dir/node$i.err" >&2; exit 1; }
+        [ "$attempt" -lt 400 ] || { echo "cluster: node$i did not start" >&2; exit 1; }
         sleep 0.05
     done
 done
@@ -101,13 +104,17 @@ haproxy -db -f "$dir/haproxy.cfg" &
 balancer=$!
 pids+=("$balancer")
 echo "haproxy pid $balancer balance $balance ($algorithm)"
-for _ in $(seq 1 100); do
+ready=""
+for _ in $(seq 1 200); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$base") 2>/dev/null; then
-        echo "cluster ready: http://127.0.0.1:$base"
+        ready=yes
         break
     fi
     sleep 0.05
 done
+[ -n "$ready" ] || { echo "cluster: haproxy does not accept on $base" >&2; exit 1; }
+echo "cluster ready: http://127.0.0.1:$base"
 # A node may die (that is what the balancer is for); the cluster ends with the balancer.
 wait "$balancer" || true
 echo "cluster: haproxy ended; stopping" >&2
+exit 1
