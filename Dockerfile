@@ -8,7 +8,7 @@ FROM rust:1.95-bookworm AS builder
 WORKDIR /src
 # clang, lld, wasi-libc, ... by the script the development machines use (one list of packages).
 COPY scripts/install-deps.sh scripts/install-deps.sh
-RUN ./scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+RUN LUGE_DEPS=build ./scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \

@@ -10,7 +10,11 @@
 # clear message (it never calls sudo on its own).
 set -euo pipefail
 
-PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 wabt make chromium haproxy)
+PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 wabt make)
+# What only the tests need; `LUGE_DEPS=build` (the container's builder stage) leaves it out.
+if [ "${LUGE_DEPS:-all}" != build ]; then
+    PACKAGES+=(chromium haproxy)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -574,15 +574,16 @@ fn worker_and_group_stats_count_what_ran() {
         c.relative_deadline = Duration::from_secs(20);
         c.limits.max_execution = Duration::from_secs(20);
     });
-    let spin = || rt.submit("spin", b"30000000".to_vec(), SubmitOptions::default());
-    let first = spin();
+    let spin = |n: &[u8]| rt.submit("spin", n.to_vec(), SubmitOptions::default());
+    // ~0.3 s: long enough for the other three to be seen queued behind it.
+    let first = spin(b"150000000");
     let start = Instant::now();
     while rt.live_sandboxes() == 0 {
         assert!(start.elapsed() < Duration::from_secs(10), "the first request never started");
         std::thread::yield_now();
     }
     // Three more wait behind it (later deadlines: no preemption) in the one group's queue.
-    let rest: Vec<_> = (0..3).map(|_| spin()).collect();
+    let rest: Vec<_> = (0..3).map(|_| spin(b"30000000")).collect();
     let start = Instant::now();
     while rt.group_stats()[0].queued < 3 {
         assert!(start.elapsed() < Duration::from_secs(10), "queue: {:?}", rt.group_stats());

@@ -258,6 +258,8 @@ struct Shared {
     in_flight: AtomicUsize,
     /// When the server started: the status snapshot's clock.
     started: Instant,
+    /// The function listener's bound address (the status snapshot's).
+    local_addr: SocketAddr,
 }
 
 /// The HTTP/1.1 front end: a listener and a tokio runtime on a thread of their own.
@@ -371,6 +373,7 @@ impl HttpServer {
             open: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             started: Instant::now(),
+            local_addr,
         });
         let server = Arc::clone(&shared);
         let thread = std::thread::Builder::new()

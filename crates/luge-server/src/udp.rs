@@ -142,7 +142,7 @@ pub struct UdpConfig {
     /// Which answered requests get a line in the request log (`luge::request`).
     pub request_log: RequestLog,
     /// Where request spans go (`None`: no export). UDP-RPC carries no trace context: with
-    /// export on, each request starts a new trace.
+    /// export on, a request starts a new trace when it is sampled.
     pub tracing: Option<Tracing>,
 }
 

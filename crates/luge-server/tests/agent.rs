@@ -62,7 +62,8 @@ fn the_agent_weights_the_node_by_its_queue_and_drains_it() {
         .map(|_| {
             std::thread::spawn(move || {
                 let mut stream = TcpStream::connect(http).unwrap();
-                let body = "50000000";
+                // ~0.4 s each: the state with three queued lasts that long.
+                let body = "200000000";
                 let request = format!(
                     "POST /spin HTTP/1.1\r\nHost: l\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()

@@ -134,7 +134,7 @@ fn shutdown_answers_both_front_ends_in_flight_then_stops() {
 /// not after a second grace period of the runtime's own.
 #[test]
 fn shutdown_takes_one_grace_period_not_two() {
-    let grace = Duration::from_secs(1);
+    let grace = Duration::from_secs(2);
     let mut config = config();
     config.runtime.shutdown_grace = grace;
     let mut spin = function("spin", SPIN, "/spin");
@@ -142,8 +142,8 @@ fn shutdown_takes_one_grace_period_not_two() {
     spin.config.relative_deadline = Duration::from_secs(30);
     let node = Node::start(config, &[spin]).unwrap();
     let http = node.http_addr().unwrap();
-    // ~3 s of work: it outlives the grace period.
-    let long = std::thread::spawn(move || post(http, "/spin", "1500000000"));
+    // ~6 s of work: it outlives the grace period.
+    let long = std::thread::spawn(move || post(http, "/spin", "3000000000"));
     let start = Instant::now();
     while node.runtime().live_sandboxes() == 0 {
         assert!(start.elapsed() < Duration::from_secs(10), "the request never started");
@@ -152,9 +152,9 @@ fn shutdown_takes_one_grace_period_not_two() {
     let start = Instant::now();
     node.shutdown();
     let took = start.elapsed();
-    // The grace, the HTTP front end's 200 ms to flush its 503s, and scheduling slack; two grace
-    // periods (the bug) took 2.2 s.
-    assert!(took >= grace && took < grace + Duration::from_millis(800), "shutdown took {took:?}");
+    // The grace, the HTTP front end's 200 ms to flush its 503s, and slack for a loaded machine;
+    // two grace periods (the bug) took 4 s.
+    assert!(took >= grace && took < grace + Duration::from_millis(1500), "shutdown took {took:?}");
     let (status, _) = long.join().unwrap();
     assert_eq!(status, 503, "answered `shutting down` at the end of the grace");
 }

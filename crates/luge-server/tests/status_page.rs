@@ -141,7 +141,8 @@ fn the_status_page_shows_a_function_just_called_and_updates() {
     let profile = std::env::temp_dir().join(format!("luge-chromium-{}", std::process::id()));
     let url = format!("http://{}/admin/status#token={TOKEN}", admin(&node));
     // Headless, with nothing that reaches beyond this machine; the virtual time budget lets the
-    // page's timers run for 4 s (virtual time waits while a fetch is in flight).
+    // page's timers run for 10 s of virtual time: ten polls, each waiting (in real time) for its
+    // fetch, so that echo calls complete between the first and the last.
     let output = Command::new(chromium())
         .args([
             "--headless",
@@ -152,7 +153,7 @@ fn the_status_page_shows_a_function_just_called_and_updates() {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
-            "--virtual-time-budget=4000",
+            "--virtual-time-budget=10000",
             "--dump-dom",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))

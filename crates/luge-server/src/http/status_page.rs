@@ -16,7 +16,7 @@ pub(super) fn page(shared: &Shared) -> Response<Full<Bytes>> {
         shared.respond(StatusCode::OK, &meta, Some(HTML), Bytes::from_static(PAGE.as_bytes()));
     // The page only talks to its own origin; nothing else may load into it.
     let policy = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-                  connect-src 'self'; img-src data:";
+                  connect-src 'self'; img-src data:; frame-ancestors 'none'";
     response
         .headers_mut()
         .insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(policy));
@@ -34,7 +34,7 @@ pub(super) async fn snapshot(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
             s.runtime.health()
         };
         let http = HttpStatus {
-            addr: s.config.addr.to_string(),
+            addr: s.local_addr.to_string(),
             connections: s.open.load(Ordering::SeqCst),
             max_connections: s.max_connections,
             max_connections_per_client: s.config.max_connections_per_client,
