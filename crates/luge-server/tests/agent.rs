@@ -60,19 +60,8 @@ fn the_agent_weights_the_node_by_its_queue_and_drains_it() {
     let http = node.http_addr().unwrap();
     let calls: Vec<_> = (0..4)
         .map(|_| {
-            std::thread::spawn(move || {
-                let mut stream = TcpStream::connect(http).unwrap();
-                // ~0.4 s each: the state with three queued lasts that long.
-                let body = "200000000";
-                let request = format!(
-                    "POST /spin HTTP/1.1\r\nHost: l\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
-                let mut answer = String::new();
-                stream.read_to_string(&mut answer).unwrap();
-                answer
-            })
+            // ~0.4 s each: the state with three queued lasts that long.
+            std::thread::spawn(move || common::exchange(http, "POST", "/spin", &[], "200000000"))
         })
         .collect();
     assert_eq!(ask_until(agent, |l| l == "up 25%\n"), "up 25%\n");
@@ -81,7 +70,7 @@ fn the_agent_weights_the_node_by_its_queue_and_drains_it() {
     assert_eq!(ask_until(agent, |l| l == "drain\n"), "drain\n");
     for call in calls {
         let answer = call.join().unwrap();
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert_eq!(answer.status, 200, "{}", answer.body);
     }
     stopping.join().unwrap();
 }

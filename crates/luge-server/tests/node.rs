@@ -4,7 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -12,8 +11,9 @@ use luge_client::{CallOptions, RpcClient, Status};
 use luge_runtime::{FunctionConfig, RuntimeConfig};
 use luge_server::{HttpConfig, Node, NodeConfig, NodeError, NodeFunction, UdpConfig};
 
-const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
-const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
+mod common;
+
+use common::{ECHO, SPIN};
 
 fn loopback() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
@@ -35,18 +35,8 @@ fn function(name: &str, wat: &str, route: &str) -> NodeFunction {
 
 /// `POST path` with `body` on a fresh connection; the status code and the body.
 fn post(addr: SocketAddr, path: &str, body: &str) -> (u16, String) {
-    let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: l\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    conn.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer).unwrap();
-    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, body)
+    let answer = common::exchange(addr, "POST", path, &[], body);
+    (answer.status, answer.body)
 }
 
 fn opts() -> CallOptions {

@@ -5,8 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,16 +45,10 @@ fn admin(node: &Node) -> SocketAddr {
 
 /// One `GET` over a fresh connection: status, head and body.
 fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: l\r\n{auth}Connection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, head.to_owned(), body.to_owned())
+    let auth: Vec<String> =
+        token.map(|t| format!("Authorization: Bearer {t}")).into_iter().collect();
+    let answer = common::exchange(addr, "GET", path, &auth, "");
+    (answer.status, answer.head, answer.body)
 }
 
 fn call_echo(client: &HttpClient, node: &Node) {

@@ -5,8 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use luge_client::{CallOptions, RpcClient, Status};
@@ -53,22 +52,10 @@ fn start(sample: Option<f64>) -> (Node, InMemorySpanExporter) {
 /// `POST path` with `traceparent` (if given) over a fresh connection: status, the answer's
 /// `traceparent`, body.
 fn post(node: &Node, path: &str, traceparent: Option<&str>) -> (u16, Option<String>, String) {
-    let mut stream = TcpStream::connect(node.http_addr().unwrap()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let header = traceparent.map(|t| format!("traceparent: {t}\r\n")).unwrap_or_default();
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: l\r\n{header}Content-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let answer = head.lines().find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        name.eq_ignore_ascii_case("traceparent").then(|| value.trim().to_owned())
-    });
-    (status, answer, body.to_owned())
+    let header: Vec<String> =
+        traceparent.map(|t| format!("traceparent: {t}")).into_iter().collect();
+    let answer = common::exchange(node.http_addr().unwrap(), "POST", path, &header, "");
+    (answer.status, answer.header("traceparent"), answer.body)
 }
 
 /// The `TRACEPARENT` a guest printed, if any.
