@@ -78,8 +78,11 @@ defaults
     timeout client 30s
     timeout server 30s
     # A connection refused by a node that died is retried on another one; a request is only
-    # ever lost if the node died while running it (it is not replayed: it may have run).
+    # ever lost if the node died while running it (it is not replayed: it may have run). Each
+    # request opens its own connection to a node: a kept-alive one to a node that has since
+    # died would fail after the request was sent, indistinguishable from a death mid-run.
     option http-buffer-request
+    http-reuse never
     retries 3
     retry-on conn-failure
     option redispatch 1

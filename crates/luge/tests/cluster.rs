@@ -106,6 +106,13 @@ fn the_balancer_spreads_requests_and_routes_around_a_dead_node() {
     // Node 2 dies between requests: nothing of it is in flight, so nothing may be lost.
     // SAFETY: `kill` with a pid the cluster script printed for its child and a valid signal.
     assert_eq!(unsafe { libc::kill(cluster.nodes[1], libc::SIGKILL) }, 0);
+    // SIGKILL is asynchronous: until the kernel has torn the process down its listening socket
+    // still accepts, and a request accepted then dies with it (a request in flight).
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", base + 2)).is_ok() {
+        assert!(start.elapsed() < Duration::from_secs(10), "node 2 still accepts after SIGKILL");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let statuses: Vec<u16> = (0..100).map(|_| cluster.hello()).collect();
     let lost = statuses.iter().filter(|&&s| s != 200).count();
     assert_eq!(lost, 0, "requests lost after a node died: {statuses:?}");
