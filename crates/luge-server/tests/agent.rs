@@ -55,6 +55,12 @@ fn the_agent_weights_the_node_by_its_queue_and_drains_it() {
     let node = Node::start(config, &[spin]).unwrap();
     let agent = node.http().unwrap().agent_addr().unwrap();
     assert_eq!(ask(agent), "up 100%\n");
+    // A balancer that sends something first (HAProxy's `agent-send`) still gets the line.
+    let mut stream = TcpStream::connect(agent).unwrap();
+    std::io::Write::write_all(&mut stream, b"hello luge\n").unwrap();
+    let mut line = String::new();
+    stream.read_to_string(&mut line).unwrap();
+    assert_eq!(line, "up 100%\n");
     // One running, three queued behind it on the one worker: 100 / (1 + 3). Sent over HTTP,
     // so the front end (and its agent) drains while they finish.
     let http = node.http_addr().unwrap();

@@ -38,21 +38,26 @@ pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
             }
         };
         let line = reply(&shared);
-        // One short write: a balancer that does not read it only loses its own check.
+        // One short write, then whatever the balancer sent (HAProxy's `agent-send`) is read and
+        // dropped until it closes: closing with unread input would reset the connection and
+        // could discard the line. Bounded: a peer that neither reads nor closes is cut off.
         tokio::spawn(async move {
-            use tokio::io::AsyncWriteExt as _;
-            let written = tokio::time::timeout(AGENT_WRITE, async {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            let answered = tokio::time::timeout(AGENT_WRITE, async {
                 stream.write_all(line.as_bytes()).await?;
-                stream.shutdown().await
+                stream.shutdown().await?;
+                let mut sink = [0u8; 256];
+                while stream.read(&mut sink).await? > 0 {}
+                Ok::<(), io::Error>(())
             });
-            if let Ok(Err(e)) | Err(e) = written.await.map_err(io::Error::from) {
+            if let Ok(Err(e)) | Err(e) = answered.await.map_err(io::Error::from) {
                 tracing::debug!(%peer, "agent: {e}");
             }
         });
     }
 }
 
-/// How long one agent answer may take to write.
+/// How long one agent exchange may take (the answer written, the peer's close awaited).
 const AGENT_WRITE: Duration = Duration::from_secs(1);
 
 #[cfg(test)]
