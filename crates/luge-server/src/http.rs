@@ -665,15 +665,18 @@ async fn handle(
     }
 }
 
+impl Shared {
+    /// What `/readyz` and the status page report: not ready while this front end drains, else
+    /// the runtime's health.
+    fn health(&self) -> Health {
+        if self.gate.is_draining() { Health::NotReady("draining") } else { self.runtime.health() }
+    }
+}
+
 /// `GET /readyz`: 200 when this front end and the runtime can take requests (not draining,
 /// every runtime thread alive, not saturated), else 503 with the reason and `Retry-After`.
 fn ready(shared: &Shared) -> Response<Full<Bytes>> {
-    let health = if shared.gate.is_draining() {
-        Health::NotReady("draining")
-    } else {
-        shared.runtime.health()
-    };
-    match health {
+    match shared.health() {
         Health::Ready => {
             shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(TEXT), "ready".into())
         }

@@ -28,11 +28,7 @@ pub(super) async fn snapshot(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
     let worker = Arc::clone(shared);
     let taken = tokio::task::spawn_blocking(move || {
         let s = &worker;
-        let health = if s.gate.is_draining() {
-            luge_runtime::Health::NotReady("draining")
-        } else {
-            s.runtime.health()
-        };
+        let health = s.health();
         let http = HttpStatus {
             addr: s.local_addr.to_string(),
             connections: s.open.load(Ordering::SeqCst),
