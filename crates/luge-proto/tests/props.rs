@@ -88,6 +88,18 @@ fn message() -> impl Strategy<Value = Owned> {
     ]
 }
 
+/// The edge `every_truncation_fails_cleanly` once found by chance: a datagram of the largest
+/// size plus one byte is refused as too large, not as a length mismatch.
+#[test]
+fn the_largest_datagram_plus_one_byte_is_too_large() {
+    let largest = Owned::Pong(0, Flags(0), vec![0; MAX_DATAGRAM - 20]).encoded();
+    assert_eq!(largest.len(), MAX_DATAGRAM);
+    assert!(decode(&largest).is_ok());
+    let mut longer = largest;
+    longer.push(0);
+    assert!(matches!(decode(&longer), Err(DecodeError::TooLarge { .. })), "{:?}", decode(&longer));
+}
+
 proptest! {
     #![proptest_config(Config::with_cases(cases(2_000)))]
 
@@ -134,10 +146,16 @@ proptest! {
             }
             fuzz_decode(cut);
         }
+        // One byte more: a length mismatch, or — for a datagram already at the largest size —
+        // too large.
         let mut longer = bytes.clone();
         longer.push(0);
-        let is_mismatch = matches!(decode(&longer), Err(DecodeError::LengthMismatch { .. }));
-        prop_assert!(is_mismatch);
+        let refused = decode(&longer);
+        if bytes.len() < MAX_DATAGRAM {
+            prop_assert!(matches!(refused, Err(DecodeError::LengthMismatch { .. })), "{refused:?}");
+        } else {
+            prop_assert!(matches!(refused, Err(DecodeError::TooLarge { .. })), "{refused:?}");
+        }
     }
 
     #[test]
