@@ -360,6 +360,15 @@ impl Dispatcher {
                         RejectReason::Unreachable => Rejection::DeadlineUnreachable,
                         RejectReason::Shed => Rejection::Shed,
                         RejectReason::QueueFull => Rejection::Overloaded,
+                        // It ran past its deadline and yielded to requests that can still
+                        // make theirs: not a refusal, it ran. Its execution is not observed:
+                        // what it ran is only a lower bound, and one near its deadline would
+                        // leave its function's next requests admitted with no slack, so that
+                        // nothing could preempt them (`docs/scheduling.md`).
+                        RejectReason::Late => {
+                            task.answer(now, Err(Failure::Late));
+                            return;
+                        }
                     };
                     task.answer(now, Err(Failure::Rejected(why)));
                 }

@@ -115,6 +115,10 @@ pub enum Failure {
     /// (earlier stages ran: this is not a refusal to retry later).
     #[error("deadline missed: no time was left for this stage and the ones after it")]
     DeadlineMissed,
+    /// It was still running at its deadline when requests that could still meet theirs needed
+    /// its worker; it yielded to them and was ended (Edge-RT §VI-D). Not a refusal: it ran.
+    #[error("deadline missed: still running at its deadline, it yielded to on-time requests")]
+    Late,
     /// The request itself was invalid.
     #[error("bad request: {0}")]
     BadRequest(BadRequest),

@@ -216,6 +216,34 @@ fn the_inline_layout_preempts_too() {
     assert!(matches!(Runtime::start(config), Err(Error::Config(_))));
 }
 
+#[test]
+fn a_runaway_past_its_deadline_yields_and_is_answered_late() {
+    // Edge-RT §VI-D: a request still running at its deadline no longer outranks anyone.
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    register(&rt, "loop", LOOP, |c| {
+        c.relative_deadline = Duration::from_millis(50);
+        c.limits.max_execution = Duration::from_secs(20);
+    });
+    register(&rt, "noop", NOOP, |_| {});
+    let runaway = rt.submit("loop", Vec::new(), SubmitOptions::default());
+    let start = Instant::now();
+    while rt.live_sandboxes() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the loop never started");
+        std::thread::yield_now();
+    }
+    // Past the loop's deadline (it runs on: nothing else needs the worker)…
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(rt.live_sandboxes() == 1, "the loop still runs");
+    // …a request due after it still gets the worker at once (the loop's budget is 20 s), and
+    // the loop is answered as late instead of resumed.
+    let options = SubmitOptions { deadline: Some(Duration::from_secs(5)), ..Default::default() };
+    let quick = rt.submit("noop", Vec::new(), options).wait_timeout(Duration::from_secs(10));
+    ok(quick.unwrap());
+    let runaway = runaway.wait_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(runaway.result, Err(Failure::Late));
+    assert!(runaway.timing.preemptions >= 1, "{:?}", runaway.timing);
+}
+
 fn urgent_requests_preempt(rt: Runtime) {
     // spin(10^8) runs ~0.2 s; tell the estimator so its slack is known.
     register(&rt, "spin", SPIN, |c| {

@@ -61,7 +61,7 @@ pub fn rpc_status(result: &Result<Vec<u8>, Failure>) -> Status {
         Err(Failure::MemoryLimit { .. }) => Status::MemoryLimit,
         Err(Failure::OutputTooLarge { .. }) => Status::OutputTooLarge,
         Err(Failure::Exit(_)) => Status::ExitFailure,
-        Err(Failure::DeadlineMissed) => Status::DeadlineMissed,
+        Err(Failure::DeadlineMissed | Failure::Late) => Status::DeadlineMissed,
         Err(Failure::Internal(_)) => Status::Internal,
     }
 }
@@ -118,7 +118,7 @@ pub(crate) fn outcome_index(result: &Result<Vec<u8>, Failure>) -> usize {
         Err(Failure::BadRequest(BadRequest::TooLarge { .. })) => 12,
         Err(Failure::Internal(_)) => 13,
         Err(Failure::Rejected(Rejection::TenantLimit(_))) => 14,
-        Err(Failure::DeadlineMissed) => 15,
+        Err(Failure::DeadlineMissed | Failure::Late) => 15,
     }
 }
 

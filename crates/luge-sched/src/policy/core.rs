@@ -228,9 +228,20 @@ impl Cores {
         out.push(Action::Reject { req, reason });
     }
 
-    /// Answers the admitted `req`, whose deadline became unreachable, instead of running it.
-    pub fn shed(&mut self, req: Request, out: &mut Vec<Action>) {
-        self.reject(req, RejectReason::Shed, out);
+    /// Answers the admitted `req`, whose deadline became unreachable, instead of running it at
+    /// `now`: [`RejectReason::Late`] if it already ran and its deadline has passed (it was
+    /// preempted past it, [`Cores::past_deadline`]), else [`RejectReason::Shed`].
+    pub fn shed(&mut self, req: Request, now: Nanos, out: &mut Vec<Action>) {
+        let late = req.executed > 0 && now >= req.absolute_deadline;
+        self.reject(req, if late { RejectReason::Late } else { RejectReason::Shed }, out);
+    }
+
+    /// With `Admission::shed`, whether `run` is still running at or past its deadline at `now`:
+    /// it no longer outranks anyone (Edge-RT §VI-D deprioritises such requests). Any arrival
+    /// may preempt it, and once preempted it is answered [`RejectReason::Late`] instead of
+    /// resumed ([`Cores::shed`]); with nothing else to run it runs on.
+    pub fn past_deadline(&self, now: Nanos, run: &Running) -> bool {
+        self.admission.shed && now >= run.req.absolute_deadline
     }
 
     /// Admission on the wait for `req` ([`fits_the_wait`], when `Admission::on_wait`): false,
@@ -266,7 +277,7 @@ impl Cores {
     ) -> Option<Request> {
         while let Some(next) = queue.pop() {
             if self.lost(now, &next) {
-                self.shed(next, out);
+                self.shed(next, now, out);
                 continue;
             }
             return Some(next);
@@ -275,11 +286,16 @@ impl Cores {
     }
 
     /// With `Admission::shed`, answers every request of `queue` that would miss its deadline if
-    /// the queue's work started at `start` and ran as expected, earliest first (shedding one
-    /// gives those behind it back its work). Stops at a doomed request whose estimate is only a
-    /// guess: that one is judged when it reaches the head ([`Cores::pop_runnable`], on its own
-    /// work alone). O(log n) per request examined.
-    pub fn shed_doomed(&mut self, queue: &mut DeadlineQueue, start: Nanos, out: &mut Vec<Action>) {
+    /// the queue's work started at `start` (≥ `now`) and ran as expected, earliest first
+    /// (shedding one gives those behind it back its work). Stops at a doomed request whose
+    /// estimate is only a guess: that one is judged when it reaches the head
+    /// ([`Cores::pop_runnable`], on its own work alone). O(log n) per request examined.
+    pub fn shed_doomed(
+        &mut self,
+        queue: &mut DeadlineQueue,
+        (start, now): (Nanos, Nanos),
+        out: &mut Vec<Action>,
+    ) {
         if !self.admission.shed {
             return;
         }
@@ -288,7 +304,7 @@ impl Cores {
                 return;
             }
             if let Some(req) = queue.remove(key) {
-                self.shed(req, out);
+                self.shed(req, now, out);
             }
         }
     }

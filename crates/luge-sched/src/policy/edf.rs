@@ -49,7 +49,7 @@ pub(crate) fn bind(
     }
     queue.insert(req);
     // Admitted ahead of others: shed what it pushed past its deadline.
-    cores.shed_doomed(queue, at.0, out);
+    cores.shed_doomed(queue, (at.0, now), out);
     if preempt {
         cores.preempt(w, out);
     }
@@ -65,7 +65,7 @@ pub(crate) fn run_next(
     now: Nanos,
     out: &mut Vec<Action>,
 ) -> bool {
-    cores.shed_doomed(queue, now, out);
+    cores.shed_doomed(queue, (now, now), out);
     match cores.pop_runnable(queue, now, out) {
         Some(next) => {
             cores.run(w, next, out);

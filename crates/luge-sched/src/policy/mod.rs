@@ -154,6 +154,10 @@ pub enum RejectReason {
     Shed,
     /// The queues are full (the count cap, a safety net behind the time bound).
     QueueFull,
+    /// It was still running at its deadline and was preempted for a request that could still
+    /// meet its own; it is answered as late instead of resumed (Edge-RT §VI-D: a request past
+    /// its deadline no longer outranks anyone).
+    Late,
 }
 
 impl fmt::Display for RejectReason {
@@ -163,6 +167,7 @@ impl fmt::Display for RejectReason {
             RejectReason::Unreachable => "deadline unreachable at the current load",
             RejectReason::Shed => "deadline became unreachable while queued",
             RejectReason::QueueFull => "queue full",
+            RejectReason::Late => "deadline passed while it ran",
         })
     }
 }
@@ -264,7 +269,9 @@ pub struct Admission {
     /// Shed, on the same policies: when a request is admitted ahead of others, when a worker
     /// picks its next request, and whenever one of its runs ends, answer every queued request
     /// that can no longer meet its deadline instead of running it ahead of requests that still
-    /// can.
+    /// can. On `sledgescale`, a request still running at its deadline is also preempted by the
+    /// next arrival for its worker, or at the deadline when requests wait there, and answered
+    /// [`RejectReason::Late`] (Edge-RT §VI-D).
     pub shed: bool,
     /// Reject when the group already holds this many requests (queued, not running).
     pub max_queued: Option<usize>,

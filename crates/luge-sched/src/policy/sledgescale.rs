@@ -9,7 +9,7 @@ use super::{Action, LocalOrder, PolicyConfig, WorkerId};
 #[cfg(test)]
 use super::{Event, Policy};
 use crate::queue::{DeadlineQueue, EdfQueue};
-use crate::request::{Nanos, Request};
+use crate::request::{Nanos, Request, RequestId};
 
 /// What Algorithm 1 says about one worker for a new request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,11 +37,19 @@ pub enum WaitTime {
 /// - The total queuing cost Cᵢ (Eq. 2) is the remaining work of every request on the worker,
 ///   running or queued: the backlog the preempted request and the newcomer share.
 /// - Ties in Cᵢ or Wᵢ go to the lowest-numbered worker (the paper's strict `<`).
+/// - With shedding on (`Admission::shed`, Luge's default), a request still running at its
+///   deadline no longer outranks anyone (Edge-RT §VI-D): its worker is preemptible for any
+///   arrival, a timer at its deadline preempts it when requests wait on its worker, and once
+///   preempted it is answered `Late` instead of resumed. A runaway request that has blown its
+///   deadline so costs the requests behind it nothing more; with nothing else to run it runs on
+///   until it finishes or its execution budget ends it.
 #[derive(Debug, Clone)]
 pub struct SledgeScale {
     cores: Cores,
     queues: Vec<DeadlineQueue>,
     steal: bool,
+    /// Per worker, the running request whose deadline a `WakeAt` already watches.
+    watched: Vec<Option<RequestId>>,
 }
 
 impl SledgeScale {
@@ -62,7 +70,12 @@ impl SledgeScale {
 
     fn build(name: &'static str, config: &PolicyConfig, steal: bool) -> Self {
         let cores = Cores::new(name, config);
-        Self { queues: (0..cores.len()).map(|_| DeadlineQueue::new()).collect(), cores, steal }
+        Self {
+            queues: (0..cores.len()).map(|_| DeadlineQueue::new()).collect(),
+            watched: vec![None; cores.len()],
+            cores,
+            steal,
+        }
     }
 
     /// Algorithm 1 for worker `w` at `now`.
@@ -76,8 +89,9 @@ impl SledgeScale {
             return WaitTime::Wait(queue.work_before(req.absolute_deadline));
         };
         if !run.preempt_pending
-            && run.req.absolute_deadline > req.absolute_deadline
-            && run.slack_at(now) > req.remaining() as i128
+            && (self.cores.past_deadline(now, run)
+                || (run.req.absolute_deadline > req.absolute_deadline
+                    && run.slack_at(now) > req.remaining() as i128))
         {
             return WaitTime::Preemptible;
         }
@@ -135,13 +149,29 @@ impl SledgeScale {
             let Some((key, v)) = victim else { return };
             let Some(req) = self.queues[v].remove(key) else { return };
             if self.cores.lost(now, &req) {
-                self.cores.shed(req, out);
+                self.cores.shed(req, now, out);
                 continue;
             }
             out.push(Action::Enqueue { worker: w, id: req.id });
             self.cores.run(w, req, out);
             return;
         }
+    }
+
+    /// With shedding on, asks for a `Tick` at the deadline of the request running on `w` when
+    /// requests wait behind it, once per run: if it is still running then, it yields to them.
+    fn watch_deadline(&mut self, w: WorkerId, now: Nanos, out: &mut Vec<Action>) {
+        let Some(run) = self.cores.get(w) else { return };
+        if !self.cores.admission.shed
+            || run.preempt_pending
+            || self.queues[w].is_empty()
+            || self.watched[w] == Some(run.req.id)
+            || run.req.absolute_deadline <= now
+        {
+            return;
+        }
+        self.watched[w] = Some(run.req.id);
+        out.push(Action::WakeAt(run.req.absolute_deadline));
     }
 }
 
@@ -154,6 +184,9 @@ impl algorithm::Algorithm for SledgeScale {
     fn arrive(&mut self, now: Nanos, req: Request, out: &mut Vec<Action>) {
         let (w, preempt) = self.choose(&req, now);
         edf::bind(&mut self.cores, &mut self.queues[w], (w, preempt), now, req, out);
+        if !preempt {
+            self.watch_deadline(w, now, out);
+        }
     }
 
     fn requeue(&mut self, worker: WorkerId, req: Request) {
@@ -166,10 +199,25 @@ impl algorithm::Algorithm for SledgeScale {
         if !ran && self.steal {
             self.steal_for(worker, now, out);
         }
+        self.watch_deadline(worker, now, out);
     }
 
     fn waiting(&self) -> usize {
         self.queues.iter().map(EdfQueue::len).sum()
+    }
+
+    /// A watched deadline passed: every request still running past its deadline with requests
+    /// waiting on its worker is preempted (and answered `Late` when it comes back).
+    fn tick(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        for w in 0..self.queues.len() {
+            let late = self
+                .cores
+                .get(w)
+                .is_some_and(|run| !run.preempt_pending && self.cores.past_deadline(now, run));
+            if late && !self.queues[w].is_empty() {
+                self.cores.preempt(w, out);
+            }
+        }
     }
 }
 
@@ -366,8 +414,76 @@ mod tests {
         feed(&mut p, 0, Event::Arrival(req(1, 5 * MS, 5 * MS)));
         feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
         let out = feed(&mut p, 0, Event::Arrival(req(2, 10 * MS, 4 * MS)));
-        assert_eq!(out, vec![Action::Enqueue { worker: 0, id: RequestId(2) }], "premise");
+        // Queued behind `R`, whose deadline (5 ms) is now watched.
+        let expect = vec![Action::Enqueue { worker: 0, id: RequestId(2) }, Action::WakeAt(5 * MS)];
+        assert_eq!(out, expect, "premise");
         p
+    }
+
+    #[test]
+    fn a_request_running_past_its_deadline_yields_to_any_arrival_and_is_answered_late() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 5 * MS, MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        // Before its deadline a less urgent arrival waits (no preemption)…
+        let out = feed(&mut p, MS / 2, Event::Arrival(req(2, 50 * MS, MS)));
+        assert!(!out.iter().any(|a| matches!(a, Action::Preempt { .. })), "{out:?}");
+        // …past it (a runaway: expected 1 ms, still running at 6 ms) any arrival preempts it,
+        // even one due later.
+        let out = feed(&mut p, 6 * MS, Event::Arrival(req(3, 90 * MS, MS)));
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(1) }), "{out:?}");
+        let out = feed(
+            &mut p,
+            6 * MS,
+            Event::Preempted { worker: 0, id: RequestId(1), executed: 6 * MS },
+        );
+        assert_eq!(rejected(&out), vec![(1, RejectReason::Late)]);
+        let ran = out.iter().find_map(|a| match a {
+            Action::Run { req, .. } => Some(req.id),
+            _ => None,
+        });
+        assert_eq!(ran, Some(RequestId(2)), "the most urgent of the rest runs: {out:?}");
+        assert_eq!(p.stats().shed, 0, "late is not shed");
+    }
+
+    #[test]
+    fn a_watched_deadline_preempts_the_runaway_when_requests_wait() {
+        let mut p = one_busy_worker();
+        // Nothing happens before the deadline…
+        assert!(feed(&mut p, 4 * MS, Event::Tick).is_empty());
+        // …at it, `R` (still running) yields to `A`, which still fits (due at 10 ms, 4 ms).
+        let out = feed(&mut p, 5 * MS, Event::Tick);
+        assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(1) }]);
+        let out = feed(
+            &mut p,
+            5 * MS,
+            Event::Preempted { worker: 0, id: RequestId(1), executed: 5 * MS },
+        );
+        assert_eq!(rejected(&out), vec![(1, RejectReason::Late)]);
+        assert!(matches!(out.last(), Some(Action::Run { req, .. }) if req.id == RequestId(2)));
+    }
+
+    #[test]
+    fn alone_a_request_past_its_deadline_runs_on() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 5 * MS, MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        assert!(feed(&mut p, 6 * MS, Event::Tick).is_empty());
+        let out = feed(
+            &mut p,
+            9 * MS,
+            Event::Completed { worker: 0, id: RequestId(1), executed: 9 * MS },
+        );
+        assert!(out.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn without_shedding_a_late_request_keeps_its_rank_as_in_the_paper() {
+        let mut p = SledgeScale::new(&PolicyConfig::papers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 5 * MS, MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        let out = feed(&mut p, 6 * MS, Event::Arrival(req(2, 90 * MS, MS)));
+        assert_eq!(out, vec![Action::Enqueue { worker: 0, id: RequestId(2) }]);
     }
 
     #[test]
