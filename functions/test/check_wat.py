@@ -382,6 +382,9 @@ def check_traps():
     r = run("loop", engine="fuel", fuel=1_000_000)
     check(r.code is None and r.trap_code == wt.TrapCode.OUT_OF_FUEL,
           "loop: stopped by fuel", repr(r))
+    r = run("clockspin", timeout=0.2)
+    check(r.code is None and r.trap_code == wt.TrapCode.INTERRUPT and 0.15 < r.secs < 2,
+          f"clockspin: stopped by epoch deadline after {r.secs * 1e3:.0f} ms", repr(r))
 
     cap = 64 << 20
     r = run("membomb", mem_limit=cap)

@@ -1,5 +1,6 @@
 //! The benchmark scenarios of issue #6 (`luge bench
-//! compare|noop|policies|density|sim-vs-real|overload|slow-clients|tenants|backpressure`).
+//! compare|noop|policies|density|sim-vs-real|overload|slow-clients|tenants|backpressure|tracing|
+//! isolation`).
 //!
 //! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
 //! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
@@ -24,6 +25,7 @@
 //! | [`tenants`](Scenario::Tenants) | one tenant's no-op latency while another, rate-limited, offers 10× its limit, ÷ while it offers its limit, interleaved trials |
 //! | [`backpressure`](Scenario::Backpressure) | closed-loop callers that retry refusals at once, past capacity: a `luge-client` window that ignores the load signal vs one that adapts to it — goodput and refusals, interleaved trials |
 //! | [`slow-clients`](Scenario::SlowClients) | HTTP no-op latency and throughput while thousands of slow ("slowloris") connections are open, ÷ the same node quiet, interleaved trials |
+//! | [`isolation`](Scenario::Isolation) | a well-behaved tenant's no-op beside 0, 1, 4 and 16 hostile tenants (infinite loop, clock spinning, memory to the cap, recursion, output flooding): deadlines met and p99 ÷ alone, interleaved trials |
 //! | [`tracing`](Scenario::Tracing) | HTTP no-op throughput and latency with request spans exported over OTLP (1 % and all sampled), ÷ without, interleaved trials |
 //!
 //! `quick` shrinks every duration and sweep so that a scenario takes a second or two: it proves
@@ -32,6 +34,7 @@
 mod backpressure;
 mod compare;
 mod density;
+mod isolation;
 mod machine;
 mod measure;
 mod node;
@@ -322,6 +325,21 @@ pub struct BackpressureOptions {
     pub trials: Option<usize>,
 }
 
+/// `isolation` settings (`None` / empty take the default of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct IsolationOptions {
+    /// Numbers of hostile tenants (default 0, 1, 4, 16; quick 0, 4).
+    pub hostile: Vec<usize>,
+    /// The well-behaved tenant's offered rate (default 1 000/s; quick 300/s).
+    pub rate: Option<f64>,
+    /// Each hostile tenant's offered rate (default 20/s; quick 10/s).
+    pub hostile_rate: Option<f64>,
+    /// Time per point (default 5 s; quick 500 ms).
+    pub duration: Option<Duration>,
+    /// Trials of every point (default 3; quick 1).
+    pub trials: Option<usize>,
+}
+
 /// A scenario and its own settings.
 #[derive(Debug, Clone)]
 pub enum Scenario {
@@ -345,6 +363,8 @@ pub enum Scenario {
     Backpressure(BackpressureOptions),
     /// Throughput and latency with request spans exported, ÷ without.
     Tracing(TracingOptions),
+    /// A well-behaved tenant beside hostile ones.
+    Isolation(IsolationOptions),
 }
 
 impl Scenario {
@@ -361,6 +381,7 @@ impl Scenario {
             Scenario::Tenants(_) => "tenants",
             Scenario::Backpressure(_) => "backpressure",
             Scenario::Tracing(_) => "tracing",
+            Scenario::Isolation(_) => "isolation",
         }
     }
 }
@@ -402,6 +423,7 @@ pub fn run_scenario(
         Scenario::Tenants(t) => tenants::run(t, opts, pin, &mut out),
         Scenario::Backpressure(b) => backpressure::run(b, opts, pin, &mut out),
         Scenario::Tracing(t) => traces::run(t, opts, pin, &mut out),
+        Scenario::Isolation(i) => isolation::run(i, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {
         node::set_affinity(&before);

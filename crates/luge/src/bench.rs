@@ -1,7 +1,8 @@
 //! `luge bench`: drive a running node with a workload (`run`), or run one of the named
 //! scenarios of issue #6, which start Luge and the baselines in this process on loopback ports
 //! and write `results/<scenario>-<UTC date-time>/` (`compare`, `noop`, `policies`, `density`,
-//! `sim-vs-real`, `overload`, `slow-clients`, `tenants`, `backpressure`, `tracing`). See
+//! `sim-vs-real`, `overload`, `slow-clients`, `tenants`, `backpressure`, `tracing`, `isolation`).
+//! See
 //! `docs/benchmarks.md`.
 //!
 //! About 600 lines: the command line of every scenario, each flag documented for `--help`, and
@@ -14,9 +15,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
-    BackpressureOptions, CompareOptions, DensityOptions, OverloadOptions, Pin, PoliciesOptions,
-    Protocol, Scenario, ScenarioOptions, SimRealOptions, SlowClientsOptions, TenantsOptions,
-    TracingOptions, run_scenario,
+    BackpressureOptions, CompareOptions, DensityOptions, IsolationOptions, OverloadOptions, Pin,
+    PoliciesOptions, Protocol, Scenario, ScenarioOptions, SimRealOptions, SlowClientsOptions,
+    TenantsOptions, TracingOptions, run_scenario,
 };
 use luge_bench::{
     Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
@@ -66,6 +67,9 @@ enum BenchCommand {
     /// What exporting request spans costs: HTTP no-op throughput and latency exporting over
     /// OTLP (1 % and every request sampled), ÷ without export.
     Tracing(TracingArgs),
+    /// A well-behaved tenant's no-op beside 0, 1, 4 and 16 hostile tenants (infinite loops,
+    /// clock spinning, memory growth, recursion, output floods): deadlines met and p99 ÷ alone.
+    Isolation(IsolationArgs),
     /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
     #[command(hide = true)]
     HoldSlowConnections(HoldArgs),
@@ -397,6 +401,27 @@ struct TracingArgs {
 }
 
 #[derive(Debug, Args)]
+struct IsolationArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Numbers of hostile tenants, comma-separated [default: 0,1,4,16; quick: 0,4].
+    #[arg(long, value_delimiter = ',')]
+    hostile: Vec<usize>,
+    /// The well-behaved tenant's requests per second [default: 1000; quick: 300].
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Each hostile tenant's requests per second [default: 20; quick: 10].
+    #[arg(long)]
+    hostile_rate: Option<f64>,
+    /// Time per point [default: 5s; quick 500ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Trials of every point [default: 3; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
+}
+
+#[derive(Debug, Args)]
 struct HoldArgs {
     /// The node's HTTP address.
     #[arg(long)]
@@ -523,6 +548,16 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             let t = TracingOptions { duration: a.duration, trials: a.trials };
             scenario(Scenario::Tracing(t), &a.common)
         }
+        BenchCommand::Isolation(a) => {
+            let i = IsolationOptions {
+                hostile: a.hostile,
+                rate: a.rate,
+                hostile_rate: a.hostile_rate,
+                duration: a.duration,
+                trials: a.trials,
+            };
+            scenario(Scenario::Isolation(i), &a.common)
+        }
         BenchCommand::HoldSlowConnections(a) => {
             Ok(luge_bench::hold_slow_connections(a.to, a.connections, a.per_address)?)
         }
@@ -557,6 +592,7 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
                 | Scenario::Tenants(_)
                 | Scenario::Backpressure(_)
                 | Scenario::Tracing(_)
+                | Scenario::Isolation(_)
         ) {
             // As `luge serve` ships: a dispatcher thread of its own.
             vec![Layout::Threads]

@@ -275,6 +275,31 @@ fn tenants_measures_one_tenant_beside_another_over_its_limit() {
 }
 
 #[test]
+fn isolation_answers_every_hostile_request_with_its_typed_error() {
+    let (dir, report, summary) = quick("isolation", &["isolation"]);
+    let r = &report["results"];
+    assert_eq!(r["hostile_counts"], serde_json::json!([0, 4]), "quick: N = 0 and 4");
+    let trials = r["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 2, "{trials:?}");
+    for t in trials {
+        assert!(t["good"]["planned"].as_u64().unwrap() > 0, "{t}");
+    }
+    let alone = trials.iter().find(|t| t["hostile"] == 0).unwrap();
+    assert_eq!(alone["good"]["errors"], 0, "alone, the well-behaved tenant is served: {alone}");
+    let crowded = trials.iter().find(|t| t["hostile"] == 4).unwrap();
+    let bad = &crowded["bad"];
+    // Every hostile request got an answer, and none of them a success: loops are ended at
+    // their deadline or budget, memory growth at its cap, recursion by a trap.
+    assert_eq!(bad["unanswered"], 0, "{bad}");
+    let outcomes = bad["outcomes"].as_object().unwrap();
+    assert!(!outcomes.contains_key("ok"), "{bad}");
+    let answered: u64 = outcomes.values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(answered, bad["point"]["planned"].as_u64().unwrap(), "{bad}");
+    assert!(summary.contains("p99 ÷ N = 0"), "{summary}");
+    done(&dir);
+}
+
+#[test]
 fn run_drives_a_running_server_over_both_protocols() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let server = Server::start(&[], &cache());
