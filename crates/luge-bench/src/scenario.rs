@@ -1,6 +1,6 @@
 //! The benchmark scenarios of issue #6 (`luge bench
 //! compare|noop|policies|density|sim-vs-real|overload|slow-clients|tenants|backpressure|tracing|
-//! isolation`).
+//! isolation|soak`).
 //!
 //! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
 //! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
@@ -26,6 +26,7 @@
 //! | [`backpressure`](Scenario::Backpressure) | closed-loop callers that retry refusals at once, past capacity: a `luge-client` window that ignores the load signal vs one that adapts to it — goodput and refusals, interleaved trials |
 //! | [`slow-clients`](Scenario::SlowClients) | HTTP no-op latency and throughput while thousands of slow ("slowloris") connections are open, ÷ the same node quiet, interleaved trials |
 //! | [`isolation`](Scenario::Isolation) | a well-behaved tenant's no-op beside 0, 1, 4 and 16 hostile tenants (infinite loop, clock spinning, memory to the cap, recursion, output flooding): deadlines met and p99 ÷ alone, interleaved trials |
+//! | [`soak`](Scenario::Soak) | mixed good and hostile load for a long time: RSS, open fds and threads sampled, the slope after warm-up |
 //! | [`tracing`](Scenario::Tracing) | HTTP no-op throughput and latency with request spans exported over OTLP (1 % and all sampled), ÷ without, interleaved trials |
 //!
 //! `quick` shrinks every duration and sweep so that a scenario takes a second or two: it proves
@@ -44,6 +45,7 @@ mod overload;
 mod policies;
 mod sim_real;
 mod slow_clients;
+mod soak;
 mod tenants;
 mod traces;
 
@@ -340,6 +342,19 @@ pub struct IsolationOptions {
     pub trials: Option<usize>,
 }
 
+/// `soak` settings (`None` takes the default of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct SoakOptions {
+    /// Whole run (default 10 min; quick 1 min).
+    pub duration: Option<Duration>,
+    /// Sampling window (default 5 s).
+    pub window: Option<Duration>,
+    /// The well-behaved tenant's offered rate (default 1 000/s; quick 300/s).
+    pub rate: Option<f64>,
+    /// Each of the five hostile tenants' offered rate (default 2/s).
+    pub hostile_rate: Option<f64>,
+}
+
 /// A scenario and its own settings.
 #[derive(Debug, Clone)]
 pub enum Scenario {
@@ -365,6 +380,8 @@ pub enum Scenario {
     Tracing(TracingOptions),
     /// A well-behaved tenant beside hostile ones.
     Isolation(IsolationOptions),
+    /// Mixed good and hostile load for a long time: memory, fds and threads.
+    Soak(SoakOptions),
 }
 
 impl Scenario {
@@ -382,6 +399,7 @@ impl Scenario {
             Scenario::Backpressure(_) => "backpressure",
             Scenario::Tracing(_) => "tracing",
             Scenario::Isolation(_) => "isolation",
+            Scenario::Soak(_) => "soak",
         }
     }
 }
@@ -424,6 +442,7 @@ pub fn run_scenario(
         Scenario::Backpressure(b) => backpressure::run(b, opts, pin, &mut out),
         Scenario::Tracing(t) => traces::run(t, opts, pin, &mut out),
         Scenario::Isolation(i) => isolation::run(i, opts, pin, &mut out),
+        Scenario::Soak(s) => soak::run(s, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {
         node::set_affinity(&before);

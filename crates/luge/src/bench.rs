@@ -1,7 +1,8 @@
 //! `luge bench`: drive a running node with a workload (`run`), or run one of the named
 //! scenarios of issue #6, which start Luge and the baselines in this process on loopback ports
 //! and write `results/<scenario>-<UTC date-time>/` (`compare`, `noop`, `policies`, `density`,
-//! `sim-vs-real`, `overload`, `slow-clients`, `tenants`, `backpressure`, `tracing`, `isolation`).
+//! `sim-vs-real`, `overload`, `slow-clients`, `tenants`, `backpressure`, `tracing`, `isolation`,
+//! `soak`).
 //! See
 //! `docs/benchmarks.md`.
 //!
@@ -17,7 +18,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
     BackpressureOptions, CompareOptions, DensityOptions, IsolationOptions, OverloadOptions, Pin,
     PoliciesOptions, Protocol, Scenario, ScenarioOptions, SimRealOptions, SlowClientsOptions,
-    TenantsOptions, TracingOptions, run_scenario,
+    SoakOptions, TenantsOptions, TracingOptions, run_scenario,
 };
 use luge_bench::{
     Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
@@ -70,6 +71,9 @@ enum BenchCommand {
     /// A well-behaved tenant's no-op beside 0, 1, 4 and 16 hostile tenants (infinite loops,
     /// clock spinning, memory growth, recursion, output floods): deadlines met and p99 ÷ alone.
     Isolation(IsolationArgs),
+    /// Mixed good and hostile load for a long time (`--duration 1h`): RSS, open fds and threads
+    /// sampled, and their slope after warm-up.
+    Soak(SoakArgs),
     /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
     #[command(hide = true)]
     HoldSlowConnections(HoldArgs),
@@ -422,6 +426,24 @@ struct IsolationArgs {
 }
 
 #[derive(Debug, Args)]
+struct SoakArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Whole run [default: 10m; quick: 1m].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Sampling window [default: 5s].
+    #[arg(long, value_parser = parse_duration)]
+    window: Option<Duration>,
+    /// The well-behaved tenant's requests per second [default: 1000; quick: 300].
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Each hostile tenant's requests per second [default: 2].
+    #[arg(long)]
+    hostile_rate: Option<f64>,
+}
+
+#[derive(Debug, Args)]
 struct HoldArgs {
     /// The node's HTTP address.
     #[arg(long)]
@@ -446,7 +468,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "ms" => 1e-3,
         "s" | "" => 1.0,
         "m" | "min" => 60.0,
-        other => return Err(format!("unknown unit `{other}` in `{s}` (ns, us, ms, s, m)")),
+        "h" => 3600.0,
+        other => return Err(format!("unknown unit `{other}` in `{s}` (ns, us, ms, s, m, h)")),
     };
     let secs = v * scale;
     if !(0.0..=86_400.0).contains(&secs) {
@@ -558,6 +581,15 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             };
             scenario(Scenario::Isolation(i), &a.common)
         }
+        BenchCommand::Soak(a) => {
+            let s = SoakOptions {
+                duration: a.duration,
+                window: a.window,
+                rate: a.rate,
+                hostile_rate: a.hostile_rate,
+            };
+            scenario(Scenario::Soak(s), &a.common)
+        }
         BenchCommand::HoldSlowConnections(a) => {
             Ok(luge_bench::hold_slow_connections(a.to, a.connections, a.per_address)?)
         }
@@ -593,6 +625,7 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
                 | Scenario::Backpressure(_)
                 | Scenario::Tracing(_)
                 | Scenario::Isolation(_)
+                | Scenario::Soak(_)
         ) {
             // As `luge serve` ships: a dispatcher thread of its own.
             vec![Layout::Threads]

@@ -300,6 +300,27 @@ fn isolation_answers_every_hostile_request_with_its_typed_error() {
 }
 
 #[test]
+fn soak_samples_memory_fds_and_threads_for_a_minute() {
+    // The one-minute version CI runs (`--quick`); `docs/reliability.md` has a long run.
+    let (dir, report, summary) = quick("soak", &["soak"]);
+    let r = &report["results"];
+    let samples = r["samples"].as_array().unwrap();
+    assert!(samples.len() >= 10, "a sample every 5 s: {}", samples.len());
+    for s in samples {
+        assert!(s["rss_kib"].as_u64().unwrap() > 0, "{s}");
+    }
+    assert!(r["rss_kib_per_min"].is_f64(), "a slope is fitted: {r}");
+    // No request leaves a descriptor or a thread behind.
+    assert_eq!(r["fd_growth"], 0, "{r}");
+    assert_eq!(r["thread_growth"], 0, "{r}");
+    // Every hostile request was answered, none with a success.
+    assert!(r["hostile_answered"].as_u64().unwrap() >= 500, "{r}");
+    assert_eq!(r["hostile_ok"], 0, "{r}");
+    assert!(summary.contains("RSS slope after warm-up"), "{summary}");
+    done(&dir);
+}
+
+#[test]
 fn run_drives_a_running_server_over_both_protocols() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let server = Server::start(&[], &cache());

@@ -79,7 +79,7 @@ impl HostileRun {
 }
 
 /// The hostile functions of `n` tenants: tenant k gets its own copy of kind k mod 5.
-fn hostile_functions(n: usize) -> (Vec<NodeFunction>, Vec<TenantConfig>) {
+pub(crate) fn hostile_functions(n: usize) -> (Vec<NodeFunction>, Vec<TenantConfig>) {
     let mut functions = Vec::new();
     let mut tenants = Vec::new();
     for k in 0..n {
