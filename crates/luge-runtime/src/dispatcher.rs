@@ -62,6 +62,11 @@ pub(crate) struct Submission {
 /// How often an undelivered preemption is re-signalled.
 const PREEMPT_RETRY: Duration = Duration::from_micros(50);
 
+/// How often a function whose estimate alone overruns a request's deadline still gets one request
+/// run on a guessed estimate (a probe), so that its estimate can come back down: without probes
+/// such a function would be refused forever, since a refused request is never observed.
+const PROBE_INTERVAL: Nanos = 1_000_000_000;
+
 /// What a dispatcher's round asks of its thread.
 pub(crate) enum Step {
     /// Something happened: go round again.
@@ -102,6 +107,9 @@ pub(crate) struct Dispatcher {
     wake_at: Option<Nanos>,
     actions: Vec<Action>,
     turnaround: Turnaround,
+    /// When each function whose estimate overran its deadline was last probed
+    /// ([`PROBE_INTERVAL`]).
+    probed: HashMap<luge_sched::FunctionId, Nanos>,
     /// Debug builds check every call of the policy against the driver contract, with the same
     /// checker the simulator uses; a violation is recorded in `Signals::contract_violation`.
     #[cfg(debug_assertions)]
@@ -137,6 +145,7 @@ impl Dispatcher {
             wake_at: None,
             actions: Vec::new(),
             turnaround: Turnaround::new(workers_len),
+            probed: HashMap::new(),
             #[cfg(debug_assertions)]
             contract,
         }
@@ -290,14 +299,24 @@ impl Dispatcher {
         // The policy's admission judges the request on its own estimate only when that rests on
         // knowledge (`Request::estimate_known`): a function never run and not seeded has only the
         // default estimate, and refusing on that guess would refuse it forever.
-        let known = expected.is_some()
-            || task.function.config.expected_execution.is_some()
-            || self.estimator.samples(function) > 0;
+        let declared = expected.is_some() || task.function.config.expected_execution.is_some();
+        let mut known = declared || self.estimator.samples(function) > 0;
         // The node's own per-request work (hand-offs, wake-ups) occupies the worker too: the
         // wait a request imposes on those behind it is its execution plus that.
         let expected = expected
             .unwrap_or_else(|| self.estimator.estimate(function))
             .saturating_add(self.turnaround.overhead());
+        // A function whose measured estimate alone overruns this deadline (its recent runs
+        // ended late or were killed) is refused as infeasible, except for one probe per
+        // interval, run on a guessed estimate so that its outcome can bring the estimate back.
+        // A declared execution time is the operator's word: not probed.
+        if known && !declared && expected > relative_deadline {
+            let due = self.probed.get(&function).is_none_or(|&t| now >= t + PROBE_INTERVAL);
+            if due {
+                self.probed.insert(function, now);
+                known = false;
+            }
+        }
         let arrival = arrived.min(now);
         let mut request =
             Request::new(id, function, arrival, relative_deadline, expected).with_tenant(tenant);
@@ -361,11 +380,14 @@ impl Dispatcher {
                         RejectReason::Shed => Rejection::Shed,
                         RejectReason::QueueFull => Rejection::Overloaded,
                         // It ran past its deadline and yielded to requests that can still
-                        // make theirs: not a refusal, it ran. Its execution is not observed:
-                        // what it ran is only a lower bound, and one near its deadline would
-                        // leave its function's next requests admitted with no slack, so that
-                        // nothing could preempt them (`docs/scheduling.md`).
+                        // make theirs: not a refusal, it ran. It would have run at least its
+                        // deadline: observed as that (censored), so that the function's next
+                        // requests are refused as infeasible at once, bar a probe per
+                        // `PROBE_INTERVAL` (`docs/scheduling.md`, "Runaways").
                         RejectReason::Late => {
+                            let relative = req.absolute_deadline.saturating_sub(req.arrival);
+                            let function = task.function.id;
+                            self.estimator.observe(function, task.executed.max(relative));
                             task.answer(now, Err(Failure::Late));
                             return;
                         }

@@ -244,6 +244,37 @@ fn a_runaway_past_its_deadline_yields_and_is_answered_late() {
     assert!(runaway.timing.preemptions >= 1, "{:?}", runaway.timing);
 }
 
+#[test]
+fn a_function_whose_runs_end_late_is_refused_but_probed() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    register(&rt, "loop", LOOP, |c| {
+        c.relative_deadline = Duration::from_millis(50);
+        c.limits.max_execution = Duration::from_secs(20);
+    });
+    register(&rt, "noop", NOOP, |_| {});
+    let later = || SubmitOptions { deadline: Some(Duration::from_secs(5)), ..Default::default() };
+    // Runs `loop` until it is past its deadline, then ends it late with a no-op.
+    let run_late = |ticket: luge_runtime::Ticket| {
+        let start = Instant::now();
+        while rt.live_sandboxes() == 0 {
+            assert!(start.elapsed() < Duration::from_secs(10), "the loop never started");
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        ok(rt.submit("noop", Vec::new(), later()).wait_timeout(Duration::from_secs(10)).unwrap());
+        let outcome = ticket.wait_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(outcome.result, Err(Failure::Late));
+    };
+    run_late(rt.submit("loop", Vec::new(), SubmitOptions::default()));
+    // It would have run at least its deadline: the next request is a probe (one per second),
+    // run on a guess and ended late again…
+    let probe = rt.submit("loop", Vec::new(), SubmitOptions::default());
+    // …while the one after it is refused at once, its estimate overrunning its deadline.
+    let refused = call(&rt, "loop", b"");
+    assert_eq!(refused.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
+    run_late(probe);
+}
+
 fn urgent_requests_preempt(rt: Runtime) {
     // spin(10^8) runs ~0.2 s; tell the estimator so its slack is known.
     register(&rt, "spin", SPIN, |c| {
@@ -385,7 +416,12 @@ fn shutdown_answers_everything_in_flight() {
     };
     let rt = Runtime::start(config).unwrap();
     register(&rt, "spin", SPIN, |c| c.relative_deadline = Duration::from_secs(60));
-    register(&rt, "loop", LOOP, |c| c.limits.max_execution = Duration::from_secs(60));
+    register(&rt, "loop", LOOP, |c| {
+        // On time throughout (else it yields to the spins at its deadline, answered late):
+        // only the shutdown can stop it.
+        c.relative_deadline = Duration::from_secs(60);
+        c.limits.max_execution = Duration::from_secs(60);
+    });
     let mut tickets: Vec<_> =
         (0..200).map(|_| rt.submit("spin", b"300000".to_vec(), SubmitOptions::default())).collect();
     tickets.push(rt.submit("loop", Vec::new(), SubmitOptions::default()));
