@@ -73,6 +73,22 @@ pub(crate) enum Rejected {
     Wasmtime(String),
 }
 
+/// Why an artifact was not written. Either way the module is served, compiled; the next start
+/// compiles it again.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotStored {
+    #[error("the artifact ({size} bytes) exceeds the cache bound of {bound} bytes")]
+    OverBound { size: u64, bound: u64 },
+    /// Creating, writing or renaming the file failed (a full disk, a read-only file system, a
+    /// file size limit): no part of it is left under the artifact's name.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
 /// A usable (checked) cache directory.
 #[derive(Debug)]
 pub(crate) struct Cache {
@@ -155,20 +171,18 @@ impl Cache {
         module_hex: &str,
         serialized: &[u8],
         keep: &HashSet<OsString>,
-    ) -> io::Result<()> {
+    ) -> Result<(), NotStored> {
         let size = (HEADER_BYTES + serialized.len()) as u64;
         if size > self.max_bytes {
-            return Err(io::Error::other(format!(
-                "the artifact ({size} bytes) exceeds the cache bound of {} bytes",
-                self.max_bytes
-            )));
+            return Err(NotStored::OverBound { size, bound: self.max_bytes });
         }
         let path = self.path(module_hex);
         let mut header = [0u8; HEADER_BYTES];
         header[..8].copy_from_slice(MAGIC);
         header[8..40].copy_from_slice(module_hash);
         header[40..].copy_from_slice(&Sha256::digest(serialized));
-        write_atomically(&path, &[&header, serialized])?;
+        write_atomically(&path, &[&header, serialized])
+            .map_err(|source| NotStored::Write { path: path.clone(), source })?;
         self.evict(&path, keep);
         Ok(())
     }
@@ -277,7 +291,9 @@ fn usable(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes `parts` to a fresh owner-only temporary file next to `path` and renames it there.
+/// Writes `parts` to a fresh owner-only temporary file next to `path` and renames it there. On
+/// failure (say, the disk filled up half way) the temporary file is deleted: nothing is left
+/// under `path`, and nothing else that would take space.
 fn write_atomically(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -289,8 +305,11 @@ fn write_atomically(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
         .open(&tmp)
         .and_then(|mut file| parts.iter().try_for_each(|part| file.write_all(part)))
         .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    if written.is_err()
+        && let Err(e) = std::fs::remove_file(&tmp)
+        && e.kind() != io::ErrorKind::NotFound
+    {
+        tracing::warn!(path = %tmp.display(), "cannot remove the partial artifact: {e}");
     }
     written
 }

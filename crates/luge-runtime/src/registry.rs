@@ -234,7 +234,10 @@ impl Registry {
         match module.serialize() {
             Ok(artifact) => {
                 if let Err(e) = cache.store(digest, hash, &artifact, &self.cached_in_use(cache)) {
-                    tracing::warn!(function = name, "cannot cache the artifact: {e}");
+                    tracing::warn!(
+                        function = name,
+                        "not cached, served compiled (the next start compiles it again): {e}"
+                    );
                 }
             }
             Err(e) => tracing::warn!(function = name, "cannot serialize the artifact: {e:#}"),
