@@ -34,17 +34,39 @@ impl Server {
         Self::spawn(extra, cache, log, Stdio::piped())
     }
 
+    /// As [`start_logging`](Self::start_logging), with `configure` applied to the command
+    /// first (say, limits set in the child before it runs `luge`).
+    pub fn start_configured(
+        extra: &[&str],
+        cache: &Path,
+        log: &str,
+        configure: impl FnOnce(&mut Command),
+    ) -> Self {
+        Self::spawn_with(extra, cache, log, Stdio::piped(), configure)
+    }
+
     fn spawn(extra: &[&str], cache: &Path, log: &str, stderr: Stdio) -> Self {
-        let mut child = Command::new(LUGE)
+        Self::spawn_with(extra, cache, log, stderr, |_| {})
+    }
+
+    fn spawn_with(
+        extra: &[&str],
+        cache: &Path,
+        log: &str,
+        stderr: Stdio,
+        configure: impl FnOnce(&mut Command),
+    ) -> Self {
+        let mut command = Command::new(LUGE);
+        command
             .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0"])
             .args(if extra.contains(&"--admin") { &[][..] } else { &["--admin", "127.0.0.1:0"] })
             .args(extra)
             .env("RUST_LOG", log)
             .env("XDG_CACHE_HOME", cache)
             .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
+            .stderr(stderr);
+        configure(&mut command);
+        let mut child = command.spawn().unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let (mut http, mut rpc, mut admin) = (None, None, None);
         while http.is_none() || rpc.is_none() || admin.is_none() {
