@@ -305,27 +305,38 @@ fn a_broken_contract_is_recorded() {
 }
 
 /// A panic in the host while it runs a sandbox is contained to that request: it is answered
-/// with an internal error, the worker reports the run as ended, and the next request runs.
+/// with an internal error naming the panic (what the front ends count under the outcome
+/// `internal`), the worker reports the run as ended and counts its segment, and goes on: here
+/// three panics in a row, each followed by a request that runs, on the one worker. Afterwards
+/// the dispatcher holds nothing and no preemption flag is left set.
 #[test]
 fn a_host_panic_ends_only_its_own_request() {
     let mut rig = Rig::new();
-    let a = rig.submit(100 * MS, MS);
-    rig.dispatcher.step();
-    let mut task = rig.handed().unwrap();
-    task.state = TaskState::Suspended(Box::pin(async { panic!("injected host bug") }));
-    rig.execute(task);
-    assert_eq!(rig.events(), ["started", "completed"]);
-    let b = rig.submit(100 * MS, MS);
-    rig.dispatcher.step();
-    rig.execute(rig.handed().expect("the worker goes on"));
-    rig.dispatcher.step();
-    let answered = rig.answered.lock().unwrap();
-    assert_eq!(answered.len(), 2);
-    assert_eq!(answered[0].request_id, a);
-    assert!(
-        matches!(&answered[0].result, Err(crate::outcome::Failure::Internal(m)) if m.contains("injected host bug")),
-        "{:?}",
-        answered[0].result
-    );
-    assert_eq!((answered[1].request_id, answered[1].is_ok()), (b, true));
+    let mut expected = Vec::new();
+    for round in 0..3u64 {
+        let a = rig.submit(100 * MS, MS);
+        rig.dispatcher.step();
+        let mut task = rig.handed().expect("the worker is handed the next request");
+        task.state = TaskState::Suspended(Box::pin(async { panic!("injected host bug") }));
+        rig.execute(task);
+        assert_eq!(rig.events(), ["started", "completed"], "round {round}");
+        assert_eq!(rig.flag(), 0);
+        let b = rig.submit(100 * MS, MS);
+        rig.dispatcher.step();
+        rig.execute(rig.handed().expect("the worker goes on"));
+        rig.dispatcher.step();
+        assert_eq!(rig.worker.segments.load(Ordering::Relaxed), 2 * (round + 1));
+        expected.extend([(a, false), (b, true)]);
+    }
+    assert_eq!(rig.answers(), expected);
+    for panicked in rig.answered.lock().unwrap().iter().filter(|o| !o.is_ok()) {
+        assert!(
+            matches!(&panicked.result, Err(crate::outcome::Failure::Internal(m)) if m.contains("injected host bug")),
+            "{:?}",
+            panicked.result
+        );
+    }
+    assert!(matches!(rig.dispatcher.step(), Step::Idle(None)));
+    assert!(rig.dispatcher.pending.is_empty(), "the dispatcher still holds a request");
+    assert!(rig.handed().is_none());
 }
