@@ -717,7 +717,9 @@ mod tests {
         assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("1.5ms").unwrap(), Duration::from_micros(1500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("ten").is_err() && parse_duration("5h").is_err());
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(parse_duration("ten").is_err() && parse_duration("5d").is_err());
+        assert!(parse_duration("25h").is_err(), "a day at most");
         assert_eq!(parse_mode("closed:4").unwrap(), Mode::Closed { outstanding: 4 });
         assert_eq!(parse_mode("open").unwrap(), Mode::Open { window: 1024 });
         assert!(parse_mode("half").is_err());
