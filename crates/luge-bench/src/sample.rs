@@ -59,8 +59,8 @@ impl ErrorKind {
 
     /// The known status whose label is `label` (as sent in `Luge-Outcome`), if any.
     pub fn status_from_label(label: &str) -> Option<Status> {
-        const CODES: [u16; 16] =
-            [0, 100, 101, 102, 103, 104, 200, 201, 202, 203, 300, 301, 302, 303, 304, 400];
+        const CODES: [u16; 17] =
+            [0, 100, 101, 102, 103, 104, 200, 201, 202, 203, 300, 301, 302, 303, 304, 305, 400];
         CODES.iter().map(|&c| Status::from_u16(c)).find(|s| s.label() == label)
     }
 
@@ -247,6 +247,11 @@ mod tests {
     fn labels_and_outcome_round_trip() {
         assert_eq!(ErrorKind::status_from_label("overloaded"), Some(Status::Overloaded));
         assert_eq!(ErrorKind::status_from_label("killed"), Some(Status::Killed));
+        // Every status the node sends, the chains' and late requests' 504 included.
+        for code in (0..=500).filter(|&c| !matches!(Status::from_u16(c), Status::Unknown(_))) {
+            let s = Status::from_u16(code);
+            assert_eq!(ErrorKind::status_from_label(s.label()), Some(s), "{code}");
+        }
         assert_eq!(ErrorKind::status_from_label("nonsense"), None);
         assert_eq!(ErrorKind::Http(502).label(), "http_502");
         assert_eq!(ErrorKind::Status(Status::Trap).to_string(), "trap");
