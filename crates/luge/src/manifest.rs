@@ -288,6 +288,18 @@ impl Manifest {
 
     /// Parses manifest `text` named `file`, resolving modules against `dir`.
     pub fn parse(text: &str, file: &str, dir: &Path) -> Result<Self, ManifestError> {
+        Self::parse_with(text, file, dir, &|path| std::fs::read(path))
+    }
+
+    /// [`Manifest::parse`] with the modules' bytes from `read_module` (given `dir` joined with
+    /// each `module` path) instead of the file system: the fuzzer parses manifests that name
+    /// any path without opening it.
+    pub fn parse_with(
+        text: &str,
+        file: &str,
+        dir: &Path,
+        read_module: &dyn Fn(&Path) -> std::io::Result<Vec<u8>>,
+    ) -> Result<Self, ManifestError> {
         let raw: RawManifest = toml::from_str(text).map_err(|e| ManifestError {
             file: file.to_owned(),
             line: e.span().map_or(0, |s| line_of(text, s.start)),
@@ -340,7 +352,7 @@ impl Manifest {
                 },
                 None => {
                     let path = dir.join(f.module.get_ref());
-                    let bytes = std::fs::read(&path).map_err(|e| {
+                    let bytes = read_module(&path).map_err(|e| {
                         at(f.module.span(), format!("cannot read module {}: {e}", path.display()))
                     })?;
                     (bytes, path.display().to_string())
