@@ -26,7 +26,7 @@
 //! table, `plane` what each listener serves and the admin token, `accept` the accepting and the
 //! over-cap refusal, `body` the capped body reads, `invoke` a function call through the gate
 //! shared with UDP-RPC, `admin` the admin API, `respond` the responses, `clients` the
-//! per-address connection count.
+//! per-address connection count, `fuzz` the fuzz target of request heads.
 //!
 //! Above ~600 lines on purpose: what is left here is one concern — the server's configuration
 //! (every limit with its reason), its shared state and its accept and connection loops; a fifth
@@ -70,6 +70,7 @@ mod admin_chains;
 mod agent;
 mod body;
 mod clients;
+mod fuzz;
 mod invoke;
 mod plane;
 mod respond;
@@ -81,6 +82,7 @@ use self::accept::{OVER_CAP_BODY, PER_CLIENT_BODY, accept_one, refuse_over_cap};
 use self::admin::{Resource, admin_resource, list_functions};
 use self::body::{BodyError, Unreadable, drain, read_body};
 use self::clients::{ClientSlot, Clients};
+pub use self::fuzz::fuzz_request_head;
 use self::invoke::invoke;
 use self::plane::Plane;
 pub use self::plane::{AdminConfig, AdminToken, MIN_TOKEN_LEN};

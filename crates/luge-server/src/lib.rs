@@ -15,7 +15,9 @@ mod submit;
 mod trace;
 mod udp;
 
-pub use crate::http::{AdminConfig, AdminToken, HttpConfig, HttpError, HttpServer, MIN_TOKEN_LEN};
+pub use crate::http::{
+    AdminConfig, AdminToken, HttpConfig, HttpError, HttpServer, MIN_TOKEN_LEN, fuzz_request_head,
+};
 pub use crate::metrics::{Answer, Metrics, Protocol};
 pub use crate::node::{Node, NodeChain, NodeConfig, NodeError, NodeFunction, ShutdownReport};
 pub use crate::otlp::OtlpError;

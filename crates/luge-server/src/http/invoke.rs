@@ -115,7 +115,7 @@ async fn submit(shared: &Arc<Shared>, call: Call) -> Response<Full<Bytes>> {
 
 /// The caller's trace context: one valid `traceparent` header, else none (W3C Trace Context:
 /// a receiver ignores an invalid or repeated one and starts a new trace).
-fn traceparent(headers: &HeaderMap) -> Option<TraceContext> {
+pub(super) fn traceparent(headers: &HeaderMap) -> Option<TraceContext> {
     let mut values = headers.get_all(TRACEPARENT).iter();
     let value = values.next()?;
     if values.next().is_some() {
