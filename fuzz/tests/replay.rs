@@ -71,3 +71,14 @@ fn seeds_reach_their_code() {
     );
     assert!(matches!(luge_fuzz::wasi::outcome(&seed("wasi", "trap-store")), Err(Failure::Trap(_))));
 }
+
+/// Finding `admin-path-repeated-prefix` (http_head): `/admin/functions//admin/functions/x`
+/// named the function `x` — the prefix was trimmed as often as it repeated — so one resource
+/// had many admin paths. The name is now exactly what follows one prefix (here an invalid name,
+/// refused).
+#[test]
+fn admin_path_repeated_prefix() {
+    let input = std::fs::read(dir("regressions", "http_head").join("admin-path-repeated-prefix"));
+    let input = input.unwrap_or_else(|e| panic!("admin-path-repeated-prefix: {e}"));
+    assert_eq!(luge_fuzz::http_head::heads(&input), 2);
+}

@@ -51,12 +51,12 @@ impl Action {
             "/admin/status.json" if get => Self::StatusJson,
             "/healthz" | "/readyz" | "/metrics" | "/admin/functions" | "/admin/chains"
             | "/admin/status" | "/admin/status.json" => Self::MethodNotAllowed("GET, HEAD"),
-            p if p.starts_with("/admin/functions/") => {
-                Self::Function(p.trim_start_matches("/admin/functions/").to_owned())
+            // One prefix off, not every repetition of it (`trim_start_matches`): otherwise
+            // `/admin/functions//admin/functions/x` would be another path of `x`.
+            p if let Some(name) = p.strip_prefix("/admin/functions/") => {
+                Self::Function(name.to_owned())
             }
-            p if p.starts_with("/admin/chains/") => {
-                Self::Chain(p.trim_start_matches("/admin/chains/").to_owned())
-            }
+            p if let Some(name) = p.strip_prefix("/admin/chains/") => Self::Chain(name.to_owned()),
             p if is_reserved(p) => Self::NotFound,
             _ => Self::Invoke,
         }
@@ -176,6 +176,11 @@ mod tests {
         assert_eq!(Action::parse(&get, "/admin/chains"), Action::ListChains);
         assert_eq!(Action::parse(&put, "/admin/chains"), Action::MethodNotAllowed("GET, HEAD"));
         assert_eq!(Action::parse(&put, "/admin/chains/c"), Action::Chain("c".into()));
+        // Fuzz finding `admin-path-repeated-prefix`: the prefix comes off once.
+        let twice = Action::parse(&put, "/admin/functions//admin/functions/f");
+        assert_eq!(twice, Action::Function("/admin/functions/f".into()));
+        let twice = Action::parse(&get, "/admin/chains//admin/chains/c");
+        assert_eq!(twice, Action::Chain("/admin/chains/c".into()));
         assert_eq!(Action::parse(&get, "/admin/status"), Action::StatusPage);
         assert_eq!(Action::parse(&head, "/admin/status.json"), Action::StatusJson);
         assert_eq!(Action::parse(&post, "/admin/status"), Action::MethodNotAllowed("GET, HEAD"));
