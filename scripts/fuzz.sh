@@ -55,9 +55,12 @@ fi
 
 # cargo-afl, and AFL++ built from the source it bundles (needs make and a C compiler). The
 # crate's build script may have built AFL++ already; `config --build` then refuses, harmlessly.
-if ! command -v cargo-afl >/dev/null; then
-    echo "fuzz.sh: installing cargo-afl"
-    cargo install --locked cargo-afl
+# The same version as the `afl` crate of fuzz/Cargo.toml: cargo-afl links the AFL++ runtime it
+# built for its own version into code built against the crate's; keep the pair that was tested.
+AFL_RS_VERSION=0.18.2
+if ! cargo afl --version 2>/dev/null | grep -q "^cargo-afl $AFL_RS_VERSION "; then
+    echo "fuzz.sh: installing cargo-afl $AFL_RS_VERSION"
+    cargo install --locked cargo-afl --version "$AFL_RS_VERSION"
 fi
 if ! out=$(cargo afl config --build 2>&1); then
     if ! grep -q "already built" <<<"$out"; then
