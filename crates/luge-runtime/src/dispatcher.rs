@@ -62,10 +62,23 @@ pub(crate) struct Submission {
 /// How often an undelivered preemption is re-signalled.
 const PREEMPT_RETRY: Duration = Duration::from_micros(50);
 
-/// How often a function whose estimate alone overruns a request's deadline still gets one request
-/// run on a guessed estimate (a probe), so that its estimate can come back down: without probes
-/// such a function would be refused forever, since a refused request is never observed.
+/// How long after a first probe a function whose estimate alone overruns a request's deadline
+/// gets its next request run on a guessed estimate (a probe), so that its estimate can come back
+/// down: without probes such a function would be refused forever, since a refused request is
+/// never observed. The interval doubles with every probe that did not bring the estimate back,
+/// up to [`PROBE_INTERVAL_MAX`], as a circuit breaker's back-off does: a runaway's probes cost
+/// a deadline's worth of work each, ever more rarely.
 const PROBE_INTERVAL: Nanos = 1_000_000_000;
+/// The longest interval between two probes of a function.
+const PROBE_INTERVAL_MAX: Nanos = 64 * PROBE_INTERVAL;
+
+/// When a function whose estimate overran its deadline was last probed, and the wait before the
+/// next probe.
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    at: Nanos,
+    interval: Nanos,
+}
 
 /// What a dispatcher's round asks of its thread.
 pub(crate) enum Step {
@@ -107,9 +120,8 @@ pub(crate) struct Dispatcher {
     wake_at: Option<Nanos>,
     actions: Vec<Action>,
     turnaround: Turnaround,
-    /// When each function whose estimate overran its deadline was last probed
-    /// ([`PROBE_INTERVAL`]).
-    probed: HashMap<luge_sched::FunctionId, Nanos>,
+    /// Functions whose estimate overran a deadline, and their probes ([`PROBE_INTERVAL`]).
+    probed: HashMap<luge_sched::FunctionId, Probe>,
     /// Debug builds check every call of the policy against the driver contract, with the same
     /// checker the simulator uses; a violation is recorded in `Signals::contract_violation`.
     #[cfg(debug_assertions)]
@@ -311,11 +323,21 @@ impl Dispatcher {
         // interval, run on a guessed estimate so that its outcome can bring the estimate back.
         // A declared execution time is the operator's word: not probed.
         if known && !declared && expected > relative_deadline {
-            let due = self.probed.get(&function).is_none_or(|&t| now >= t + PROBE_INTERVAL);
-            if due {
-                self.probed.insert(function, now);
+            let probe = match self.probed.get(&function) {
+                None => Some(Probe { at: now, interval: PROBE_INTERVAL }),
+                Some(p) if now >= p.at.saturating_add(p.interval) => Some(Probe {
+                    at: now,
+                    interval: p.interval.saturating_mul(2).min(PROBE_INTERVAL_MAX),
+                }),
+                Some(_) => None,
+            };
+            if let Some(probe) = probe {
+                self.probed.insert(function, probe);
                 known = false;
             }
+        } else if !self.probed.is_empty() {
+            // Its estimate fits again: the next overrun starts the back-off afresh.
+            self.probed.remove(&function);
         }
         let arrival = arrived.min(now);
         let mut request =
@@ -383,7 +405,7 @@ impl Dispatcher {
                         // make theirs: not a refusal, it ran. It would have run at least its
                         // deadline: observed as that (censored), so that the function's next
                         // requests are refused as infeasible at once, bar a probe per
-                        // `PROBE_INTERVAL` (`docs/scheduling.md`, "Runaways").
+                        // `PROBE_INTERVAL`, backing off (`docs/scheduling.md`, "Runaways").
                         RejectReason::Late => {
                             let relative = req.absolute_deadline.saturating_sub(req.arrival);
                             let function = task.function.id;

@@ -2,7 +2,9 @@
 //! dispatcher and one worker stepped by hand on the test thread, a manual clock and a counting
 //! epoch injected through [`Signals`]. A sandbox never sees an epoch bump here (the counting
 //! epoch does not touch the engine), so a preemption flag set while a sandbox runs is exactly
-//! one its target finishes without seeing — the window each race is about.
+//! one its target finishes without seeing — the window each race is about. The rig also drives
+//! the one decision of the dispatcher's own that needs a clock: probing a function whose
+//! estimate overran its deadline.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -84,6 +86,12 @@ impl Rig {
 
     /// Submits a request expected to run `expected` with a relative deadline; its runtime id.
     fn submit(&mut self, deadline: Nanos, expected: Nanos) -> u64 {
+        self.submit_as(deadline, Some(expected))
+    }
+
+    /// Submits a request with a relative deadline and the client's `expected` execution, if
+    /// any (else the function's estimate applies); its runtime id.
+    fn submit_as(&mut self, deadline: Nanos, expected: Option<Nanos>) -> u64 {
         self.next_id += 1;
         let id = self.next_id;
         let answered = Arc::clone(&self.answered);
@@ -102,13 +110,8 @@ impl Rig {
             state: TaskState::Fresh(format!("request {id}").into_bytes()),
             clock: Arc::new(TaskClock::default()),
         });
-        let submission = Submission {
-            task,
-            relative_deadline: deadline,
-            arrived: now,
-            expected: Some(expected),
-            tenant: 0,
-        };
+        let submission =
+            Submission { task, relative_deadline: deadline, arrived: now, expected, tenant: 0 };
         assert!(self.group.submissions.push(submission).is_ok());
         id
     }
@@ -339,4 +342,40 @@ fn a_host_panic_ends_only_its_own_request() {
     assert!(matches!(rig.dispatcher.step(), Step::Idle(None)));
     assert!(rig.dispatcher.pending.is_empty(), "the dispatcher still holds a request");
     assert!(rig.handed().is_none());
+}
+
+/// A function whose measured estimate overruns the deadline is refused as infeasible, except for
+/// probes run on a guess, the first at once and each next one after twice the wait before.
+#[test]
+fn probes_of_a_function_that_overran_its_deadline_back_off() {
+    let mut rig = Rig::new();
+    // Ten runs that each took 50 ms: one fast probe does not bring the estimate back.
+    for _ in 0..10 {
+        rig.dispatcher.estimator.observe(rig.function.id, 50 * MS);
+    }
+    // Whether a request due in 10 ms, submitted `after` the previous one, runs (a probe).
+    let mut runs = |after: Nanos| {
+        rig.signals.clock.advance(after);
+        let id = rig.submit_as(10 * MS, None);
+        rig.dispatcher.step();
+        match rig.handed() {
+            Some(task) => {
+                rig.execute(task);
+                rig.dispatcher.step();
+                assert_eq!(rig.answers().last(), Some(&(id, true)));
+                true
+            }
+            None => {
+                let refused = rig.answered.lock().unwrap().last().cloned().unwrap();
+                assert_eq!(refused.request_id, id);
+                let why = Err(Failure::Rejected(Rejection::DeadlineInfeasible));
+                assert_eq!(refused.result, why);
+                false
+            }
+        }
+    };
+    let s = 1_000 * MS;
+    let seen: Vec<bool> = [0, 0, s, s, s, s, s, s, 2 * s].into_iter().map(&mut runs).collect();
+    // Probes at 0, 1 s, 3 s (2 s after) and 8 s (at least 4 s after); refused between.
+    assert_eq!(seen, [true, false, true, false, true, false, false, false, true]);
 }
