@@ -43,6 +43,15 @@ fn call(rt: &Runtime, name: &str, payload: &[u8]) -> Outcome {
         .unwrap()
 }
 
+/// Waits until a sandbox runs (a request started), failing with `what` after 10 s.
+fn until_running(rt: &Runtime, what: &str) {
+    let start = Instant::now();
+    while rt.live_sandboxes() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+        std::thread::yield_now();
+    }
+}
+
 fn ok(outcome: Outcome) -> Vec<u8> {
     match outcome.result {
         Ok(out) => out,
@@ -226,11 +235,7 @@ fn a_runaway_past_its_deadline_yields_and_is_answered_late() {
     });
     register(&rt, "noop", NOOP, |_| {});
     let runaway = rt.submit("loop", Vec::new(), SubmitOptions::default());
-    let start = Instant::now();
-    while rt.live_sandboxes() == 0 {
-        assert!(start.elapsed() < Duration::from_secs(10), "the loop never started");
-        std::thread::yield_now();
-    }
+    until_running(&rt, "the loop never started");
     // Past the loop's deadline (it runs on: nothing else needs the worker)…
     std::thread::sleep(Duration::from_millis(200));
     assert!(rt.live_sandboxes() == 1, "the loop still runs");
@@ -255,11 +260,7 @@ fn a_function_whose_runs_end_late_is_refused_but_probed() {
     let later = || SubmitOptions { deadline: Some(Duration::from_secs(5)), ..Default::default() };
     // Runs `loop` until it is past its deadline, then ends it late with a no-op.
     let run_late = |ticket: luge_runtime::Ticket| {
-        let start = Instant::now();
-        while rt.live_sandboxes() == 0 {
-            assert!(start.elapsed() < Duration::from_secs(10), "the loop never started");
-            std::thread::yield_now();
-        }
+        until_running(&rt, "the loop never started");
         std::thread::sleep(Duration::from_millis(100));
         ok(rt.submit("noop", Vec::new(), later()).wait_timeout(Duration::from_secs(10)).unwrap());
         let outcome = ticket.wait_timeout(Duration::from_secs(10)).unwrap();
@@ -285,11 +286,7 @@ fn urgent_requests_preempt(rt: Runtime) {
     register(&rt, "noop", NOOP, |c| c.expected_execution = Some(Duration::from_micros(50)));
     let long = rt.submit("spin", b"100000000".to_vec(), SubmitOptions::default());
     // Wait until the long request is running (premise), then send urgent ones.
-    let start = std::time::Instant::now();
-    while rt.live_sandboxes() == 0 {
-        assert!(start.elapsed() < Duration::from_secs(10), "long request never started");
-        std::thread::yield_now();
-    }
+    until_running(&rt, "long request never started");
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let urgent: Vec<_> = (0..3)
         .map(|i| {
@@ -610,11 +607,7 @@ fn health_says_when_the_runtime_cannot_take_requests() {
     });
     assert_eq!(rt.health(), Health::Ready);
     let long = rt.submit("spin", b"100000000".to_vec(), SubmitOptions::default());
-    let start = Instant::now();
-    while rt.live_sandboxes() == 0 {
-        assert!(start.elapsed() < Duration::from_secs(10), "the request never started");
-        std::thread::yield_now();
-    }
+    until_running(&rt, "the request never started");
     assert!(
         matches!(rt.health(), Health::NotReady(why) if why.contains("sandbox slot")),
         "{:?}",
@@ -641,11 +634,7 @@ fn worker_and_group_stats_count_what_ran() {
     let spin = |n: &[u8]| rt.submit("spin", n.to_vec(), SubmitOptions::default());
     // ~0.3 s: long enough for the other three to be seen queued behind it.
     let first = spin(b"150000000");
-    let start = Instant::now();
-    while rt.live_sandboxes() == 0 {
-        assert!(start.elapsed() < Duration::from_secs(10), "the first request never started");
-        std::thread::yield_now();
-    }
+    until_running(&rt, "the first request never started");
     // Three more wait behind it (later deadlines: no preemption) in the one group's queue.
     let rest: Vec<_> = (0..3).map(|_| spin(b"30000000")).collect();
     let start = Instant::now();
