@@ -315,7 +315,7 @@ impl Dispatcher {
         let mut known = declared || self.estimator.samples(function) > 0;
         // The node's own per-request work (hand-offs, wake-ups) occupies the worker too: the
         // wait a request imposes on those behind it is its execution plus that.
-        let expected = expected
+        let mut expected = expected
             .unwrap_or_else(|| self.estimator.estimate(function))
             .saturating_add(self.turnaround.overhead());
         // A function whose measured estimate alone overruns this deadline (its recent runs
@@ -332,8 +332,16 @@ impl Dispatcher {
                 Some(_) => None,
             };
             if let Some(probe) = probe {
+                // Judged as a function never seen: on the default estimate, which others' waits
+                // count and which leaves it slack to yield to every more urgent arrival. On its
+                // measured estimate it would hold the worker with no slack for a deadline.
                 self.probed.insert(function, probe);
                 known = false;
+                expected = self
+                    .estimator
+                    .config()
+                    .default_estimate
+                    .saturating_add(self.turnaround.overhead());
             }
         } else if !self.probed.is_empty() {
             // Its estimate fits again: the next overrun starts the back-off afresh.
