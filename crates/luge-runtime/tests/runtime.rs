@@ -225,55 +225,51 @@ fn the_inline_layout_preempts_too() {
     assert!(matches!(Runtime::start(config), Err(Error::Config(_))));
 }
 
-#[test]
-fn a_runaway_past_its_deadline_yields_and_is_answered_late() {
-    // Edge-RT §VI-D: a request still running at its deadline no longer outranks anyone.
+/// One worker serving `noop` and `loop`, a runaway due 50 ms after it arrives whose budget
+/// (20 s) is far off.
+fn with_a_runaway() -> Runtime {
     let rt = runtime(1, PolicyKind::SledgeScale);
     register(&rt, "loop", LOOP, |c| {
         c.relative_deadline = Duration::from_millis(50);
         c.limits.max_execution = Duration::from_secs(20);
     });
     register(&rt, "noop", NOOP, |_| {});
-    let runaway = rt.submit("loop", Vec::new(), SubmitOptions::default());
-    until_running(&rt, "the loop never started");
-    // Past the loop's deadline (it runs on: nothing else needs the worker)…
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(rt.live_sandboxes() == 1, "the loop still runs");
-    // …a request due after it still gets the worker at once (the loop's budget is 20 s), and
-    // the loop is answered as late instead of resumed.
-    let options = SubmitOptions { deadline: Some(Duration::from_secs(5)), ..Default::default() };
-    let quick = rt.submit("noop", Vec::new(), options).wait_timeout(Duration::from_secs(10));
-    ok(quick.unwrap());
-    let runaway = runaway.wait_timeout(Duration::from_secs(10)).unwrap();
+    rt
+}
+
+/// Lets the `loop` of `ticket` run past its deadline (alone, it runs on), then calls the no-op,
+/// due after it: the no-op gets the worker at once and the loop is answered, its outcome.
+fn end_late(rt: &Runtime, ticket: luge_runtime::Ticket) -> Outcome {
+    until_running(rt, "the loop never started");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(rt.live_sandboxes(), 1, "the loop still runs");
+    let later = SubmitOptions { deadline: Some(Duration::from_secs(5)), ..Default::default() };
+    ok(rt.submit("noop", Vec::new(), later).wait_timeout(Duration::from_secs(10)).unwrap());
+    ticket.wait_timeout(Duration::from_secs(10)).unwrap()
+}
+
+#[test]
+fn a_runaway_past_its_deadline_yields_and_is_answered_late() {
+    // Edge-RT §VI-D: a request still running at its deadline no longer outranks anyone; it is
+    // answered as late instead of resumed.
+    let rt = with_a_runaway();
+    let runaway = end_late(&rt, rt.submit("loop", Vec::new(), SubmitOptions::default()));
     assert_eq!(runaway.result, Err(Failure::Late));
     assert!(runaway.timing.preemptions >= 1, "{:?}", runaway.timing);
 }
 
 #[test]
 fn a_function_whose_runs_end_late_is_refused_but_probed() {
-    let rt = runtime(1, PolicyKind::SledgeScale);
-    register(&rt, "loop", LOOP, |c| {
-        c.relative_deadline = Duration::from_millis(50);
-        c.limits.max_execution = Duration::from_secs(20);
-    });
-    register(&rt, "noop", NOOP, |_| {});
-    let later = || SubmitOptions { deadline: Some(Duration::from_secs(5)), ..Default::default() };
-    // Runs `loop` until it is past its deadline, then ends it late with a no-op.
-    let run_late = |ticket: luge_runtime::Ticket| {
-        until_running(&rt, "the loop never started");
-        std::thread::sleep(Duration::from_millis(100));
-        ok(rt.submit("noop", Vec::new(), later()).wait_timeout(Duration::from_secs(10)).unwrap());
-        let outcome = ticket.wait_timeout(Duration::from_secs(10)).unwrap();
-        assert_eq!(outcome.result, Err(Failure::Late));
-    };
-    run_late(rt.submit("loop", Vec::new(), SubmitOptions::default()));
-    // It would have run at least its deadline: the next request is a probe (one per second),
-    // run on a guess and ended late again…
+    let rt = with_a_runaway();
+    let first = end_late(&rt, rt.submit("loop", Vec::new(), SubmitOptions::default()));
+    assert_eq!(first.result, Err(Failure::Late));
+    // It would have run at least its deadline: the next request is a probe (the first goes at
+    // once), run on a guess and ended late again…
     let probe = rt.submit("loop", Vec::new(), SubmitOptions::default());
     // …while the one after it is refused at once, its estimate overrunning its deadline.
     let refused = call(&rt, "loop", b"");
     assert_eq!(refused.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
-    run_late(probe);
+    assert_eq!(end_late(&rt, probe).result, Err(Failure::Late));
 }
 
 fn urgent_requests_preempt(rt: Runtime) {
