@@ -26,6 +26,7 @@ use super::{IsolationOptions, Protocol, ScenarioOptions, layout_name, wait_name}
 use crate::error::BenchError;
 use crate::plan::Mapping;
 use crate::report::Report;
+use crate::target::Target;
 
 /// The hostile kinds, in the order tenants take them (tenant k runs kind k mod 5).
 const HOSTILE: [(&str, &str); 5] = [
@@ -100,6 +101,41 @@ pub(crate) fn hostile_functions(n: usize) -> (Vec<NodeFunction>, Vec<TenantConfi
     (functions, tenants)
 }
 
+/// A driver calling `hostile` (served by `node`) in turn at `target`, waiting for answers past
+/// their execution budget.
+pub(crate) fn hostile_driver(
+    node: &LugeNode,
+    target: Target,
+    hostile: &[NodeFunction],
+    seed: u64,
+) -> Result<Driver, BenchError> {
+    let functions =
+        hostile.iter().map(|f| node.function(&f.config.name)).collect::<Result<Vec<_>, _>>()?;
+    let mut d = Driver::fixed(target, Mapping::Spread { functions, payload: Vec::new() }, seed);
+    d.timeout = TIMEOUT;
+    Ok(d)
+}
+
+/// Runs the well-behaved driver at its rate for `duration` and, at the same time on a thread of
+/// its own, the hostile one at its rate, if any: both reports.
+pub(crate) fn beside(
+    (good, good_rate): (&Driver, f64),
+    bad: Option<(&Driver, f64)>,
+    duration: Duration,
+) -> Result<(Report, Option<Report>), BenchError> {
+    std::thread::scope(|s| {
+        let bad_run = bad.map(|(d, rate)| s.spawn(move || d.open(rate, duration)));
+        let good_run = good.open(good_rate, duration);
+        let bad_run = match bad_run {
+            None => None,
+            Some(h) => Some(h.join().unwrap_or_else(|_| {
+                Err(BenchError::Scenario("the hostile load generator panicked".into()))
+            })?),
+        };
+        Ok((good_run?, bad_run))
+    })
+}
+
 pub(crate) fn run(
     o: &IsolationOptions,
     opts: &ScenarioOptions,
@@ -133,30 +169,10 @@ pub(crate) fn run(
                 let bad = if n == 0 {
                     None
                 } else {
-                    let refs = hostile
-                        .iter()
-                        .map(|f| node.function(&f.config.name))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let mut d = Driver::fixed(
-                        target,
-                        Mapping::Spread { functions: refs, payload: Vec::new() },
-                        opts.seed + 1_000 + trial as u64,
-                    );
-                    d.timeout = TIMEOUT;
-                    Some(d)
+                    Some(hostile_driver(node, target, &hostile, opts.seed + 1_000 + trial as u64)?)
                 };
-                let (good_run, bad_run) = std::thread::scope(|s| {
-                    let bad_run =
-                        bad.as_ref().map(|d| s.spawn(|| d.open(hostile_rate * n as f64, duration)));
-                    let good_run = good.open(good_rate, duration);
-                    let bad_run = match bad_run {
-                        None => None,
-                        Some(h) => Some(h.join().unwrap_or_else(|_| {
-                            Err(BenchError::Scenario("the hostile load generator panicked".into()))
-                        })?),
-                    };
-                    Ok::<_, BenchError>((good_run?, bad_run))
-                })?;
+                let bad = bad.as_ref().map(|d| (d, hostile_rate * n as f64));
+                let (good_run, bad_run) = beside((&good, good_rate), bad, duration)?;
                 let point = Point::of(&good_run);
                 Ok(Trial {
                     hostile: n,

@@ -16,16 +16,12 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::density::rss_kib;
-use super::isolation::hostile_functions;
+use super::isolation::{beside, hostile_driver, hostile_functions};
 use super::measure::{Driver, Point};
 use super::node::{LugeNode, NodeSpec, Pinning};
 use super::output::{Results, Table, rps, us};
 use super::{Protocol, ScenarioOptions, SoakOptions, layout_name, wait_name};
 use crate::error::BenchError;
-use crate::plan::Mapping;
-
-/// How long a client waits for an answer: past the hostile functions' 1 s CPU budget.
-const TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Serialize)]
 struct Sample {
@@ -78,24 +74,14 @@ pub(crate) fn run(
     let samples = LugeNode::with(&spec, &functions, |node| {
         let target = node.target(Protocol::Udp)?;
         let good = Driver::fixed(target.clone(), node.noop()?, opts.seed);
-        let refs =
-            hostile.iter().map(|f| node.function(&f.config.name)).collect::<Result<Vec<_>, _>>()?;
-        let mut bad = Driver::fixed(
-            target,
-            Mapping::Spread { functions: refs, payload: Vec::new() },
-            opts.seed + 1,
-        );
-        bad.timeout = TIMEOUT;
+        let bad = hostile_driver(node, target, &hostile, opts.seed + 1)?;
         let started = Instant::now();
         let mut samples = Vec::new();
         while started.elapsed() + window / 2 < duration {
-            let (good_run, bad_run) = std::thread::scope(|s| {
-                let bad_run = s.spawn(|| bad.open(hostile_rate * 5.0, window));
-                let good_run = good.open(good_rate, window);
-                let bad_run = bad_run.join().unwrap_or_else(|_| {
-                    Err(BenchError::Scenario("the hostile load generator panicked".into()))
-                });
-                Ok::<_, BenchError>((good_run?, bad_run?))
+            let (good_run, bad_run) =
+                beside((&good, good_rate), Some((&bad, hostile_rate * 5.0)), window)?;
+            let bad_run = bad_run.ok_or_else(|| {
+                BenchError::Scenario("the hostile load generator reported nothing".into())
             })?;
             let sample = Sample {
                 t_s: started.elapsed().as_secs_f64(),
