@@ -14,9 +14,11 @@
 //! - Policy: every action names a worker of the group and a request it holds; a `Run` targets an
 //!   idle worker, with a request not running elsewhere and carrying its execution so far; a
 //!   policy whose workers order their queues by EDF ([`LocalOrder::Edf`]) runs the most urgent
-//!   request bound to the worker (by its `Enqueue`s); a `Preempt` names the request running
-//!   there; a `Reject` answers a request that is not running; and, once the driver has nothing
-//!   left to deliver, no request is still held ([`ContractChecker::end`]).
+//!   request bound to the worker (by its `Enqueue`s), and a demoted request only on a worker with
+//!   no request bound to it; a `Demote` names a held request that is not running and unbinds
+//!   it; a `Preempt` names the request running there; a `Reject` answers a request that is not
+//!   running; and, once the driver has nothing left to deliver, no request is still held
+//!   ([`ContractChecker::end`]).
 //!
 //! `Enqueue` is informational: it is checked for what it names, and only drives the EDF check.
 //! A request id reused after its request was answered is not noticed: only requests in flight are
@@ -134,6 +136,25 @@ pub enum ContractViolation {
         /// The request running there, if any.
         running: Option<RequestId>,
     },
+    /// A policy with EDF workers ran a demoted request on a worker that has on-time work bound
+    /// to it.
+    #[error("EDF worker {worker} ran demoted {id:?} while {head:?} is bound to it")]
+    DemotedAheadOfOnTime {
+        /// Worker.
+        worker: WorkerId,
+        /// The demoted request run.
+        id: RequestId,
+        /// The most urgent request bound to the worker.
+        head: RequestId,
+    },
+    /// The policy demoted a request that is running.
+    #[error("demotion of {id:?}, which is running on worker {worker}")]
+    DemoteRunning {
+        /// The request.
+        id: RequestId,
+        /// The worker it runs on.
+        worker: WorkerId,
+    },
     /// The policy rejected a request that is running.
     #[error("reject of {id:?}, which is running on worker {worker}")]
     RejectRunning {
@@ -162,6 +183,8 @@ struct Held {
     running: Option<WorkerId>,
     /// The worker whose queue it is bound to (EDF policies only).
     bound: Option<WorkerId>,
+    /// It was demoted to the best-effort lane.
+    demoted: bool,
 }
 
 /// The run in progress on a worker, as the policy was told.
@@ -225,8 +248,13 @@ impl ContractChecker {
                 if self.held.contains_key(&req.id) {
                     return Err(ContractViolation::DuplicateArrival { id: req.id });
                 }
-                let held =
-                    Held { key: req.key(), executed: req.executed, running: None, bound: None };
+                let held = Held {
+                    key: req.key(),
+                    executed: req.executed,
+                    running: None,
+                    bound: None,
+                    demoted: false,
+                };
                 self.held.insert(req.id, held);
             }
             Event::Started { worker, id } => {
@@ -305,7 +333,16 @@ impl ContractChecker {
                 }
                 if let Some(bound) = self.bound.get(worker) {
                     let head = bound.first();
-                    if head != Some(&held.key) {
+                    if held.demoted {
+                        if let Some(head) = head {
+                            let (id, head) = (req.id, head.id);
+                            return Err(ContractViolation::DemotedAheadOfOnTime {
+                                worker,
+                                id,
+                                head,
+                            });
+                        }
+                    } else if head != Some(&held.key) {
                         let head = head.map(|k| k.id);
                         return Err(ContractViolation::NotEdfHead { worker, id: req.id, head });
                     }
@@ -331,6 +368,14 @@ impl ContractChecker {
                 }
                 self.held.remove(&req.id);
                 self.unbind(&held);
+            }
+            Action::Demote { id } => {
+                let held = *self.held.get(&id).ok_or_else(not_held)?;
+                if let Some(worker) = held.running {
+                    return Err(ContractViolation::DemoteRunning { id, worker });
+                }
+                self.unbind(&held);
+                self.held.insert(id, Held { bound: None, demoted: true, ..held });
             }
             Action::WakeAt(_) => {}
         }
@@ -576,6 +621,23 @@ mod tests {
         let stopped = Event::Preempted { worker: 0, id: RequestId(1), executed: 300 };
         let v = V::StaleExecution { id: RequestId(1), executed: 0, reported: 300 };
         assert_eq!(c.step(2, &stopped, &[run(0, 1)]), Err(v));
+    }
+
+    #[test]
+    fn a_demoted_request_runs_only_where_nothing_on_time_is_bound_and_is_not_demoted_running() {
+        let mut c = ContractChecker::new(2, LocalOrder::Edf);
+        let bind = |worker, id| Action::Enqueue { worker, id: RequestId(id) };
+        let (late, soon) = (req(1, 5_000_000), req(2, 9_000_000));
+        assert_eq!(c.step(0, &Event::Arrival(late), &[bind(0, 1)]), Ok(()));
+        assert_eq!(c.step(0, &Event::Arrival(soon), &[bind(0, 2)]), Ok(()));
+        // Demoted, request 1 is unbound and no longer worker 0's head…
+        assert_eq!(c.actions(&[Action::Demote { id: RequestId(1) }]), Ok(()));
+        // …it may run on worker 1, where nothing is bound, but not ahead of request 2.
+        let v = V::DemotedAheadOfOnTime { worker: 0, id: RequestId(1), head: RequestId(2) };
+        assert_eq!(c.clone().actions(&[Action::Run { worker: 0, req: late }]), Err(v));
+        assert_eq!(c.actions(&[Action::Run { worker: 1, req: late }]), Ok(()));
+        let v = V::DemoteRunning { id: RequestId(1), worker: 1 };
+        assert_eq!(c.actions(&[Action::Demote { id: RequestId(1) }]), Err(v));
     }
 
     #[test]

@@ -37,5 +37,7 @@ pub use crate::policy::{
     TimeSliced, UnknownPolicy, WaitTime, WorkerId,
 };
 pub use crate::queue::{DeadlineQueue, EdfQueue};
-pub use crate::request::{FunctionId, MIN_REMAINING, Nanos, QueueKey, Request, RequestId};
+pub use crate::request::{
+    FunctionId, MIN_REMAINING, Nanos, Overrun, QueueKey, Request, RequestId, UnknownOverrun,
+};
 pub use crate::sum_tree::SumTree;

@@ -1,6 +1,9 @@
 //! The request model shared by every queue and policy: identities, deadlines, expected and
 //! executed work, and the derived quantities (remaining execution, slack) (`docs/scheduling.md`).
 
+use std::fmt;
+use std::str::FromStr;
+
 /// Time in nanoseconds. The scheduling core never reads a clock: every instant is passed in.
 pub type Nanos = u64;
 
@@ -48,6 +51,54 @@ pub struct Request {
     /// request on its own estimate only when it is known: refusing a never-run function on a
     /// guess would refuse it forever, since its estimate could never improve.
     pub estimate_known: bool,
+    /// What becomes of it once it can no longer meet its deadline (with shedding on).
+    pub on_overrun: Overrun,
+}
+
+/// What becomes of an admitted request whose deadline can no longer be met (it overran while it
+/// ran, or its wait grew past its slack), on the policies that shed ([`Admission::shed`]).
+///
+/// [`Admission::shed`]: crate::Admission::shed
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Overrun {
+    /// It is answered at once: shed before it ran, or late once preempted past its deadline.
+    #[default]
+    Kill,
+    /// It is demoted to the group's best-effort lane (Edge-RT §IV-D): it runs, round robin
+    /// with the other demoted requests, only on a worker with no on-time work, and completes late.
+    Demote,
+}
+
+impl Overrun {
+    /// Its name in manifests and the admin API: `kill` or `demote`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Overrun::Kill => "kill",
+            Overrun::Demote => "demote",
+        }
+    }
+}
+
+impl fmt::Display for Overrun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is neither `kill` nor `demote`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown on_overrun `{0}` (expected kill or demote)")]
+pub struct UnknownOverrun(pub String);
+
+impl FromStr for Overrun {
+    type Err = UnknownOverrun;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Overrun::Kill, Overrun::Demote]
+            .into_iter()
+            .find(|o| o.name() == s)
+            .ok_or_else(|| UnknownOverrun(s.to_owned()))
+    }
 }
 
 impl Request {
@@ -70,7 +121,14 @@ impl Request {
             class: 0,
             tenant: 0,
             estimate_known: true,
+            on_overrun: Overrun::Kill,
         }
+    }
+
+    /// Sets what becomes of it once it can no longer meet its deadline (builder style).
+    pub fn with_overrun(mut self, on_overrun: Overrun) -> Self {
+        self.on_overrun = on_overrun;
+        self
     }
 
     /// Marks `expected` as a default guess (builder style); see [`Request::estimate_known`].
@@ -152,6 +210,15 @@ mod tests {
         let b = Request::new(RequestId(1), FunctionId(0), 0, 20, 1).key();
         let c = Request::new(RequestId(3), FunctionId(0), 0, 10, 1).key();
         assert!(a < b && a < c && c < b);
+    }
+
+    #[test]
+    fn overrun_names_round_trip() {
+        for o in [Overrun::Kill, Overrun::Demote] {
+            assert_eq!(o.to_string().parse(), Ok(o));
+        }
+        assert_eq!("Demote".parse::<Overrun>(), Err(UnknownOverrun("Demote".into())));
+        assert_eq!(Overrun::default(), Overrun::Kill);
     }
 
     #[test]

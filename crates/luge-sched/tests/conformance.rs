@@ -9,8 +9,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
 use luge_sched::{
-    Action, Admission, Checked, Event, FunctionId, Nanos, Policy, PolicyConfig, PolicyKind,
-    RejectReason, Request, RequestId, WorkerId,
+    Action, Admission, Checked, Event, FunctionId, Nanos, Overrun, Policy, PolicyConfig,
+    PolicyKind, RejectReason, Request, RequestId, WorkerId,
 };
 
 /// What the driver has to do at some time.
@@ -52,10 +52,20 @@ struct Driver {
     bound: Vec<BTreeSet<RequestId>>,
     /// Requests answered `Late`.
     late: usize,
-    /// Times a request waited bound to a worker whose run was past its deadline, started and not
-    /// asked to stop, right after an arrival or a timer (checked with `check_late`).
+    /// Times a request waited bound to a worker whose run was past its deadline or demoted,
+    /// started and not asked to stop, right after an arrival or a timer.
     late_waits: usize,
+    /// Requests demoted to the best-effort lane, and how many of them completed.
+    demoted: BTreeSet<RequestId>,
+    demoted_completed: usize,
+    /// Demoted requests answered with a `Reject` (the lane runs what it takes).
+    demoted_rejected: usize,
+    /// Requests asking for demotion answered late or shed while the lane had room.
+    answered_with_room: usize,
 }
+
+/// The queue cap with admission on, which also bounds the best-effort lane.
+const LANE: usize = 20;
 
 impl Driver {
     fn next(&mut self) -> u64 {
@@ -108,9 +118,28 @@ impl Driver {
                     if reason == RejectReason::Late {
                         self.late += 1;
                     }
+                    let lane = self.demoted.len() - self.demoted_completed - self.demoted_running();
+                    if req.on_overrun == Overrun::Demote
+                        && matches!(reason, RejectReason::Late | RejectReason::Shed)
+                        && lane < LANE
+                    {
+                        self.answered_with_room += 1;
+                    }
+                    if self.demoted.contains(&req.id) {
+                        self.demoted_rejected += 1;
+                    }
+                }
+                Action::Demote { id } => {
+                    self.unbind(id);
+                    self.demoted.insert(id);
                 }
             }
         }
+    }
+
+    /// Demoted requests on a worker.
+    fn demoted_running(&self) -> usize {
+        self.workers.iter().flatten().filter(|on| self.demoted.contains(&on.req.id)).count()
     }
 
     fn unbind(&mut self, id: RequestId) {
@@ -119,13 +148,15 @@ impl Driver {
         }
     }
 
-    /// Requests waiting on a worker whose started run is past its deadline and not asked to
-    /// stop.
+    /// Requests waiting on a worker whose started run is past its deadline or demoted, and not
+    /// asked to stop.
     fn waiting_behind_late(&self) -> usize {
         (0..self.workers.len())
             .filter(|&w| {
                 self.workers[w].is_some_and(|on| {
-                    on.since.is_some() && !on.stop_asked && on.req.absolute_deadline <= self.now
+                    let outranks_none =
+                        on.req.absolute_deadline <= self.now || self.demoted.contains(&on.req.id);
+                    on.since.is_some() && !on.stop_asked && outranks_none
                 })
             })
             .map(|w| self.bound[w].len())
@@ -163,6 +194,9 @@ impl Driver {
                 let Some(on) = self.current(worker, run) else { return };
                 self.workers[worker] = None;
                 self.completed += 1;
+                if self.demoted.contains(&on.req.id) {
+                    self.demoted_completed += 1;
+                }
                 let executed = self.execution[on.req.id.0 as usize];
                 self.feed(Event::Completed { worker, id: on.req.id, executed });
             }
@@ -192,21 +226,27 @@ struct Drove {
     late: usize,
     /// See [`Driver::late_waits`].
     late_waits: usize,
+    /// Requests demoted, demoted ones that completed, and demoted ones answered instead.
+    demoted: usize,
+    demoted_completed: usize,
+    demoted_rejected: usize,
+    answered_with_room: usize,
 }
 
 /// `policy` on `workers` workers under a bimodal load of 300 requests, `load` per worker; with
-/// `runaways`, one request in ten runs 20× its estimate.
+/// `runaways`, one request in ten runs 20× its estimate; with `demote`, every request asks to
+/// be demoted rather than answered once it can no longer meet its deadline.
 fn drive(
     policy: PolicyKind,
     seed: u64,
     workers: usize,
     load: f64,
     admission: bool,
-    runaways: bool,
+    (runaways, demote): (bool, bool),
 ) -> Drove {
     let mut config = PolicyConfig::papers(workers);
     if admission {
-        config.admission = Admission { max_queued: Some(20), ..Admission::default() };
+        config.admission = Admission { max_queued: Some(LANE), ..Admission::default() };
     }
     config.sledge_batch = 1 + (seed % 5) as usize;
     let mut d = Driver {
@@ -224,6 +264,10 @@ fn drive(
         bound: vec![BTreeSet::new(); workers],
         late: 0,
         late_waits: 0,
+        demoted: BTreeSet::new(),
+        demoted_completed: 0,
+        demoted_rejected: 0,
+        answered_with_room: 0,
     };
     let gap = (0.8 * 20_000.0 + 0.2 * 500_000.0) / (load * workers as f64);
     let mut t = 0;
@@ -238,8 +282,10 @@ fn drive(
         }
         let deadline = expected * (2 + d.next() % 18);
         let class = u16::from(long);
+        let overrun = if demote { Overrun::Demote } else { Overrun::Kill };
         let req = Request::new(RequestId(id), FunctionId(u32::from(long)), t, deadline, expected)
-            .with_class(class);
+            .with_class(class)
+            .with_overrun(overrun);
         d.requests.push(req);
         d.execution.push(actual);
         d.at(t, Due::Arrival(id));
@@ -257,7 +303,16 @@ fn drive(
     if let Err(v) = d.policy.end() {
         panic!("{policy}: {v}");
     }
-    Drove { completed: d.completed, stopped: d.stopped, late: d.late, late_waits: d.late_waits }
+    Drove {
+        completed: d.completed,
+        stopped: d.stopped,
+        late: d.late,
+        late_waits: d.late_waits,
+        demoted: d.demoted.len(),
+        demoted_completed: d.demoted_completed,
+        demoted_rejected: d.demoted_rejected,
+        answered_with_room: d.answered_with_room,
+    }
 }
 
 #[test]
@@ -266,7 +321,7 @@ fn the_driver_completes_and_preempts() {
     // the request started).
     for policy in [PolicyKind::SledgeScale, PolicyKind::Shinjuku, PolicyKind::Srpt, PolicyKind::Sfs]
     {
-        let d = drive(policy, 7, 2, 1.2, false, false);
+        let d = drive(policy, 7, 2, 1.2, false, (false, false));
         assert_eq!(d.completed, 300, "{policy}: every request completes");
         assert!(d.stopped > 10, "{policy}: only {} preemptions", d.stopped);
     }
@@ -278,11 +333,12 @@ fn a_request_past_its_deadline_never_keeps_others_waiting_on_its_worker() {
     for seed in 1..=24u64 {
         let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
         let (workers, load) = (1 + (x % 3) as usize, 0.5 + (x / 3 % 8) as f64 / 10.0);
-        let d = drive(PolicyKind::SledgeScale, x, workers, load, true, true);
+        let d = drive(PolicyKind::SledgeScale, x, workers, load, true, (true, false));
         assert_eq!(d.late_waits, 0, "seed {seed}: {d:?}");
         late += d.late;
         // The paper's SledgeScale (no shedding) lets them wait: the property is not vacuous.
-        waits_without += drive(PolicyKind::SledgeScale, x, workers, load, false, true).late_waits;
+        waits_without +=
+            drive(PolicyKind::SledgeScale, x, workers, load, false, (true, false)).late_waits;
     }
     assert!(late > 0, "runaways were answered late");
     assert!(waits_without > 0, "without shedding, requests waited behind late runs");
@@ -295,7 +351,35 @@ fn every_policy_keeps_the_contract_without_the_simulator() {
         let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
         let (workers, load) = (1 + (x % 5) as usize, 0.3 + (x / 5 % 13) as f64 / 10.0);
         for policy in PolicyKind::ALL {
-            drive(policy, x, workers, load, seed % 2 == 0, seed % 4 == 0);
+            let (admission, runaways, demote) = (seed % 2 == 0, seed % 4 == 0, seed % 3 == 0);
+            drive(policy, x, workers, load, admission, (runaways, demote));
         }
     }
+}
+
+#[test]
+fn demoted_requests_run_late_and_never_keep_on_time_requests_waiting() {
+    // Edge-RT §IV-D: with demotion asked for, what overran its deadline (or can no longer make
+    // it) runs in the best-effort lane instead of being answered: every demoted request completes
+    // (the contract checker also holds that a demoted request never runs on an EDF worker with
+    // on-time work bound to it), and on SledgeScale an arrival or the lane's quantum takes the
+    // worker back from it at once.
+    let mut demoted = 0;
+    for seed in 1..=24u64 {
+        let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
+        let (workers, load) = (1 + (x % 3) as usize, 0.5 + (x / 3 % 8) as f64 / 10.0);
+        for policy in [PolicyKind::SledgeScale, PolicyKind::SledgeScaleSteal, PolicyKind::Lld] {
+            let d = drive(policy, x, workers, load, true, (true, true));
+            assert_eq!(d.demoted_rejected, 0, "{policy} seed {seed}: {d:?}");
+            assert_eq!(d.demoted_completed, d.demoted, "{policy} seed {seed}: {d:?}");
+            // Only a full lane sends them back to being answered.
+            assert_eq!(d.answered_with_room, 0, "{policy} seed {seed}: {d:?}");
+            if policy != PolicyKind::Lld {
+                // rr/jsq/lld re-evaluate only at their quantum boundary, by design.
+                assert_eq!(d.late_waits, 0, "{policy} seed {seed}: {d:?}");
+            }
+            demoted += d.demoted;
+        }
+    }
+    assert!(demoted > 0, "requests were demoted");
 }

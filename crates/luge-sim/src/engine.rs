@@ -397,7 +397,8 @@ impl<'a> Sim<'a> {
         for a in &actions {
             match *a {
                 // Informational: the request reaches its worker with its `Run`.
-                Action::Enqueue { .. } => {}
+                // Informational: a demoted request still runs (late) and is recorded when it ends.
+                Action::Enqueue { .. } | Action::Demote { .. } => {}
                 Action::Run { worker, req } => {
                     if worker >= size {
                         return Err(self.violation(g, format!("run on worker {worker} of {size}")));

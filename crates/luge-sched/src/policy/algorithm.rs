@@ -4,7 +4,8 @@
 //! part is the bookkeeping of the driver contract (see the [`policy`](super) module): admission
 //! before an arrival is placed; `Started`, `Completed` and `Preempted` recorded in [`Cores`] (a
 //! stale report changes nothing); a freed worker handed back to the policy; the time slice armed
-//! when a run starts.
+//! when a run starts; and the best-effort lane of demoted requests (Edge-RT §IV-D), which gets
+//! the workers the policy left idle and yields them back at its quantum's end.
 
 use super::core::Cores;
 use super::{Action, Event, LocalOrder, Policy, PolicyStats, WorkerId};
@@ -25,8 +26,14 @@ pub(crate) trait Algorithm: Send {
     /// request, if any.
     fn run_next(&mut self, worker: WorkerId, now: Nanos, out: &mut Vec<Action>);
 
-    /// Requests held that are not running ([`Policy::queued`]).
+    /// Requests held that are not running ([`Policy::queued`]), the best-effort lane aside.
     fn waiting(&self) -> usize;
+
+    /// Whether on-time work waits that `worker` should take: a demoted run there yields to it
+    /// at the end of its quantum.
+    fn on_time_for(&self, _worker: WorkerId) -> bool {
+        self.waiting() > 0
+    }
 
     /// An arrival at `now`, before admission judges it (refused arrivals count too).
     fn arrival_seen(&mut self, _now: Nanos) {}
@@ -81,7 +88,7 @@ impl<A: Algorithm> Policy for A {
             }
             Event::Started { worker, id } => {
                 if self.cores_mut().started(worker, id, now)
-                    && let Some(slice) = self.slice(worker)
+                    && let Some(slice) = self.cores().slice_of(worker, self.slice(worker))
                 {
                     out.push(Action::WakeAt(now.saturating_add(slice)));
                 }
@@ -92,17 +99,32 @@ impl<A: Algorithm> Policy for A {
                 }
             }
             Event::Preempted { worker, id, executed } => {
-                if let Some(req) = self.cores_mut().finish(worker, id, executed) {
-                    self.requeue(worker, req);
+                if let Some(run) = self.cores_mut().finish(worker, id, executed) {
+                    if run.demoted {
+                        self.cores_mut().requeue_demoted(run.req);
+                    } else {
+                        self.requeue(worker, run.req);
+                    }
                     self.run_next(worker, now, out);
                 }
             }
-            Event::Tick => self.tick(now, out),
+            Event::Tick => {
+                // The lane first: a policy's own slicing leaves demoted runs alone.
+                if self.cores().iter().any(|(_, run)| run.demoted) {
+                    let on_time: Vec<bool> =
+                        (0..self.cores().len()).map(|w| self.on_time_for(w)).collect();
+                    self.cores_mut().rotate_demoted(now, |w| on_time[w], out);
+                }
+                self.tick(now, out);
+            }
+        }
+        if self.cores().demoted_waiting() > 0 {
+            self.cores_mut().run_demoted(out);
         }
     }
 
     fn queued(&self) -> usize {
-        self.waiting()
+        self.waiting() + self.cores().demoted_waiting()
     }
 
     fn local_order(&self) -> LocalOrder {

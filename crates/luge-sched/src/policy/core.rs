@@ -2,11 +2,14 @@
 //! whether a preemption is already on its way, together with the admission settings and decision
 //! counters that go with placing requests on them. Keeps the driver contract of the parent module
 //! (run only on idle workers, at most one preemption in flight per worker) and the admission
-//! steps the policies share (refuse, admit on the wait, shed the doomed) in one place.
+//! steps the policies share (refuse, admit on the wait, shed the doomed, demote) in one place,
+//! with the group's best-effort lane of demoted requests (Edge-RT §IV-D).
+
+use std::collections::VecDeque;
 
 use super::{Action, Admission, PolicyConfig, PolicyStats, RejectReason, WorkerId};
 use crate::queue::{DeadlineQueue, EdfQueue};
-use crate::request::{Nanos, Request, RequestId};
+use crate::request::{Nanos, Overrun, Request, RequestId};
 
 /// The request on a worker.
 #[derive(Debug, Clone, Copy)]
@@ -19,6 +22,8 @@ pub(crate) struct Running {
     pub slice_start: Option<Nanos>,
     /// A `Preempt` was sent and neither `Preempted` nor `Completed` has come back yet.
     pub preempt_pending: bool,
+    /// It runs from the best-effort lane: it outranks nobody.
+    pub demoted: bool,
 }
 
 impl Running {
@@ -58,6 +63,10 @@ pub(crate) struct Cores {
     pub admission: Admission,
     /// Decision counters of the policy.
     pub stats: PolicyStats,
+    /// The best-effort lane: demoted requests not running, in round-robin order.
+    demoted: VecDeque<Request>,
+    /// Round-robin quantum of the lane.
+    demoted_quantum: Nanos,
 }
 
 impl Cores {
@@ -69,6 +78,8 @@ impl Cores {
             name,
             admission: config.admission,
             stats: PolicyStats::default(),
+            demoted: VecDeque::new(),
+            demoted_quantum: config.demoted_quantum.max(1),
         }
     }
 
@@ -116,9 +127,13 @@ impl Cores {
 
     /// Puts `req` on the idle worker `w` and emits `Run`.
     pub fn run(&mut self, w: WorkerId, req: Request, out: &mut Vec<Action>) {
+        self.put(w, req, false, out);
+    }
+
+    fn put(&mut self, w: WorkerId, req: Request, demoted: bool, out: &mut Vec<Action>) {
         debug_assert!(self.is_idle(w), "policy ran a request on busy worker {w}");
-        self.running[w] =
-            Some(Running { req, since: None, slice_start: None, preempt_pending: false });
+        let run = Running { req, since: None, slice_start: None, preempt_pending: false, demoted };
+        self.running[w] = Some(run);
         out.push(Action::Run { worker: w, req });
     }
 
@@ -135,12 +150,12 @@ impl Cores {
     }
 
     /// Takes the run of `id` off `w` (on `Completed` or `Preempted`), with `executed` recorded.
-    pub fn finish(&mut self, w: WorkerId, id: RequestId, executed: Nanos) -> Option<Request> {
+    pub fn finish(&mut self, w: WorkerId, id: RequestId, executed: Nanos) -> Option<Running> {
         match self.running.get_mut(w) {
             Some(slot @ Some(_)) if slot.as_ref().is_some_and(|r| r.req.id == id) => {
-                let mut req = slot.take()?.req;
-                req.executed = executed;
-                Some(req)
+                let mut run = slot.take()?;
+                run.req.executed = executed;
+                Some(run)
             }
             _ => None,
         }
@@ -186,7 +201,8 @@ impl Cores {
     }
 
     /// [`Cores::end_slice`] on every worker with one `quantum`, `waiting(w, running)` saying
-    /// whether another request should take worker `w`.
+    /// whether another request should take worker `w`; demoted runs keep the lane's own quantum
+    /// ([`Cores::rotate_demoted`]).
     pub fn end_slices(
         &mut self,
         now: Nanos,
@@ -195,7 +211,9 @@ impl Cores {
         out: &mut Vec<Action>,
     ) {
         for w in 0..self.len() {
-            self.end_slice(w, now, (quantum, quantum), |run| waiting(w, run), out);
+            if !self.get(w).is_some_and(|r| r.demoted) {
+                self.end_slice(w, now, (quantum, quantum), |run| waiting(w, run), out);
+            }
         }
     }
 
@@ -228,20 +246,81 @@ impl Cores {
         out.push(Action::Reject { req, reason });
     }
 
-    /// Answers the admitted `req`, whose deadline became unreachable, instead of running it at
-    /// `now`: [`RejectReason::Late`] if it already ran and its deadline has passed (it was
-    /// preempted past it, [`Cores::past_deadline`]), else [`RejectReason::Shed`].
+    /// The admitted `req`, whose deadline became unreachable, is not run ahead of requests that
+    /// can still make theirs, at `now`. If its function asked for demotion and the lane has room
+    /// (`Admission::max_queued`), it joins the back of the best-effort lane (Edge-RT §IV-D);
+    /// else it is answered: [`RejectReason::Late`] if it already ran and its deadline has passed
+    /// (it was preempted past it, [`Cores::past_deadline`]), else [`RejectReason::Shed`].
     pub fn shed(&mut self, req: Request, now: Nanos, out: &mut Vec<Action>) {
+        let room = self.admission.max_queued.is_none_or(|max| self.demoted.len() < max);
+        if req.on_overrun == Overrun::Demote && room {
+            self.stats.demoted += 1;
+            out.push(Action::Demote { id: req.id });
+            self.demoted.push_back(req);
+            return;
+        }
         let late = req.executed > 0 && now >= req.absolute_deadline;
         self.reject(req, if late { RejectReason::Late } else { RejectReason::Shed }, out);
     }
 
-    /// With `Admission::shed`, whether `run` is still running at or past its deadline at `now`:
-    /// it no longer outranks anyone (Edge-RT §VI-D deprioritises such requests). Any arrival
-    /// may preempt it, and once preempted it is answered [`RejectReason::Late`] instead of
-    /// resumed ([`Cores::shed`]); with nothing else to run it runs on.
+    /// With `Admission::shed`, whether `run` no longer outranks anyone at `now`: it is still
+    /// running at or past its deadline (Edge-RT §VI-D deprioritises such requests), or it runs
+    /// from the best-effort lane. Any arrival may preempt it; once preempted, a late request is
+    /// answered [`RejectReason::Late`] or demoted ([`Cores::shed`]) instead of resumed, and a
+    /// demoted one goes back to the lane. With nothing else to run it runs on.
     pub fn past_deadline(&self, now: Nanos, run: &Running) -> bool {
-        self.admission.shed && now >= run.req.absolute_deadline
+        self.admission.shed && (run.demoted || now >= run.req.absolute_deadline)
+    }
+
+    /// Demoted requests waiting in the best-effort lane.
+    pub fn demoted_waiting(&self) -> usize {
+        self.demoted.len()
+    }
+
+    /// Puts `req`, a demoted request preempted from its quantum, back at the end of the lane.
+    pub fn requeue_demoted(&mut self, req: Request) {
+        self.demoted.push_back(req);
+    }
+
+    /// Runs the lane round robin on idle workers: each idle worker, lowest first, takes the
+    /// request at the front of the lane. The policy offers its idle workers its own (on-time)
+    /// work first, so the lane only ever gets workers with nothing on time to run.
+    pub fn run_demoted(&mut self, out: &mut Vec<Action>) {
+        for w in 0..self.len() {
+            if self.demoted.is_empty() {
+                return;
+            }
+            if self.is_idle(w)
+                && let Some(req) = self.demoted.pop_front()
+            {
+                self.put(w, req, true, out);
+            }
+        }
+    }
+
+    /// The lane's round robin at a `Tick` at `now`: a demoted run whose quantum is over yields
+    /// if `on_time(w)` says on-time work waits for its worker or other demoted requests wait,
+    /// else it gets another quantum.
+    pub fn rotate_demoted(
+        &mut self,
+        now: Nanos,
+        on_time: impl Fn(WorkerId) -> bool,
+        out: &mut Vec<Action>,
+    ) {
+        let quantum = self.demoted_quantum;
+        for w in 0..self.len() {
+            if !self.get(w).is_some_and(|r| r.demoted) {
+                continue;
+            }
+            let others = !self.demoted.is_empty();
+            self.end_slice(w, now, (quantum, quantum), |_| others || on_time(w), out);
+        }
+    }
+
+    /// The time slice of a run that starts on `w`: the lane's quantum for a demoted run, else
+    /// `policy`'s.
+    pub fn slice_of(&self, w: WorkerId, policy: Option<Nanos>) -> Option<Nanos> {
+        if self.get(w).is_some_and(|r| r.demoted) { Some(self.demoted_quantum) } else { policy }
     }
 
     /// Admission on the wait for `req` ([`fits_the_wait`], when `Admission::on_wait`): false,

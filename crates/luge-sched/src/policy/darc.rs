@@ -552,9 +552,10 @@ mod tests {
                         ran.push(req.id.0);
                         running.push_back((worker, req.id.0));
                     }
-                    Action::Preempt { .. } | Action::WakeAt(_) | Action::Enqueue { .. } => {
-                        panic!("darc emitted {a:?}")
-                    }
+                    Action::Preempt { .. }
+                    | Action::WakeAt(_)
+                    | Action::Enqueue { .. }
+                    | Action::Demote { .. } => panic!("darc emitted {a:?}"),
                     Action::Reject { .. } => panic!("nothing should be rejected: {a:?}"),
                 }
             }

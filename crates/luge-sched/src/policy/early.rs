@@ -103,6 +103,10 @@ impl algorithm::Algorithm for EarlyBinding {
         self.queues.iter().map(EdfQueue::len).sum()
     }
 
+    fn on_time_for(&self, worker: WorkerId) -> bool {
+        !self.queues[worker].is_empty()
+    }
+
     fn slice(&self, _worker: WorkerId) -> Option<Nanos> {
         Some(self.quantum)
     }

@@ -138,6 +138,15 @@ pub enum Action {
     },
     /// Deliver an [`Event::Tick`] at or after this time.
     WakeAt(Nanos),
+    /// Informational, like `Enqueue`: the held request `id` can no longer meet its deadline and
+    /// its function asked for demotion ([`Overrun::Demote`](crate::Overrun::Demote)), so instead
+    /// of a `Reject` it moved to the group's best-effort lane (Edge-RT §IV-D). It is no longer
+    /// bound to any worker's queue; it will be `Run`, on any worker with no on-time work, and
+    /// complete late. A driver may count it and otherwise ignore it.
+    Demote {
+        /// The request.
+        id: RequestId,
+    },
 }
 
 /// Why a request was refused.
@@ -196,6 +205,9 @@ pub struct PolicyStats {
     pub rejected: u64,
     /// Of `rejected`, requests shed after admission because their deadline became unreachable.
     pub shed: u64,
+    /// Requests demoted to the best-effort lane instead of shed or answered late (not counted in
+    /// `rejected`: they still run).
+    pub demoted: u64,
 }
 
 /// A scheduling policy for one dispatcher group. See the module docs for the contract.
@@ -271,7 +283,9 @@ pub struct Admission {
     /// that can no longer meet its deadline instead of running it ahead of requests that still
     /// can. On `sledgescale`, a request still running at its deadline is also preempted by the
     /// next arrival for its worker, or at the deadline when requests wait there, and answered
-    /// [`RejectReason::Late`] (Edge-RT §VI-D).
+    /// [`RejectReason::Late`] (Edge-RT §VI-D). A request whose function asked for demotion
+    /// ([`Overrun::Demote`](crate::Overrun::Demote)) goes to the group's best-effort lane
+    /// instead of being answered (Edge-RT §IV-D), while the lane holds fewer than `max_queued`.
     pub shed: bool,
     /// Reject when the group already holds this many requests (queued, not running).
     pub max_queued: Option<usize>,
@@ -341,6 +355,9 @@ pub struct PolicyConfig {
     /// Upper bounds (exclusive) of `darc`'s duration groups by expected execution; empty means
     /// "group by the request's class tag".
     pub darc_bounds: Vec<Nanos>,
+    /// Round-robin quantum of the best-effort lane of demoted requests (Edge-RT §IV-D: the
+    /// quantum Δtimer; 1 ms).
+    pub demoted_quantum: Nanos,
     /// Admission control.
     pub admission: Admission,
 }
@@ -358,6 +375,7 @@ impl Default for PolicyConfig {
             sfs_overload_factor: 3,
             sfs_initial_slice: 1_000_000,
             darc_bounds: Vec::new(),
+            demoted_quantum: 1_000_000,
             admission: Admission::default(),
         }
     }

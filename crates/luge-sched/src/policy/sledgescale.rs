@@ -206,6 +206,10 @@ impl algorithm::Algorithm for SledgeScale {
         self.queues.iter().map(EdfQueue::len).sum()
     }
 
+    fn on_time_for(&self, worker: WorkerId) -> bool {
+        !self.queues[worker].is_empty()
+    }
+
     /// A watched deadline passed: every request still running past its deadline with requests
     /// waiting on its worker is preempted (and answered `Late` when it comes back).
     fn tick(&mut self, now: Nanos, out: &mut Vec<Action>) {
@@ -475,6 +479,128 @@ mod tests {
             Event::Completed { worker: 0, id: RequestId(1), executed: 9 * MS },
         );
         assert!(out.is_empty(), "{out:?}");
+    }
+
+    /// A request of a function that asks for demotion (Edge-RT §IV-D).
+    fn demotable(id: u64, d: Nanos, e: Nanos) -> Request {
+        req(id, d, e).with_overrun(crate::Overrun::Demote)
+    }
+
+    fn runs(out: &[Action]) -> Vec<(WorkerId, u64)> {
+        out.iter()
+            .filter_map(|a| match a {
+                Action::Run { worker, req } => Some((*worker, req.id.0)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_late_request_that_asks_for_demotion_runs_on_in_the_lane_when_the_worker_is_free() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(demotable(1, 5 * MS, MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        // Past its deadline it yields to an arrival, as a killed one would…
+        let out = feed(&mut p, 6 * MS, Event::Arrival(req(2, 90 * MS, MS)));
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(1) }), "{out:?}");
+        // …but is demoted, not answered: the on-time request runs first.
+        let out = feed(
+            &mut p,
+            6 * MS,
+            Event::Preempted { worker: 0, id: RequestId(1), executed: 6 * MS },
+        );
+        assert_eq!(out[0], Action::Demote { id: RequestId(1) });
+        assert_eq!(runs(&out), vec![(0, 2)]);
+        assert!(rejected(&out).is_empty());
+        assert_eq!((p.queued(), p.stats().demoted, p.stats().rejected), (1, 1, 0));
+        // When the worker has nothing on time left, the demoted request resumes where it was.
+        feed(&mut p, 6 * MS, Event::Started { worker: 0, id: RequestId(2) });
+        let out =
+            feed(&mut p, 7 * MS, Event::Completed { worker: 0, id: RequestId(2), executed: MS });
+        assert!(
+            matches!(out[..], [Action::Run { worker: 0, req }] if req.id == RequestId(1) && req.executed == 6 * MS),
+            "{out:?}"
+        );
+        // Running from the lane it outranks nobody: the next arrival takes the worker back.
+        feed(&mut p, 7 * MS, Event::Started { worker: 0, id: RequestId(1) });
+        let out = feed(&mut p, 7 * MS, Event::Arrival(req(3, 200 * MS, MS)));
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(1) }), "{out:?}");
+    }
+
+    #[test]
+    fn a_demoted_request_outranks_nobody_even_before_its_deadline() {
+        // `A` asks for demotion and is doomed while it waits (a more urgent newcomer takes its
+        // slack) long before its deadline: it is demoted, not shed.
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 5 * MS, 5 * MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        feed(&mut p, 0, Event::Arrival(demotable(2, 10 * MS, 4 * MS)));
+        let out = feed(&mut p, 0, Event::Arrival(req(3, 8 * MS, 2 * MS)));
+        assert!(out.contains(&Action::Demote { id: RequestId(2) }), "{out:?}");
+        assert!(rejected(&out).is_empty(), "{out:?}");
+        let done = |id, executed| Event::Completed { worker: 0, id: RequestId(id), executed };
+        assert_eq!(runs(&feed(&mut p, 5 * MS, done(1, 5 * MS))), vec![(0, 3)]);
+        feed(&mut p, 5 * MS, Event::Started { worker: 0, id: RequestId(3) });
+        let out = feed(&mut p, 7 * MS, done(3, 2 * MS));
+        assert_eq!(runs(&out), vec![(0, 2)], "the lane gets the free worker");
+        // At 7 ms, before its 10 ms deadline, a request due later still preempts it.
+        feed(&mut p, 7 * MS, Event::Started { worker: 0, id: RequestId(2) });
+        let out = feed(&mut p, 7 * MS, Event::Arrival(req(4, 500 * MS, MS)));
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(2) }), "{out:?}");
+    }
+
+    #[test]
+    fn the_lane_is_a_round_robin_of_one_quantum_that_a_lone_request_keeps() {
+        let mut cfg = PolicyConfig::with_workers(1);
+        cfg.demoted_quantum = MS;
+        let mut p = SledgeScale::new(&cfg);
+        // Two demotable runaways, both past their deadlines with an on-time request waiting.
+        feed(&mut p, 0, Event::Arrival(demotable(1, 2 * MS, MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        feed(&mut p, 0, Event::Arrival(demotable(2, 3 * MS, MS)));
+        feed(&mut p, 10 * MS, Event::Arrival(req(3, 90 * MS, MS)));
+        let out = feed(
+            &mut p,
+            10 * MS,
+            Event::Preempted { worker: 0, id: RequestId(1), executed: 10 * MS },
+        );
+        assert!(out.contains(&Action::Demote { id: RequestId(1) }), "{out:?}");
+        assert_eq!(p.stats().demoted, 2, "the waiting one was demoted at the arrival");
+        assert_eq!(runs(&out), vec![(0, 3)]);
+        feed(&mut p, 10 * MS, Event::Started { worker: 0, id: RequestId(3) });
+        let out =
+            feed(&mut p, 11 * MS, Event::Completed { worker: 0, id: RequestId(3), executed: MS });
+        assert_eq!(runs(&out), vec![(0, 2)], "lane order: first demoted (at the arrival) first");
+        let out = feed(&mut p, 11 * MS, Event::Started { worker: 0, id: RequestId(2) });
+        assert_eq!(out, vec![Action::WakeAt(12 * MS)], "the lane's quantum");
+        // At the quantum's end it yields to the other demoted request…
+        let out = feed(&mut p, 12 * MS, Event::Tick);
+        assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(2) }]);
+        let out =
+            feed(&mut p, 12 * MS, Event::Preempted { worker: 0, id: RequestId(2), executed: MS });
+        assert_eq!(runs(&out), vec![(0, 1)]);
+        // …which, once alone and with nothing on time, keeps the worker quantum after quantum.
+        feed(&mut p, 12 * MS, Event::Started { worker: 0, id: RequestId(1) });
+        let out = feed(
+            &mut p,
+            12 * MS,
+            Event::Completed { worker: 0, id: RequestId(1), executed: 10 * MS },
+        );
+        assert_eq!(runs(&out), vec![(0, 2)]);
+        feed(&mut p, 12 * MS, Event::Started { worker: 0, id: RequestId(2) });
+        assert_eq!(feed(&mut p, 13 * MS, Event::Tick), vec![Action::WakeAt(14 * MS)]);
+    }
+
+    #[test]
+    fn a_full_lane_sends_demotable_requests_back_to_being_answered() {
+        let mut cfg = PolicyConfig::with_workers(1);
+        cfg.admission.max_queued = Some(1);
+        let mut p = SledgeScale::new(&cfg);
+        let mut out = Vec::new();
+        p.cores.shed(demotable(1, MS, MS), 2 * MS, &mut out);
+        p.cores.shed(demotable(2, MS, MS), 2 * MS, &mut out);
+        assert_eq!(out[0], Action::Demote { id: RequestId(1) });
+        assert_eq!(rejected(&out[1..]), vec![(2, RejectReason::Shed)], "the lane holds one");
     }
 
     #[test]
