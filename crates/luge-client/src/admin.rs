@@ -21,6 +21,9 @@ pub struct AddOptions {
     pub deadline: Option<Duration>,
     /// Expected execution time.
     pub expected: Option<Duration>,
+    /// What becomes of a request that can no longer meet its deadline: `kill` or `demote`
+    /// (`FunctionInfo::on_overrun`; the server refuses any other value).
+    pub on_overrun: Option<String>,
 }
 
 /// A blocking client of a node's admin API at `base_url`: the node's admin listener (e.g.
@@ -133,6 +136,9 @@ impl AdminClient {
         }
         if let Some(e) = options.expected {
             query.push(format!("expected_us={}", e.as_micros().max(1)));
+        }
+        if let Some(o) = &options.on_overrun {
+            query.push(format!("on_overrun={}", percent_encode(o)));
         }
         let query = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
         let response =

@@ -52,8 +52,17 @@ pub struct FunctionInfo {
     pub max_output_bytes: u64,
     /// The tenant it is accounted to.
     pub tenant: u32,
+    /// What becomes of a request that can no longer meet its deadline: `kill` (answered at
+    /// once) or `demote` (run late, in the best-effort lane).
+    #[serde(default = "kill")]
+    pub on_overrun: String,
     /// SHA-256 of the module, hex.
     pub module_sha256: String,
+}
+
+/// The default of [`FunctionInfo::on_overrun`], for answers of nodes that predate it.
+fn kill() -> String {
+    "kill".to_owned()
 }
 
 /// A chain as the admin API reports it (`GET /admin/chains`, `GET|PUT /admin/chains/<name>`).
@@ -112,12 +121,16 @@ mod tests {
             max_request_bytes: 1 << 16,
             max_output_bytes: 1 << 16,
             tenant: 7,
+            on_overrun: "demote".into(),
             module_sha256: "00ff".into(),
         };
         let json = serde_json::to_string(&info).unwrap();
         assert!(json.contains(r#""expected_execution_us":null"#), "{json}");
         assert!(json.contains(r#""name":"a\"b""#), "{json}");
         assert_eq!(serde_json::from_str::<FunctionInfo>(&json).unwrap(), info);
+        // An answer without the field (an older node) reads as `kill`.
+        let old = json.replace(r#""on_overrun":"demote","#, "");
+        assert_eq!(serde_json::from_str::<FunctionInfo>(&old).unwrap().on_overrun, "kill");
     }
 
     #[test]

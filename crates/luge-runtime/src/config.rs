@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use luge_sched::{Admission, PolicyConfig, PolicyKind};
+use luge_sched::{Admission, Overrun, PolicyConfig, PolicyKind};
 
 use crate::limits::RegistrationLimits;
 use crate::tenants::TenantConfig;
@@ -164,6 +164,11 @@ pub struct FunctionConfig {
     /// Use the expected execution a request brings (RPC field / HTTP header) instead of the
     /// estimator's (trusted only where the tenant's config allows).
     pub trust_client_estimate: bool,
+    /// What becomes of a request that can no longer meet its deadline: answered at once
+    /// (`Kill`: 503 shed before it runs, 504 once it ran past its deadline) or demoted to the
+    /// best-effort lane, run only when a worker has nothing on time to run and answered late
+    /// (`Demote`, Edge-RT §IV-D). Either way it is still killed at `limits.max_execution`.
+    pub on_overrun: Overrun,
 }
 
 impl FunctionConfig {
@@ -176,6 +181,7 @@ impl FunctionConfig {
             limits: Limits::default(),
             tenant: 0,
             trust_client_estimate: false,
+            on_overrun: Overrun::Kill,
         }
     }
 }

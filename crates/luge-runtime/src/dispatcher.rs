@@ -102,6 +102,8 @@ pub(crate) struct GroupShared {
     /// Requests the dispatcher holds that are not running (queued fresh or preempted), as of
     /// its last round (`Runtime::group_stats`).
     pub queued: AtomicUsize,
+    /// Requests demoted to the best-effort lane so far (`Runtime::group_stats`).
+    pub demoted: AtomicU64,
 }
 
 /// One dispatcher and its group.
@@ -348,8 +350,9 @@ impl Dispatcher {
             self.probed.remove(&function);
         }
         let arrival = arrived.min(now);
-        let mut request =
-            Request::new(id, function, arrival, relative_deadline, expected).with_tenant(tenant);
+        let mut request = Request::new(id, function, arrival, relative_deadline, expected)
+            .with_tenant(tenant)
+            .with_overrun(task.function.config.on_overrun);
         if !known {
             request = request.with_guessed_estimate();
         }
@@ -375,6 +378,10 @@ impl Dispatcher {
     fn apply(&mut self, now: Nanos, action: Action) {
         match action {
             Action::Enqueue { .. } => {}
+            // It runs on, from the best-effort lane, and is answered late.
+            Action::Demote { .. } => {
+                self.shared.demoted.fetch_add(1, Ordering::Relaxed);
+            }
             Action::Run { worker, req } => {
                 let Some(task) = self.pending.remove(&req.id) else {
                     tracing::error!(

@@ -123,6 +123,7 @@ impl Runtime {
                     notify: Arc::new(Notify::default()),
                     shutdown: AtomicBool::new(false),
                     queued: AtomicUsize::new(0),
+                    demoted: AtomicU64::new(0),
                     grace_ns: AtomicU64::new(u64::MAX),
                 })
             })
@@ -344,6 +345,7 @@ impl Runtime {
                 workers: workers.iter().map(|w| w.index).collect(),
                 queued: g.queued.load(Ordering::Relaxed),
                 submissions: g.submissions.len(),
+                demoted: g.demoted.load(Ordering::Relaxed),
             })
             .collect()
     }

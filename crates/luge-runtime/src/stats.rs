@@ -28,4 +28,7 @@ pub struct GroupStats {
     pub queued: usize,
     /// Submissions not yet taken by the dispatcher.
     pub submissions: usize,
+    /// Requests demoted to the best-effort lane since the runtime started (functions with
+    /// `on_overrun = demote`, Edge-RT §IV-D).
+    pub demoted: u64,
 }

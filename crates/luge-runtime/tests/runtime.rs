@@ -272,6 +272,59 @@ fn a_function_whose_runs_end_late_is_refused_but_probed() {
     assert_eq!(end_late(&rt, probe).result, Err(Failure::Late));
 }
 
+#[test]
+fn a_demoted_runaway_finishes_late_on_the_spare_worker_time() {
+    // Edge-RT §IV-D with `on_overrun = demote`: past its deadline the runaway yields to on-time
+    // work as a killed one would, but then runs on in the best-effort lane and completes late
+    // (spin(10^8) runs ~0.2 s against a 50 ms deadline), with its output intact.
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    register(&rt, "spin", SPIN, |c| {
+        c.relative_deadline = Duration::from_millis(50);
+        c.limits.max_execution = Duration::from_secs(20);
+        c.on_overrun = luge_runtime::Overrun::Demote;
+    });
+    register(&rt, "noop", NOOP, |_| {});
+    let alone = ok(rt
+        .submit(
+            "spin",
+            b"100000000".to_vec(),
+            SubmitOptions { deadline: Some(Duration::from_secs(30)), ..Default::default() },
+        )
+        .wait_timeout(Duration::from_secs(30))
+        .unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let finished = Arc::clone(&order);
+    rt.submit_with("spin", b"100000000".to_vec(), SubmitOptions::default(), move |o| {
+        finished.lock().unwrap().push("spin");
+        tx.send(o).unwrap();
+    });
+    until_running(&rt, "the runaway never started");
+    std::thread::sleep(Duration::from_millis(80));
+    let later = SubmitOptions { deadline: Some(Duration::from_secs(5)), ..Default::default() };
+    ok(rt.submit("noop", Vec::new(), later).wait_timeout(Duration::from_secs(10)).unwrap());
+    order.lock().unwrap().push("noop");
+    let late = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(ok(late.clone()), alone, "the demoted run resumed where it was");
+    assert!(late.timing.preemptions >= 1, "{:?}", late.timing);
+    assert_eq!(*order.lock().unwrap(), ["noop", "spin"]);
+    assert_eq!(rt.group_stats().iter().map(|g| g.demoted).sum::<u64>(), 1);
+}
+
+#[test]
+fn a_demoted_runaway_is_still_killed_at_its_budget() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    register(&rt, "loop", LOOP, |c| {
+        c.relative_deadline = Duration::from_millis(50);
+        c.limits.max_execution = Duration::from_millis(400);
+        c.on_overrun = luge_runtime::Overrun::Demote;
+    });
+    register(&rt, "noop", NOOP, |_| {});
+    let runaway = end_late(&rt, rt.submit("loop", Vec::new(), SubmitOptions::default()));
+    assert_eq!(runaway.result, Err(Failure::Killed { budget: Duration::from_millis(400) }));
+    assert!(runaway.timing.preemptions >= 1, "it was demoted, not answered: {:?}", runaway.timing);
+}
+
 fn urgent_requests_preempt(rt: Runtime) {
     // spin(10^8) runs ~0.2 s; tell the estimator so its slack is known.
     register(&rt, "spin", SPIN, |c| {

@@ -423,8 +423,13 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
         let _ = writeln!(out, "luge_worker_segments_total{{worker=\"{}\"}} {n}", w.index);
     }
     out.push_str("# HELP luge_group_queued Requests a dispatcher group holds that are not running.\n# TYPE luge_group_queued gauge\n");
-    for g in runtime.group_stats() {
+    let groups = runtime.group_stats();
+    for g in &groups {
         let _ = writeln!(out, "luge_group_queued{{group=\"{}\"}} {}", g.index, g.queued);
+    }
+    out.push_str("# HELP luge_group_demoted_total Requests demoted to the best-effort lane (on_overrun = demote).\n# TYPE luge_group_demoted_total counter\n");
+    for g in &groups {
+        let _ = writeln!(out, "luge_group_demoted_total{{group=\"{}\"}} {}", g.index, g.demoted);
     }
 }
 

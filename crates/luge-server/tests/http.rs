@@ -643,6 +643,7 @@ async fn metrics_health_and_routes() {
         "luge_worker_segments_total{worker=\"0\"} ",
         "luge_worker_busy_seconds_total{worker=\"0\"} ",
         "luge_group_queued{group=\"0\"} 0",
+        "luge_group_demoted_total{group=\"0\"} 0",
         "luge_functions 11",
     ] {
         assert!(text.contains(line), "no {line:?} in\n{text}");
@@ -937,9 +938,11 @@ fn the_admin_client_speaks_the_servers_json() {
         route: Some("/say/a+b&c=d".into()),
         deadline: Some(Duration::from_millis(20)),
         expected: None,
+        on_overrun: Some("demote".into()),
     };
     let added = admin.add("greet", HELLO.as_bytes(), &options).unwrap();
     assert_eq!((added.route.as_str(), added.relative_deadline_us), ("/say/a+b&c=d", 20_000));
+    assert_eq!((added.on_overrun.as_str(), tiny.on_overrun.as_str()), ("demote", "kill"));
     assert_eq!(admin.get("greet").unwrap(), Some(added.clone()));
     assert_eq!(admin.id_of("greet").unwrap(), added.id);
     let again = admin.add("greet", HELLO.as_bytes(), &AddOptions::default());

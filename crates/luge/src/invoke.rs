@@ -166,6 +166,10 @@ pub enum FunctionsCommand {
         /// Expected execution in µs.
         #[arg(long)]
         expected_us: Option<u64>,
+        /// What becomes of a request that can no longer meet its deadline: `kill` (answered at
+        /// once, the default) or `demote` (run late when a worker has nothing on time).
+        #[arg(long)]
+        on_overrun: Option<String>,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -201,13 +205,22 @@ pub fn functions(cmd: FunctionsCommand) -> Result<()> {
             }
             Ok(())
         }
-        FunctionsCommand::Add { name, module, route, deadline_us, expected_us, admin } => {
+        FunctionsCommand::Add {
+            name,
+            module,
+            route,
+            deadline_us,
+            expected_us,
+            on_overrun,
+            admin,
+        } => {
             let body = std::fs::read(&module)
                 .with_context(|| format!("cannot read {}", module.display()))?;
             let options = AddOptions {
                 route,
                 deadline: deadline_us.map(Duration::from_micros),
                 expected: expected_us.map(Duration::from_micros),
+                on_overrun,
             };
             admin.client()?.add(&name, &body, &options)?;
             println!("added {name}");

@@ -204,6 +204,7 @@ struct RawFunction {
     expected_execution_us: Option<u64>,
     tenant: Option<u32>,
     trust_client_estimate: Option<bool>,
+    on_overrun: Option<Spanned<String>>,
     max_execution_us: Option<u64>,
     max_memory_bytes: Option<u64>,
     max_request_bytes: Option<u64>,
@@ -395,6 +396,10 @@ impl Manifest {
                 ));
             }
             config.trust_client_estimate = f.trust_client_estimate.unwrap_or(false);
+            if let Some(overrun) = &f.on_overrun {
+                config.on_overrun =
+                    overrun.get_ref().parse().map_err(|e| at(overrun.span(), format!("{e}")))?;
+            }
             functions.push(FunctionEntry { config, route, module, source });
         }
         let chains = chains(raw.chains, &functions, text, file)?;
@@ -759,10 +764,12 @@ expected_execution_us = 20
 max_execution_us = 100000
 max_memory_bytes = 1048576
 tenant = 3
+on_overrun = "demote"
 "#,
         )
         .unwrap();
         let f = &m.functions[0];
+        assert_eq!(f.config.on_overrun, luge_runtime::Overrun::Demote);
         assert_eq!(f.route, "/greet");
         assert_eq!(f.config.relative_deadline, Duration::from_millis(5));
         assert_eq!(f.config.expected_execution, Some(Duration::from_micros(20)));
@@ -793,6 +800,7 @@ tenant = 3
         fails_at(&format!("{function}module = \"missing.wasm\"\n"), 3, "cannot read module");
         fails_at(&format!("{function}module = \"builtin:nope\"\n"), 3, "no built-in");
         let noop = format!("{function}module = \"builtin:noop\"\n");
+        fails_at(&format!("{noop}on_overrun = \"pause\"\n"), 4, "expected kill or demote");
         fails_at(&format!("{noop}route = \"x\"\n"), 4, "must start with `/`");
         fails_at(&format!("{noop}{function}module = \"builtin:echo\"\n"), 5, "defined twice");
         fails_at(&format!("{noop}max_execution_us = \"soon\"\n"), 4, "invalid type");

@@ -58,6 +58,7 @@ impl Rig {
             notify: Arc::new(Notify::default()),
             shutdown: AtomicBool::new(false),
             queued: Default::default(),
+            demoted: Default::default(),
             grace_ns: std::sync::atomic::AtomicU64::new(u64::MAX),
         });
         let worker = Arc::new(WorkerShared::new(0));

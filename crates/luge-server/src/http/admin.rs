@@ -4,7 +4,7 @@
 
 use super::*;
 use luge_proto::{FunctionInfo, micros};
-use luge_runtime::{RegisterError, RegistrationLimit};
+use luge_runtime::{Overrun, RegisterError, RegistrationLimit};
 
 /// `GET /admin/functions`.
 pub(super) async fn list_functions(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
@@ -134,6 +134,7 @@ pub(super) struct PutQuery {
     pub(super) deadline: Option<Duration>,
     pub(super) expected: Option<Duration>,
     pub(super) tenant: Option<u32>,
+    pub(super) on_overrun: Option<Overrun>,
 }
 
 pub(super) fn parse_put_query(query: &str) -> Result<PutQuery, String> {
@@ -165,9 +166,13 @@ pub(super) fn parse_put_query(query: &str) -> Result<PutQuery, String> {
                         format!("`{key}`: expected a tenant id, 0 to {}", u32::MAX)
                     })?);
             }
+            "on_overrun" => {
+                q.on_overrun = Some(value.parse().map_err(|e| format!("`{key}`: {e}"))?);
+            }
             _ => {
                 return Err(format!(
-                    "unknown parameter `{key}` (known: route, deadline_us, expected_us, tenant)"
+                    "unknown parameter `{key}` (known: route, deadline_us, expected_us, tenant, \
+                     on_overrun)"
                 ));
             }
         }
@@ -229,6 +234,7 @@ pub(super) async fn put_function(
     }
     config.expected_execution = query.expected;
     config.tenant = query.tenant.unwrap_or(0);
+    config.on_overrun = query.on_overrun.unwrap_or_default();
     let runtime = Arc::clone(&shared.runtime);
     let registered = tokio::task::spawn_blocking(move || runtime.register(config, &module)).await;
     let function = match registered {
@@ -321,6 +327,7 @@ pub(super) fn function_info(f: &Function, route: String) -> FunctionInfo {
         max_request_bytes: c.limits.max_request_bytes,
         max_output_bytes: c.limits.max_output_bytes,
         tenant: c.tenant,
+        on_overrun: c.on_overrun.to_string(),
         module_sha256: f.module_hash.clone(),
     }
 }
@@ -351,10 +358,18 @@ mod tests {
         assert_eq!(q.route.as_deref(), Some("/x"));
         assert_eq!(q.deadline, Some(Duration::from_millis(2)));
         assert_eq!(q.expected, Some(Duration::from_micros(10)));
+        assert_eq!(q.on_overrun, None);
+        assert_eq!(parse_put_query("on_overrun=demote").unwrap().on_overrun, Some(Overrun::Demote));
         assert!(parse_put_query("").is_ok());
-        for bad in
-            ["nope=1", "deadline_us=x", "deadline_us=0", "route=/metrics", "route=%zz", "tenant=-1"]
-        {
+        for bad in [
+            "nope=1",
+            "deadline_us=x",
+            "deadline_us=0",
+            "route=/metrics",
+            "route=%zz",
+            "tenant=-1",
+            "on_overrun=pause",
+        ] {
             assert!(parse_put_query(bad).is_err(), "{bad:?} accepted");
         }
     }
