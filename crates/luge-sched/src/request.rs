@@ -55,13 +55,13 @@ pub struct Request {
     pub on_overrun: Overrun,
 }
 
-/// What becomes of an admitted request whose deadline can no longer be met (it overran while it
-/// ran, or its wait grew past its slack), on the policies that shed ([`Admission::shed`]).
-///
-/// [`Admission::shed`]: crate::Admission::shed
+/// What becomes of a request whose deadline cannot be met: refused at arrival on its deadline
+/// (infeasible, unreachable), shed while it waits, or preempted past its deadline (late).
+/// A full queue is always a refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Overrun {
-    /// It is answered at once: shed before it ran, or late once preempted past its deadline.
+    /// It is answered at once: refused or shed before it ran, late once preempted past its
+    /// deadline.
     #[default]
     Kill,
     /// It is demoted to the group's best-effort lane (Edge-RT §IV-D): it runs, round robin

@@ -120,7 +120,7 @@ impl Driver {
                     }
                     let lane = self.demoted.len() - self.demoted_completed - self.demoted_running();
                     if req.on_overrun == Overrun::Demote
-                        && matches!(reason, RejectReason::Late | RejectReason::Shed)
+                        && reason != RejectReason::QueueFull
                         && lane < LANE
                     {
                         self.answered_with_room += 1;

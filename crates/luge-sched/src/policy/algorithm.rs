@@ -119,7 +119,7 @@ impl<A: Algorithm> Policy for A {
             }
         }
         if self.cores().demoted_waiting() > 0 {
-            self.cores_mut().run_demoted(out);
+            self.cores_mut().run_demoted(now, out);
         }
     }
 

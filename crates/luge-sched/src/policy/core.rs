@@ -67,6 +67,8 @@ pub(crate) struct Cores {
     demoted: VecDeque<Request>,
     /// Round-robin quantum of the lane.
     demoted_quantum: Nanos,
+    /// How long past its deadline a request may wait in the lane.
+    lane_expiry: Nanos,
 }
 
 impl Cores {
@@ -80,6 +82,7 @@ impl Cores {
             stats: PolicyStats::default(),
             demoted: VecDeque::new(),
             demoted_quantum: config.demoted_quantum.max(1),
+            lane_expiry: config.demoted_expiry,
         }
     }
 
@@ -218,8 +221,8 @@ impl Cores {
     }
 
     /// The arrival prelude every policy shares: counts the arrival and, if admission refuses it
-    /// with `queued` requests already waiting, emits the `Reject`. Returns whether it was
-    /// admitted.
+    /// with `queued` requests already waiting, answers or demotes it ([`Cores::refuse`]).
+    /// Returns whether it was admitted.
     pub fn admit(
         &mut self,
         now: Nanos,
@@ -230,11 +233,25 @@ impl Cores {
         self.stats.arrivals += 1;
         match self.admission.check(now, req, queued) {
             Some(reason) => {
-                self.reject(*req, reason, out);
+                self.refuse(*req, reason, out);
                 false
             }
             None => true,
         }
+    }
+
+    /// `req` will not run on time for `reason`. If that is its deadline (not a full queue), its
+    /// function asked for demotion and the lane has room (`Admission::max_queued`), it joins the
+    /// back of the best-effort lane (Edge-RT §IV-D); else it is answered with `reason`.
+    fn refuse(&mut self, req: Request, reason: RejectReason, out: &mut Vec<Action>) {
+        let room = self.admission.max_queued.is_none_or(|max| self.demoted.len() < max);
+        if req.on_overrun == Overrun::Demote && reason != RejectReason::QueueFull && room {
+            self.stats.demoted += 1;
+            out.push(Action::Demote { id: req.id });
+            self.demoted.push_back(req);
+            return;
+        }
+        self.reject(req, reason, out);
     }
 
     /// Emits the `Reject` of `req` for `reason` and counts it.
@@ -252,24 +269,16 @@ impl Cores {
     /// else it is answered: [`RejectReason::Late`] if it already ran and its deadline has passed
     /// (it was preempted past it, [`Cores::past_deadline`]), else [`RejectReason::Shed`].
     pub fn shed(&mut self, req: Request, now: Nanos, out: &mut Vec<Action>) {
-        let room = self.admission.max_queued.is_none_or(|max| self.demoted.len() < max);
-        if req.on_overrun == Overrun::Demote && room {
-            self.stats.demoted += 1;
-            out.push(Action::Demote { id: req.id });
-            self.demoted.push_back(req);
-            return;
-        }
-        let late = req.executed > 0 && now >= req.absolute_deadline;
-        self.reject(req, if late { RejectReason::Late } else { RejectReason::Shed }, out);
+        self.refuse(req, late_or_shed(&req, now), out);
     }
 
-    /// With `Admission::shed`, whether `run` no longer outranks anyone at `now`: it is still
-    /// running at or past its deadline (Edge-RT §VI-D deprioritises such requests), or it runs
-    /// from the best-effort lane. Any arrival may preempt it; once preempted, a late request is
+    /// Whether `run` no longer outranks anyone at `now`: it runs from the best-effort lane, or,
+    /// with `Admission::shed`, it is still running at or past its deadline (Edge-RT §VI-D
+    /// deprioritises such requests). Any arrival may preempt it; once preempted, a late request is
     /// answered [`RejectReason::Late`] or demoted ([`Cores::shed`]) instead of resumed, and a
     /// demoted one goes back to the lane. With nothing else to run it runs on.
     pub fn past_deadline(&self, now: Nanos, run: &Running) -> bool {
-        self.admission.shed && (run.demoted || now >= run.req.absolute_deadline)
+        run.demoted || (self.admission.shed && now >= run.req.absolute_deadline)
     }
 
     /// Demoted requests waiting in the best-effort lane.
@@ -284,8 +293,18 @@ impl Cores {
 
     /// Runs the lane round robin on idle workers: each idle worker, lowest first, takes the
     /// request at the front of the lane. The policy offers its idle workers its own (on-time)
-    /// work first, so the lane only ever gets workers with nothing on time to run.
-    pub fn run_demoted(&mut self, out: &mut Vec<Action>) {
+    /// work first, so the lane only ever gets workers with nothing on time to run. First, the
+    /// requests at the front that are more than `PolicyConfig::demoted_expiry` past their deadline
+    /// are answered (late if they ran, else shed): a lane starved by on-time work does not hold
+    /// work whose clients gave up long ago.
+    pub fn run_demoted(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        while let Some(front) = self.demoted.front()
+            && now.saturating_sub(front.absolute_deadline) > self.lane_expiry
+        {
+            if let Some(req) = self.demoted.pop_front() {
+                self.reject(req, late_or_shed(&req, now), out);
+            }
+        }
         for w in 0..self.len() {
             if self.demoted.is_empty() {
                 return;
@@ -333,7 +352,7 @@ impl Cores {
         out: &mut Vec<Action>,
     ) -> bool {
         if self.admission.on_wait && !fits_the_wait(&self.admission, queue, at, req) {
-            self.reject(*req, RejectReason::Unreachable, out);
+            self.refuse(*req, RejectReason::Unreachable, out);
             return false;
         }
         true
@@ -386,6 +405,17 @@ impl Cores {
                 self.shed(req, now, out);
             }
         }
+    }
+}
+
+/// How an admitted request that will not run on time is answered at `now`:
+/// [`RejectReason::Late`] if it already ran and its deadline has passed (it was preempted past
+/// it), else [`RejectReason::Shed`].
+fn late_or_shed(req: &Request, now: Nanos) -> RejectReason {
+    if req.executed > 0 && now >= req.absolute_deadline {
+        RejectReason::Late
+    } else {
+        RejectReason::Shed
     }
 }
 

@@ -358,6 +358,10 @@ pub struct PolicyConfig {
     /// Round-robin quantum of the best-effort lane of demoted requests (Edge-RT §IV-D: the
     /// quantum Δtimer; 1 ms).
     pub demoted_quantum: Nanos,
+    /// How long past its deadline a demoted request may wait in the lane without starting or
+    /// resuming before it is answered instead (10 s): a lane that on-time work starves does not
+    /// hold requests whose clients have long given up.
+    pub demoted_expiry: Nanos,
     /// Admission control.
     pub admission: Admission,
 }
@@ -376,6 +380,7 @@ impl Default for PolicyConfig {
             sfs_initial_slice: 1_000_000,
             darc_bounds: Vec::new(),
             demoted_quantum: 1_000_000,
+            demoted_expiry: 10_000_000_000,
             admission: Admission::default(),
         }
     }

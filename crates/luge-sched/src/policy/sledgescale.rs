@@ -592,6 +592,43 @@ mod tests {
     }
 
     #[test]
+    fn a_demotable_request_refused_on_its_deadline_goes_to_the_lane_and_expires_there() {
+        let mut cfg = PolicyConfig::with_workers(1);
+        cfg.demoted_expiry = 100 * MS;
+        let mut p = SledgeScale::new(&cfg);
+        feed(&mut p, 0, Event::Arrival(req(1, 40 * MS, 40 * MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        // Infeasible on its own (20 ms of work, due in 10 ms), and unreachable behind `1`:
+        // both are run late instead of refused.
+        let out = feed(&mut p, 0, Event::Arrival(demotable(2, 10 * MS, 20 * MS)));
+        assert_eq!(out, vec![Action::Demote { id: RequestId(2) }]);
+        let out = feed(&mut p, 0, Event::Arrival(demotable(3, 42 * MS, 5 * MS)));
+        assert_eq!(out, vec![Action::Demote { id: RequestId(3) }]);
+        // A full queue is no reason to demote.
+        assert_eq!(p.stats().rejected, 0);
+        // On-time work keeps the worker until 200 ms; by then `2` and `3` are more than 100 ms
+        // past their deadlines: answered as shed (they never ran), not run.
+        for (at, id) in [(40 * MS, 1), (200 * MS, 4)] {
+            if id == 4 {
+                feed(&mut p, 40 * MS, Event::Arrival(req(4, 500 * MS, 160 * MS)));
+                feed(&mut p, 40 * MS, Event::Started { worker: 0, id: RequestId(4) });
+            }
+            let out =
+                feed(&mut p, at, Event::Completed { worker: 0, id: RequestId(id), executed: 0 });
+            if id == 1 {
+                assert_eq!(runs(&out), vec![(0, 2)], "the lane gets the free worker");
+                let back = Event::Preempted { worker: 0, id: RequestId(2), executed: MS };
+                feed(&mut p, 40 * MS, Event::Started { worker: 0, id: RequestId(2) });
+                let out = feed(&mut p, 40 * MS, Event::Arrival(req(5, 900 * MS, MS)));
+                assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(2) }));
+                feed(&mut p, 40 * MS, back);
+            } else {
+                assert_eq!(rejected(&out), vec![(3, RejectReason::Shed), (2, RejectReason::Late)]);
+            }
+        }
+    }
+
+    #[test]
     fn a_full_lane_sends_demotable_requests_back_to_being_answered() {
         let mut cfg = PolicyConfig::with_workers(1);
         cfg.admission.max_queued = Some(1);
