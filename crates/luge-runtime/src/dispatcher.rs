@@ -37,7 +37,9 @@ use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
 use luge_proto::nanos;
-use luge_sched::{Action, Estimator, Event, Nanos, Policy, RejectReason, Request, RequestId};
+use luge_sched::{
+    Action, Estimator, Event, Nanos, Overrun, Policy, RejectReason, Request, RequestId,
+};
 
 use crate::config::WaitMode;
 use crate::notify::Notify;
@@ -314,17 +316,25 @@ impl Dispatcher {
         // knowledge (`Request::estimate_known`): a function never run and not seeded has only the
         // default estimate, and refusing on that guess would refuse it forever.
         let declared = expected.is_some() || task.function.config.expected_execution.is_some();
-        let mut known = declared || self.estimator.samples(function) > 0;
+        let known = declared || self.estimator.samples(function) > 0;
         // The node's own per-request work (hand-offs, wake-ups) occupies the worker too: the
         // wait a request imposes on those behind it is its execution plus that.
-        let mut expected = expected
+        let expected = expected
             .unwrap_or_else(|| self.estimator.estimate(function))
             .saturating_add(self.turnaround.overhead());
         // A function whose measured estimate alone overruns this deadline (its recent runs
         // ended late or were killed) is refused as infeasible, except for one probe per
-        // interval, run on a guessed estimate so that its outcome can bring the estimate back.
-        // A declared execution time is the operator's word: not probed.
-        if known && !declared && expected > relative_deadline {
+        // interval, so that its outcome can bring the estimate back. A probe is demoted from the
+        // start: it runs in the best-effort lane, on spare worker time only, so that it costs
+        // on-time requests nothing (on its estimate it would hold the worker for a deadline with
+        // EDF's priority). A function that asks for demotion needs no probe: every such request
+        // runs in the lane. A declared execution time is the operator's word: not probed. A
+        // deadline tighter than the function's own default is the client's choice: refused,
+        // not probed (requests at the default deadline probe when it overruns that too).
+        let mut on_overrun = task.function.config.on_overrun;
+        let default_deadline = nanos(task.function.config.relative_deadline);
+        let overruns = expected > relative_deadline.max(default_deadline);
+        if known && !declared && overruns && on_overrun == Overrun::Kill {
             let probe = match self.probed.get(&function) {
                 None => Some(Probe { at: now, interval: PROBE_INTERVAL }),
                 Some(p) if now >= p.at.saturating_add(p.interval) => Some(Probe {
@@ -334,25 +344,17 @@ impl Dispatcher {
                 Some(_) => None,
             };
             if let Some(probe) = probe {
-                // Judged as a function never seen: on the default estimate, which others' waits
-                // count and which leaves it slack to yield to every more urgent arrival. On its
-                // measured estimate it would hold the worker with no slack for a deadline.
                 self.probed.insert(function, probe);
-                known = false;
-                expected = self
-                    .estimator
-                    .config()
-                    .default_estimate
-                    .saturating_add(self.turnaround.overhead());
+                on_overrun = Overrun::Demote;
             }
-        } else if !self.probed.is_empty() {
+        } else if !self.probed.is_empty() && !overruns {
             // Its estimate fits again: the next overrun starts the back-off afresh.
             self.probed.remove(&function);
         }
         let arrival = arrived.min(now);
         let mut request = Request::new(id, function, arrival, relative_deadline, expected)
             .with_tenant(tenant)
-            .with_overrun(task.function.config.on_overrun);
+            .with_overrun(on_overrun);
         if !known {
             request = request.with_guessed_estimate();
         }

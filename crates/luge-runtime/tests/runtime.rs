@@ -227,11 +227,12 @@ fn the_inline_layout_preempts_too() {
 
 /// One worker serving `noop` and `loop`, a runaway due 50 ms after it arrives whose budget
 /// (20 s) is far off.
-fn with_a_runaway() -> Runtime {
+/// A runtime with a `loop` due in 50 ms that `budget` of CPU ends, and a no-op.
+fn with_a_runaway(budget: Duration) -> Runtime {
     let rt = runtime(1, PolicyKind::SledgeScale);
     register(&rt, "loop", LOOP, |c| {
         c.relative_deadline = Duration::from_millis(50);
-        c.limits.max_execution = Duration::from_secs(20);
+        c.limits.max_execution = budget;
     });
     register(&rt, "noop", NOOP, |_| {});
     rt
@@ -252,7 +253,7 @@ fn end_late(rt: &Runtime, ticket: luge_runtime::Ticket) -> Outcome {
 fn a_runaway_past_its_deadline_yields_and_is_answered_late() {
     // Edge-RT §VI-D: a request still running at its deadline no longer outranks anyone; it is
     // answered as late instead of resumed.
-    let rt = with_a_runaway();
+    let rt = with_a_runaway(Duration::from_secs(20));
     let runaway = end_late(&rt, rt.submit("loop", Vec::new(), SubmitOptions::default()));
     assert_eq!(runaway.result, Err(Failure::Late));
     assert!(runaway.timing.preemptions >= 1, "{:?}", runaway.timing);
@@ -260,16 +261,19 @@ fn a_runaway_past_its_deadline_yields_and_is_answered_late() {
 
 #[test]
 fn a_function_whose_runs_end_late_is_refused_but_probed() {
-    let rt = with_a_runaway();
+    let budget = Duration::from_millis(400);
+    let rt = with_a_runaway(budget);
     let first = end_late(&rt, rt.submit("loop", Vec::new(), SubmitOptions::default()));
     assert_eq!(first.result, Err(Failure::Late));
     // It would have run at least its deadline: the next request is a probe (the first goes at
-    // once), run on a guess and ended late again…
+    // once), run in the best-effort lane, where it yields to the no-op at once and runs on in
+    // the spare time until its budget ends it…
     let probe = rt.submit("loop", Vec::new(), SubmitOptions::default());
     // …while the one after it is refused at once, its estimate overrunning its deadline.
     let refused = call(&rt, "loop", b"");
     assert_eq!(refused.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
-    assert_eq!(end_late(&rt, probe).result, Err(Failure::Late));
+    assert_eq!(end_late(&rt, probe).result, Err(Failure::Killed { budget }));
+    assert_eq!(rt.group_stats().iter().map(|g| g.demoted).sum::<u64>(), 1, "the probe");
 }
 
 #[test]

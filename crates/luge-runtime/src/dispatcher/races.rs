@@ -350,9 +350,10 @@ fn a_host_panic_ends_only_its_own_request() {
 #[test]
 fn probes_of_a_function_that_overran_its_deadline_back_off() {
     let mut rig = Rig::new();
-    // Ten runs that each took 50 ms: one fast probe does not bring the estimate back.
+    // Ten runs that each took 150 ms, past the function's own 100 ms deadline: one fast probe
+    // does not bring the estimate back.
     for _ in 0..10 {
-        rig.dispatcher.estimator.observe(rig.function.id, 50 * MS);
+        rig.dispatcher.estimator.observe(rig.function.id, 150 * MS);
     }
     // Whether a request due in 10 ms, submitted `after` the previous one, runs (a probe).
     let mut runs = |after: Nanos| {
