@@ -38,7 +38,7 @@ use std::time::Duration;
 use crossbeam_queue::ArrayQueue;
 use luge_proto::nanos;
 use luge_sched::{
-    Action, Estimator, Event, Nanos, Overrun, Policy, RejectReason, Request, RequestId,
+    Action, Estimator, Event, FunctionId, Nanos, Overrun, Policy, RejectReason, Request, RequestId,
 };
 
 use crate::config::WaitMode;
@@ -377,12 +377,29 @@ impl Dispatcher {
         self.actions = actions;
     }
 
+    /// `req` of `function` ran `executed` and was still running at its deadline: it would have
+    /// run at least until then, so its function's estimator observes that (a censored run).
+    fn observe_censored(&mut self, function: FunctionId, req: &Request, executed: Nanos) {
+        let relative = req.absolute_deadline.saturating_sub(req.arrival);
+        self.estimator.observe(function, executed.max(relative));
+    }
+
     fn apply(&mut self, now: Nanos, action: Action) {
         match action {
             Action::Enqueue { .. } => {}
-            // It runs on, from the best-effort lane, and is answered late.
-            Action::Demote { .. } => {
+            // It runs on, from the best-effort lane, and is answered late. If it ran past its
+            // deadline, its function's estimate learns that now, as for `Late` below: its next
+            // requests go to the lane at once instead of holding the worker for a deadline
+            // each, and its own run may not end for a long time.
+            Action::Demote { req } => {
                 self.shared.demoted.fetch_add(1, Ordering::Relaxed);
+                if req.executed > 0
+                    && now >= req.absolute_deadline
+                    && let Some(task) = self.pending.get(&req.id)
+                {
+                    let (function, executed) = (task.function.id, task.executed);
+                    self.observe_censored(function, &req, executed);
+                }
             }
             Action::Run { worker, req } => {
                 let Some(task) = self.pending.remove(&req.id) else {
@@ -424,9 +441,7 @@ impl Dispatcher {
                         // requests are refused as infeasible at once, bar a probe per
                         // `PROBE_INTERVAL`, backing off (`docs/scheduling.md`, "Runaways").
                         RejectReason::Late => {
-                            let relative = req.absolute_deadline.saturating_sub(req.arrival);
-                            let function = task.function.id;
-                            self.estimator.observe(function, task.executed.max(relative));
+                            self.observe_censored(task.function.id, &req, task.executed);
                             task.answer(now, Err(Failure::Late));
                             return;
                         }

@@ -312,21 +312,45 @@ fn a_demoted_runaway_finishes_late_on_the_spare_worker_time() {
     assert_eq!(ok(late.clone()), alone, "the demoted run resumed where it was");
     assert!(late.timing.preemptions >= 1, "{:?}", late.timing);
     assert_eq!(*order.lock().unwrap(), ["noop", "spin"]);
-    assert_eq!(rt.group_stats().iter().map(|g| g.demoted).sum::<u64>(), 1);
+    let demoted = || rt.group_stats().iter().map(|g| g.demoted).sum::<u64>();
+    assert_eq!(demoted(), 1);
+    // Its function is now known to overrun its deadline: its next request is not refused but
+    // goes to the lane at once, and with the worker free runs there to its result.
+    let next = rt.submit("spin", b"100000000".to_vec(), SubmitOptions::default());
+    assert_eq!(ok(next.wait_timeout(Duration::from_secs(30)).unwrap()), alone);
+    assert_eq!(demoted(), 2);
 }
 
 #[test]
 fn a_demoted_runaway_is_still_killed_at_its_budget() {
+    let budget = Duration::from_millis(400);
     let rt = runtime(1, PolicyKind::SledgeScale);
     register(&rt, "loop", LOOP, |c| {
         c.relative_deadline = Duration::from_millis(50);
-        c.limits.max_execution = Duration::from_millis(400);
+        c.limits.max_execution = budget;
         c.on_overrun = luge_runtime::Overrun::Demote;
     });
     register(&rt, "noop", NOOP, |_| {});
-    let runaway = end_late(&rt, rt.submit("loop", Vec::new(), SubmitOptions::default()));
-    assert_eq!(runaway.result, Err(Failure::Killed { budget: Duration::from_millis(400) }));
-    assert!(runaway.timing.preemptions >= 1, "it was demoted, not answered: {:?}", runaway.timing);
+    let demoted = || rt.group_stats().iter().map(|g| g.demoted).sum::<u64>();
+    let first = rt.submit("loop", Vec::new(), SubmitOptions::default());
+    until_running(&rt, "the loop never started");
+    std::thread::sleep(Duration::from_millis(100));
+    let later = SubmitOptions { deadline: Some(Duration::from_secs(5)), ..Default::default() };
+    ok(rt.submit("noop", Vec::new(), later).wait_timeout(Duration::from_secs(10)).unwrap());
+    assert_eq!(demoted(), 1, "demoted when the no-op arrived");
+    // It ran past its deadline: its function's estimate learnt that at the demotion, long
+    // before its run ends, so the next request goes to the lane at once rather than holding
+    // the worker with EDF's rank until its own deadline.
+    let second = rt.submit("loop", Vec::new(), SubmitOptions::default());
+    let start = Instant::now();
+    while demoted() < 2 {
+        assert!(start.elapsed() < Duration::from_millis(250), "the second loop was not demoted");
+        std::thread::yield_now();
+    }
+    for ticket in [first, second] {
+        let outcome = ticket.wait_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(outcome.result, Err(Failure::Killed { budget }));
+    }
 }
 
 fn urgent_requests_preempt(rt: Runtime) {

@@ -369,7 +369,8 @@ impl ContractChecker {
                 self.held.remove(&req.id);
                 self.unbind(&held);
             }
-            Action::Demote { id } => {
+            Action::Demote { req } => {
+                let id = req.id;
                 let held = *self.held.get(&id).ok_or_else(not_held)?;
                 if let Some(worker) = held.running {
                     return Err(ContractViolation::DemoteRunning { id, worker });
@@ -631,13 +632,13 @@ mod tests {
         assert_eq!(c.step(0, &Event::Arrival(late), &[bind(0, 1)]), Ok(()));
         assert_eq!(c.step(0, &Event::Arrival(soon), &[bind(0, 2)]), Ok(()));
         // Demoted, request 1 is unbound and no longer worker 0's head…
-        assert_eq!(c.actions(&[Action::Demote { id: RequestId(1) }]), Ok(()));
+        assert_eq!(c.actions(&[Action::Demote { req: late }]), Ok(()));
         // …it may run on worker 1, where nothing is bound, but not ahead of request 2.
         let v = V::DemotedAheadOfOnTime { worker: 0, id: RequestId(1), head: RequestId(2) };
         assert_eq!(c.clone().actions(&[Action::Run { worker: 0, req: late }]), Err(v));
         assert_eq!(c.actions(&[Action::Run { worker: 1, req: late }]), Ok(()));
         let v = V::DemoteRunning { id: RequestId(1), worker: 1 };
-        assert_eq!(c.actions(&[Action::Demote { id: RequestId(1) }]), Err(v));
+        assert_eq!(c.actions(&[Action::Demote { req: late }]), Err(v));
     }
 
     #[test]

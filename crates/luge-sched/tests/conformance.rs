@@ -129,9 +129,9 @@ impl Driver {
                         self.demoted_rejected += 1;
                     }
                 }
-                Action::Demote { id } => {
-                    self.unbind(id);
-                    self.demoted.insert(id);
+                Action::Demote { req } => {
+                    self.unbind(req.id);
+                    self.demoted.insert(req.id);
                 }
             }
         }

@@ -247,7 +247,7 @@ impl Cores {
         let room = self.admission.max_queued.is_none_or(|max| self.demoted.len() < max);
         if req.on_overrun == Overrun::Demote && reason != RejectReason::QueueFull && room {
             self.stats.demoted += 1;
-            out.push(Action::Demote { id: req.id });
+            out.push(Action::Demote { req });
             self.demoted.push_back(req);
             return;
         }

@@ -138,14 +138,14 @@ pub enum Action {
     },
     /// Deliver an [`Event::Tick`] at or after this time.
     WakeAt(Nanos),
-    /// Informational, like `Enqueue`: the held request `id` can no longer meet its deadline and
+    /// Informational, like `Enqueue`: the held request `req` can no longer meet its deadline and
     /// its function asked for demotion ([`Overrun::Demote`](crate::Overrun::Demote)), so instead
     /// of a `Reject` it moved to the group's best-effort lane (Edge-RT §IV-D). It is no longer
     /// bound to any worker's queue; it will be `Run`, on any worker with no on-time work, and
     /// complete late. A driver may count it and otherwise ignore it.
     Demote {
-        /// The request.
-        id: RequestId,
+        /// The request, with its execution so far.
+        req: Request,
     },
 }
 
