@@ -1,6 +1,6 @@
 //! The benchmark scenarios of issue #6 (`luge bench
 //! compare|noop|policies|density|sim-vs-real|overload|slow-clients|tenants|backpressure|tracing|
-//! isolation|soak`).
+//! isolation|soak|edge-rt`).
 //!
 //! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
 //! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
@@ -26,6 +26,7 @@
 //! | [`backpressure`](Scenario::Backpressure) | closed-loop callers that retry refusals at once, past capacity: a `luge-client` window that ignores the load signal vs one that adapts to it — goodput and refusals, interleaved trials |
 //! | [`slow-clients`](Scenario::SlowClients) | HTTP no-op latency and throughput while thousands of slow ("slowloris") connections are open, ÷ the same node quiet, interleaved trials |
 //! | [`isolation`](Scenario::Isolation) | a well-behaved tenant's no-op beside 0, 1, 4 and 16 hostile tenants (infinite loop, clock spinning, memory to the cap, recursion, output flooding): deadlines met and p99 ÷ alone, interleaved trials |
+//! | [`edge-rt`](Scenario::EdgeRt) | Edge-RT Fig. 14: well-behaved requests beside k infinite-loop tasks per worker, loops demoted, killed, or under plain EDF: deadlines met, interleaved trials |
 //! | [`soak`](Scenario::Soak) | mixed good and hostile load for a long time: RSS, open fds and threads sampled, the slope after warm-up |
 //! | [`tracing`](Scenario::Tracing) | HTTP no-op throughput and latency with request spans exported over OTLP (1 % and all sampled), ÷ without, interleaved trials |
 //!
@@ -35,6 +36,7 @@
 mod backpressure;
 mod compare;
 mod density;
+mod edge_rt;
 mod isolation;
 mod machine;
 mod measure;
@@ -342,6 +344,17 @@ pub struct IsolationOptions {
     pub trials: Option<usize>,
 }
 
+/// `edge-rt` settings (`None` takes the default of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct EdgeRtOptions {
+    /// Infinite-loop tasks per worker (default 0, 1, 2, 4; quick 0, 2).
+    pub hogs: Vec<usize>,
+    /// Time measured per point (default 10 s; quick 1 s).
+    pub duration: Option<Duration>,
+    /// Trials of every point (default 3; quick 1).
+    pub trials: Option<usize>,
+}
+
 /// `soak` settings (`None` takes the default of the mode).
 #[derive(Debug, Clone, Default)]
 pub struct SoakOptions {
@@ -382,6 +395,8 @@ pub enum Scenario {
     Isolation(IsolationOptions),
     /// Mixed good and hostile load for a long time: memory, fds and threads.
     Soak(SoakOptions),
+    /// Edge-RT's Fig. 14: well-behaved requests beside infinite loops.
+    EdgeRt(EdgeRtOptions),
 }
 
 impl Scenario {
@@ -400,6 +415,7 @@ impl Scenario {
             Scenario::Tracing(_) => "tracing",
             Scenario::Isolation(_) => "isolation",
             Scenario::Soak(_) => "soak",
+            Scenario::EdgeRt(_) => "edge-rt",
         }
     }
 }
@@ -443,6 +459,7 @@ pub fn run_scenario(
         Scenario::Tracing(t) => traces::run(t, opts, pin, &mut out),
         Scenario::Isolation(i) => isolation::run(i, opts, pin, &mut out),
         Scenario::Soak(s) => soak::run(s, opts, pin, &mut out),
+        Scenario::EdgeRt(e) => edge_rt::run(e, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {
         node::set_affinity(&before);

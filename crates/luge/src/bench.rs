@@ -16,9 +16,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
-    BackpressureOptions, CompareOptions, DensityOptions, IsolationOptions, OverloadOptions, Pin,
-    PoliciesOptions, Protocol, Scenario, ScenarioOptions, SimRealOptions, SlowClientsOptions,
-    SoakOptions, TenantsOptions, TracingOptions, run_scenario,
+    BackpressureOptions, CompareOptions, DensityOptions, EdgeRtOptions, IsolationOptions,
+    OverloadOptions, Pin, PoliciesOptions, Protocol, Scenario, ScenarioOptions, SimRealOptions,
+    SlowClientsOptions, SoakOptions, TenantsOptions, TracingOptions, run_scenario,
 };
 use luge_bench::{
     Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
@@ -74,6 +74,9 @@ enum BenchCommand {
     /// Mixed good and hostile load for a long time (`--duration 1h`): RSS, open fds and threads
     /// sampled, and their slope after warm-up.
     Soak(SoakArgs),
+    /// Edge-RT's Fig. 14: well-behaved requests beside k infinite-loop tasks per worker, the
+    /// loops demoted, killed at their deadline, or under plain EDF (deadlines met).
+    EdgeRt(EdgeRtArgs),
     /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
     #[command(hide = true)]
     HoldSlowConnections(HoldArgs),
@@ -426,6 +429,21 @@ struct IsolationArgs {
 }
 
 #[derive(Debug, Args)]
+struct EdgeRtArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Infinite-loop tasks per worker, comma-separated [default: 0,1,2,4; quick: 0,2].
+    #[arg(long, value_delimiter = ',')]
+    hogs: Vec<usize>,
+    /// Time measured per point [default: 10s; quick 1s].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Trials of every point [default: 3; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
+}
+
+#[derive(Debug, Args)]
 struct SoakArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -590,6 +608,10 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             };
             scenario(Scenario::Soak(s), &a.common)
         }
+        BenchCommand::EdgeRt(a) => {
+            let e = EdgeRtOptions { hogs: a.hogs, duration: a.duration, trials: a.trials };
+            scenario(Scenario::EdgeRt(e), &a.common)
+        }
         BenchCommand::HoldSlowConnections(a) => {
             Ok(luge_bench::hold_slow_connections(a.to, a.connections, a.per_address)?)
         }
@@ -626,6 +648,7 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
                 | Scenario::Tracing(_)
                 | Scenario::Isolation(_)
                 | Scenario::Soak(_)
+                | Scenario::EdgeRt(_)
         ) {
             // As `luge serve` ships: a dispatcher thread of its own.
             vec![Layout::Threads]

@@ -308,6 +308,40 @@ fn isolation_answers_every_hostile_request_with_its_typed_error() {
 }
 
 #[test]
+fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf() {
+    let (dir, report, summary) = quick("edge-rt", &["edge-rt"]);
+    let r = &report["results"];
+    assert_eq!(r["hogs_per_worker"], serde_json::json!([0, 2]), "quick: k = 0 and 2");
+    let trials = r["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 6, "2 k × 3 treatments: {trials:?}");
+    for t in trials {
+        assert!(t["good"]["planned"].as_u64().unwrap() > 0, "{t}");
+        let hogs = &t["hogs"];
+        if t["hogs_per_worker"] == 0 {
+            assert!(hogs.is_null(), "{t}");
+            assert_eq!(t["demoted"], 0, "{t}");
+            continue;
+        }
+        // An infinite loop never succeeds, whatever its treatment.
+        assert!(!hogs["outcomes"].as_object().unwrap().contains_key("ok"), "{t}");
+        match t["treatment"].as_str().unwrap() {
+            // The loops overran their deadlines and ran on in the lane…
+            "demote" => assert!(t["demoted"].as_u64().unwrap() > 0, "{t}"),
+            // …while the papers' setting refuses and demotes nothing.
+            "edf" => {
+                assert_eq!(t["demoted"], 0, "{t}");
+                let outcomes = hogs["outcomes"].as_object().unwrap();
+                assert!(!outcomes.keys().any(|k| k.starts_with("deadline")), "{t}");
+            }
+            "kill" => {}
+            other => panic!("unknown treatment {other}"),
+        }
+    }
+    assert!(summary.contains("Fig. 14"), "{summary}");
+    done(&dir);
+}
+
+#[test]
 fn soak_samples_memory_fds_and_threads_for_a_minute() {
     // The one-minute version CI runs (`--quick`); `docs/reliability.md` has a long run.
     let (dir, report, summary) = quick("soak", &["soak"]);

@@ -58,17 +58,18 @@ struct Trial {
     bad: Option<HostileRun>,
 }
 
+/// What a hostile load got back.
 #[derive(Debug, Clone, Serialize)]
-struct HostileRun {
-    point: Point,
+pub(crate) struct HostileRun {
+    pub point: Point,
     /// Answers by outcome kind (`ok` for successes).
-    outcomes: std::collections::BTreeMap<String, u64>,
+    pub outcomes: std::collections::BTreeMap<String, u64>,
     /// Requests sent that got no answer within the client's timeout.
-    unanswered: u64,
+    pub unanswered: u64,
 }
 
 impl HostileRun {
-    fn of(r: &Report) -> Self {
+    pub(crate) fn of(r: &Report) -> Self {
         let s = &r.summary;
         let mut outcomes = s.errors_by_kind.clone();
         if s.completed > 0 {

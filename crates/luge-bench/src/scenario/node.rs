@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use luge_runtime::{Layout, PolicyKind, Runtime, RuntimeConfig, TenantConfig, WaitMode};
+use luge_runtime::{Admission, Layout, PolicyKind, Runtime, RuntimeConfig, TenantConfig, WaitMode};
 use luge_server::{HttpConfig, Node, NodeConfig, Tracing, UdpConfig};
 use serde::Serialize;
 
@@ -105,6 +105,9 @@ pub(crate) struct NodeSpec {
     /// it; off, the node refuses only the infeasible and beyond its 4 096-request queue cap,
     /// as it did before (`luge bench overload --no-deadline-admission`, for a before/after).
     pub deadline_admission: bool,
+    /// The papers' setting instead: admission off altogether ([`Admission::NONE`]: nothing
+    /// refused, shed or demoted; `luge bench edge-rt`'s `edf`).
+    pub papers_admission: bool,
     /// Tenants with limits (`luge bench tenants`; none otherwise, as `luge serve` without
     /// `[[tenant]]` tables).
     pub tenants: Vec<TenantConfig>,
@@ -124,6 +127,7 @@ impl NodeSpec {
             udp_busy_poll: false,
             pin: None,
             deadline_admission: true,
+            papers_admission: false,
             tenants: Vec::new(),
             tracing: None,
         }
@@ -147,7 +151,13 @@ impl NodeSpec {
             layout_name(self.layout),
             wait_name(self.wait),
             self.policy,
-            if self.deadline_admission { "" } else { ", no deadline admission" }
+            if self.papers_admission {
+                ", admission off"
+            } else if self.deadline_admission {
+                ""
+            } else {
+                ", no deadline admission"
+            }
         )
     }
 }
@@ -199,6 +209,9 @@ impl LugeNode {
         if !spec.deadline_admission {
             runtime.policy_config.admission.on_wait = false;
             runtime.policy_config.admission.shed = false;
+        }
+        if spec.papers_admission {
+            runtime.policy_config.admission = Admission::NONE;
         }
         let config = NodeConfig {
             runtime,
