@@ -281,6 +281,16 @@ impl Cores {
         run.demoted || (self.admission.shed && now >= run.req.absolute_deadline)
     }
 
+    /// The work `run` holds its worker for ahead of the requests bound there, at `now`: its
+    /// remaining work, except for a run that outranks nobody and will not keep the worker — a
+    /// demoted one (any arrival or the lane's quantum stops it, and it resumes only when nothing
+    /// on time waits) or one past its deadline with a preemption on its way (it will be answered
+    /// late) — which holds it for nothing.
+    pub fn claim(&self, now: Nanos, run: &Running) -> Nanos {
+        let late = self.admission.shed && run.preempt_pending && now >= run.req.absolute_deadline;
+        if run.demoted || late { 0 } else { run.remaining_at(now) }
+    }
+
     /// Demoted requests waiting in the best-effort lane.
     pub fn demoted_waiting(&self) -> usize {
         self.demoted.len()

@@ -72,7 +72,7 @@ impl EarlyBinding {
                 stats.workers_inspected += n as u64;
                 (0..n)
                     .min_by_key(|&w| {
-                        let run = self.cores.get(w).map_or(0, |r| r.remaining_at(now));
+                        let run = self.cores.get(w).map_or(0, |r| self.cores.claim(now, r));
                         self.queues[w].total_work().saturating_add(run)
                     })
                     .unwrap_or(0)

@@ -4,23 +4,24 @@
 //! worker or queueing by deadline, shedding what the newcomer pushed past its deadline; and what
 //! a freed EDF worker runs next.
 
-use super::core::{Cores, Running};
+use super::core::Cores;
 use super::{Action, WorkerId};
 use crate::queue::{DeadlineQueue, EdfQueue};
 use crate::request::{Nanos, Request};
 
-/// Where a newcomer's work starts on a worker whose running request is `running`, and where the
-/// queued requests behind it start: `(start, rest_start)`. `preempts` says `req` will preempt the
-/// running request; then, and when a preemption of the running request is already in flight and
-/// `req` is more urgent than it, `req` does not wait for the running request (only the queued
-/// requests behind `req` still count it).
+/// Where a newcomer's work starts on worker `w`, and where the queued requests behind it start:
+/// `(start, rest_start)`, the latter after what the running request still claims of the worker
+/// ([`Cores::claim`]). `preempts` says `req` will preempt the running request; then, and when a
+/// preemption of the running request is already in flight and `req` is more urgent than it, `req`
+/// does not wait for the running request (only the queued requests behind `req` still count it).
 pub(crate) fn starts(
-    running: Option<&Running>,
-    preempts: bool,
+    cores: &Cores,
+    (w, preempts): (WorkerId, bool),
     now: Nanos,
     req: &Request,
 ) -> (Nanos, Nanos) {
-    let rest_start = now.saturating_add(running.map_or(0, |r| r.remaining_at(now)));
+    let running = cores.get(w);
+    let rest_start = now.saturating_add(running.map_or(0, |r| cores.claim(now, r)));
     let jumps_ahead =
         running.is_some_and(|r| preempts || (r.preempt_pending && req.key() < r.req.key()));
     (if jumps_ahead { now } else { rest_start }, rest_start)
@@ -38,7 +39,7 @@ pub(crate) fn bind(
     req: Request,
     out: &mut Vec<Action>,
 ) {
-    let at = starts(cores.get(w), preempt, now, &req);
+    let at = starts(cores, (w, preempt), now, &req);
     if !cores.passes_the_wait(queue, at, &req, out) {
         return;
     }

@@ -96,13 +96,13 @@ impl SledgeScale {
             return WaitTime::Preemptible;
         }
         WaitTime::Wait(
-            queue.work_before(req.absolute_deadline).saturating_add(run.remaining_at(now)),
+            queue.work_before(req.absolute_deadline).saturating_add(self.cores.claim(now, run)),
         )
     }
 
     /// Cᵢ (Eq. 2): remaining work of everything on worker `w`.
     pub fn total_work(&self, w: WorkerId, now: Nanos) -> Nanos {
-        let running = self.cores.get(w).map_or(0, |r| r.remaining_at(now));
+        let running = self.cores.get(w).map_or(0, |r| self.cores.claim(now, r));
         self.queues[w].total_work().saturating_add(running)
     }
 
@@ -635,6 +635,21 @@ mod tests {
                 assert_eq!(rejected(&out), vec![(3, RejectReason::Shed), (2, RejectReason::Late)]);
             }
         }
+    }
+
+    #[test]
+    fn a_demoted_run_on_its_way_out_claims_no_time_in_the_waits() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        // Known to run 10 s, due in 5 ms: demoted at once, and run from the lane (idle worker).
+        let out = feed(&mut p, 0, Event::Arrival(demotable(1, 5 * MS, 10_000 * MS)));
+        assert_eq!((demoted(&out), runs(&out)), (vec![1], vec![(0, 1)]));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        let out = feed(&mut p, MS, Event::Arrival(req(2, 50 * MS, MS)));
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(1) }), "{out:?}");
+        // While that preemption is in flight, a request due after the demoted one's deadline
+        // waits only for the on-time work ahead of it, not for the demoted run's 10 s.
+        let out = feed(&mut p, MS, Event::Arrival(req(3, 20 * MS, MS)));
+        assert_eq!(out, vec![Action::Enqueue { worker: 0, id: RequestId(3) }]);
     }
 
     #[test]
