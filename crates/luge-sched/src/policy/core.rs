@@ -5,8 +5,7 @@
 //! steps the policies share (refuse, admit on the wait, shed the doomed, demote) in one place,
 //! with the group's best-effort lane of demoted requests (Edge-RT §IV-D).
 
-use std::collections::VecDeque;
-
+use super::lane::Lane;
 use super::{Action, Admission, PolicyConfig, PolicyStats, RejectReason, WorkerId};
 use crate::queue::{DeadlineQueue, EdfQueue};
 use crate::request::{Nanos, Overrun, Request, RequestId};
@@ -63,12 +62,8 @@ pub(crate) struct Cores {
     pub admission: Admission,
     /// Decision counters of the policy.
     pub stats: PolicyStats,
-    /// The best-effort lane: demoted requests not running, in round-robin order.
-    demoted: VecDeque<Request>,
-    /// Round-robin quantum of the lane.
-    demoted_quantum: Nanos,
-    /// How long past its deadline a request may wait in the lane.
-    lane_expiry: Nanos,
+    /// The best-effort lane: demoted requests not running.
+    lane: Lane,
 }
 
 impl Cores {
@@ -80,9 +75,7 @@ impl Cores {
             name,
             admission: config.admission,
             stats: PolicyStats::default(),
-            demoted: VecDeque::new(),
-            demoted_quantum: config.demoted_quantum.max(1),
-            lane_expiry: config.demoted_expiry,
+            lane: Lane::new(config),
         }
     }
 
@@ -244,11 +237,11 @@ impl Cores {
     /// function asked for demotion and the lane has room (`Admission::max_queued`), it joins the
     /// back of the best-effort lane (Edge-RT §IV-D); else it is answered with `reason`.
     fn refuse(&mut self, req: Request, reason: RejectReason, out: &mut Vec<Action>) {
-        let room = self.admission.max_queued.is_none_or(|max| self.demoted.len() < max);
-        if req.on_overrun == Overrun::Demote && reason != RejectReason::QueueFull && room {
+        let demote = req.on_overrun == Overrun::Demote && reason != RejectReason::QueueFull;
+        if demote && self.lane.has_room() {
             self.stats.demoted += 1;
             out.push(Action::Demote { req });
-            self.demoted.push_back(req);
+            self.lane.push(req);
             return;
         }
         self.reject(req, reason, out);
@@ -293,12 +286,12 @@ impl Cores {
 
     /// Demoted requests waiting in the best-effort lane.
     pub fn demoted_waiting(&self) -> usize {
-        self.demoted.len()
+        self.lane.len()
     }
 
     /// Puts `req`, a demoted request preempted from its quantum, back at the end of the lane.
     pub fn requeue_demoted(&mut self, req: Request) {
-        self.demoted.push_back(req);
+        self.lane.push(req);
     }
 
     /// Runs the lane round robin on idle workers: each idle worker, lowest first, takes the
@@ -308,19 +301,15 @@ impl Cores {
     /// are answered (late if they ran, else shed): a lane starved by on-time work does not hold
     /// work whose clients gave up long ago.
     pub fn run_demoted(&mut self, now: Nanos, out: &mut Vec<Action>) {
-        while let Some(front) = self.demoted.front()
-            && now.saturating_sub(front.absolute_deadline) > self.lane_expiry
-        {
-            if let Some(req) = self.demoted.pop_front() {
-                self.reject(req, late_or_shed(&req, now), out);
-            }
+        while let Some(req) = self.lane.pop_expired(now) {
+            self.reject(req, late_or_shed(&req, now), out);
         }
         for w in 0..self.len() {
-            if self.demoted.is_empty() {
+            if self.lane.is_empty() {
                 return;
             }
             if self.is_idle(w)
-                && let Some(req) = self.demoted.pop_front()
+                && let Some(req) = self.lane.pop()
             {
                 self.put(w, req, true, out);
             }
@@ -336,12 +325,12 @@ impl Cores {
         on_time: impl Fn(WorkerId) -> bool,
         out: &mut Vec<Action>,
     ) {
-        let quantum = self.demoted_quantum;
+        let quantum = self.lane.quantum;
         for w in 0..self.len() {
             if !self.get(w).is_some_and(|r| r.demoted) {
                 continue;
             }
-            let others = !self.demoted.is_empty();
+            let others = !self.lane.is_empty();
             self.end_slice(w, now, (quantum, quantum), |_| others || on_time(w), out);
         }
     }
@@ -349,7 +338,7 @@ impl Cores {
     /// The time slice of a run that starts on `w`: the lane's quantum for a demoted run, else
     /// `policy`'s.
     pub fn slice_of(&self, w: WorkerId, policy: Option<Nanos>) -> Option<Nanos> {
-        if self.get(w).is_some_and(|r| r.demoted) { Some(self.demoted_quantum) } else { policy }
+        if self.get(w).is_some_and(|r| r.demoted) { Some(self.lane.quantum) } else { policy }
     }
 
     /// Admission on the wait for `req` ([`fits_the_wait`], when `Admission::on_wait`): false,

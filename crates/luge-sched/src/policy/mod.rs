@@ -46,6 +46,7 @@ mod darc;
 mod early;
 mod edf;
 mod fifo;
+mod lane;
 mod sfs;
 mod sledge;
 mod sledgescale;

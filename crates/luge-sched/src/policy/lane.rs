@@ -1,0 +1,278 @@
+//! The best-effort lane of a dispatcher group (Edge-RT §IV-D): the requests that can no longer
+//! meet their deadline and whose function asked to run late rather than be answered
+//! ([`Overrun::Demote`]), waiting in round-robin order for a worker the policy leaves idle.
+//! [`Cores`](super::core::Cores) owns one and decides who joins it, who runs from it and when a
+//! run yields; this module holds the queue and its bounds.
+
+use std::collections::VecDeque;
+
+use super::PolicyConfig;
+use crate::request::{Nanos, Request};
+
+/// Demoted requests not running, in round-robin order, with the lane's quantum and bounds.
+#[derive(Debug, Clone)]
+pub(crate) struct Lane {
+    queue: VecDeque<Request>,
+    /// Round-robin quantum (Edge-RT's Δtimer).
+    pub quantum: Nanos,
+    /// How long past its deadline a request may wait here.
+    expiry: Nanos,
+    /// Most requests held (`Admission::max_queued`).
+    cap: Option<usize>,
+}
+
+impl Lane {
+    /// An empty lane with `config`'s quantum, expiry and queue cap.
+    pub fn new(config: &PolicyConfig) -> Self {
+        Self {
+            queue: VecDeque::new(),
+            quantum: config.demoted_quantum.max(1),
+            expiry: config.demoted_expiry,
+            cap: config.admission.max_queued,
+        }
+    }
+
+    /// Requests waiting.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Whether one more request fits.
+    pub fn has_room(&self) -> bool {
+        self.cap.is_none_or(|max| self.queue.len() < max)
+    }
+
+    /// `req` joins the back (also a demoted run back from its quantum).
+    pub fn push(&mut self, req: Request) {
+        self.queue.push_back(req);
+    }
+
+    /// The request at the front, to run next.
+    pub fn pop(&mut self) -> Option<Request> {
+        self.queue.pop_front()
+    }
+
+    /// The request at the front if it is more than the expiry past its deadline at `now`.
+    pub fn pop_expired(&mut self, now: Nanos) -> Option<Request> {
+        let front = self.queue.front()?;
+        if now.saturating_sub(front.absolute_deadline) > self.expiry {
+            return self.queue.pop_front();
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The lane as the policies drive it, through SledgeScale (the default policy).
+
+    use super::super::core::Cores;
+    use super::super::testing::feed;
+    use super::super::{Action, Event, Policy, RejectReason, SledgeScale, WorkerId};
+    use super::*;
+    use crate::request::{FunctionId, Overrun, RequestId};
+
+    /// Units: 1 ms.
+    const MS: Nanos = 1_000_000;
+
+    /// A request with an absolute deadline `d` and expected execution `e` arriving at 0.
+    fn req(id: u64, d: Nanos, e: Nanos) -> Request {
+        Request::new(RequestId(id), FunctionId(0), 0, d, e)
+    }
+
+    /// The same, of a function that asks for demotion.
+    fn demotable(id: u64, d: Nanos, e: Nanos) -> Request {
+        req(id, d, e).with_overrun(Overrun::Demote)
+    }
+
+    fn rejected(out: &[Action]) -> Vec<(u64, RejectReason)> {
+        out.iter()
+            .filter_map(|a| match a {
+                Action::Reject { req, reason } => Some((req.id.0, *reason)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn demoted(out: &[Action]) -> Vec<u64> {
+        out.iter()
+            .filter_map(|a| match a {
+                Action::Demote { req } => Some(req.id.0),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn runs(out: &[Action]) -> Vec<(WorkerId, u64)> {
+        out.iter()
+            .filter_map(|a| match a {
+                Action::Run { worker, req } => Some((*worker, req.id.0)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_late_request_that_asks_for_demotion_runs_on_in_the_lane_when_the_worker_is_free() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(demotable(1, 5 * MS, MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        // Past its deadline it yields to an arrival, as a killed one would…
+        let out = feed(&mut p, 6 * MS, Event::Arrival(req(2, 90 * MS, MS)));
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(1) }), "{out:?}");
+        // …but is demoted, not answered: the on-time request runs first.
+        let out = feed(
+            &mut p,
+            6 * MS,
+            Event::Preempted { worker: 0, id: RequestId(1), executed: 6 * MS },
+        );
+        assert_eq!(demoted(&out[..1]), vec![1]);
+        assert_eq!(runs(&out), vec![(0, 2)]);
+        assert!(rejected(&out).is_empty());
+        assert_eq!((p.queued(), p.stats().demoted, p.stats().rejected), (1, 1, 0));
+        // When the worker has nothing on time left, the demoted request resumes where it was.
+        feed(&mut p, 6 * MS, Event::Started { worker: 0, id: RequestId(2) });
+        let out =
+            feed(&mut p, 7 * MS, Event::Completed { worker: 0, id: RequestId(2), executed: MS });
+        assert!(
+            matches!(out[..], [Action::Run { worker: 0, req }] if req.id == RequestId(1) && req.executed == 6 * MS),
+            "{out:?}"
+        );
+        // Running from the lane it outranks nobody: the next arrival takes the worker back.
+        feed(&mut p, 7 * MS, Event::Started { worker: 0, id: RequestId(1) });
+        let out = feed(&mut p, 7 * MS, Event::Arrival(req(3, 200 * MS, MS)));
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(1) }), "{out:?}");
+    }
+
+    #[test]
+    fn a_demoted_request_outranks_nobody_even_before_its_deadline() {
+        // `A` asks for demotion and is doomed while it waits (a more urgent newcomer takes its
+        // slack) long before its deadline: it is demoted, not shed.
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 5 * MS, 5 * MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        feed(&mut p, 0, Event::Arrival(demotable(2, 10 * MS, 4 * MS)));
+        let out = feed(&mut p, 0, Event::Arrival(req(3, 8 * MS, 2 * MS)));
+        assert_eq!(demoted(&out), vec![2], "{out:?}");
+        assert!(rejected(&out).is_empty(), "{out:?}");
+        let done = |id, executed| Event::Completed { worker: 0, id: RequestId(id), executed };
+        assert_eq!(runs(&feed(&mut p, 5 * MS, done(1, 5 * MS))), vec![(0, 3)]);
+        feed(&mut p, 5 * MS, Event::Started { worker: 0, id: RequestId(3) });
+        let out = feed(&mut p, 7 * MS, done(3, 2 * MS));
+        assert_eq!(runs(&out), vec![(0, 2)], "the lane gets the free worker");
+        // At 7 ms, before its 10 ms deadline, a request due later still preempts it.
+        feed(&mut p, 7 * MS, Event::Started { worker: 0, id: RequestId(2) });
+        let out = feed(&mut p, 7 * MS, Event::Arrival(req(4, 500 * MS, MS)));
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(2) }), "{out:?}");
+    }
+
+    #[test]
+    fn the_lane_is_a_round_robin_of_one_quantum_that_a_lone_request_keeps() {
+        let mut cfg = PolicyConfig::with_workers(1);
+        cfg.demoted_quantum = MS;
+        let mut p = SledgeScale::new(&cfg);
+        // Two demotable runaways, both past their deadlines with an on-time request waiting.
+        feed(&mut p, 0, Event::Arrival(demotable(1, 2 * MS, MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        feed(&mut p, 0, Event::Arrival(demotable(2, 3 * MS, MS)));
+        feed(&mut p, 10 * MS, Event::Arrival(req(3, 90 * MS, MS)));
+        let out = feed(
+            &mut p,
+            10 * MS,
+            Event::Preempted { worker: 0, id: RequestId(1), executed: 10 * MS },
+        );
+        assert_eq!(demoted(&out), vec![1], "{out:?}");
+        assert_eq!(p.stats().demoted, 2, "the waiting one was demoted at the arrival");
+        assert_eq!(runs(&out), vec![(0, 3)]);
+        feed(&mut p, 10 * MS, Event::Started { worker: 0, id: RequestId(3) });
+        let out =
+            feed(&mut p, 11 * MS, Event::Completed { worker: 0, id: RequestId(3), executed: MS });
+        assert_eq!(runs(&out), vec![(0, 2)], "lane order: first demoted (at the arrival) first");
+        let out = feed(&mut p, 11 * MS, Event::Started { worker: 0, id: RequestId(2) });
+        assert_eq!(out, vec![Action::WakeAt(12 * MS)], "the lane's quantum");
+        // At the quantum's end it yields to the other demoted request…
+        let out = feed(&mut p, 12 * MS, Event::Tick);
+        assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(2) }]);
+        let out =
+            feed(&mut p, 12 * MS, Event::Preempted { worker: 0, id: RequestId(2), executed: MS });
+        assert_eq!(runs(&out), vec![(0, 1)]);
+        // …which, once alone and with nothing on time, keeps the worker quantum after quantum.
+        feed(&mut p, 12 * MS, Event::Started { worker: 0, id: RequestId(1) });
+        let out = feed(
+            &mut p,
+            12 * MS,
+            Event::Completed { worker: 0, id: RequestId(1), executed: 10 * MS },
+        );
+        assert_eq!(runs(&out), vec![(0, 2)]);
+        feed(&mut p, 12 * MS, Event::Started { worker: 0, id: RequestId(2) });
+        assert_eq!(feed(&mut p, 13 * MS, Event::Tick), vec![Action::WakeAt(14 * MS)]);
+    }
+
+    #[test]
+    fn a_demotable_request_refused_on_its_deadline_goes_to_the_lane_and_expires_there() {
+        let mut cfg = PolicyConfig::with_workers(1);
+        cfg.demoted_expiry = 100 * MS;
+        let mut p = SledgeScale::new(&cfg);
+        feed(&mut p, 0, Event::Arrival(req(1, 40 * MS, 40 * MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        // Infeasible on its own (20 ms of work, due in 10 ms), and unreachable behind `1`:
+        // both are run late instead of refused.
+        let out = feed(&mut p, 0, Event::Arrival(demotable(2, 10 * MS, 20 * MS)));
+        assert_eq!((demoted(&out), out.len()), (vec![2], 1));
+        let out = feed(&mut p, 0, Event::Arrival(demotable(3, 42 * MS, 5 * MS)));
+        assert_eq!((demoted(&out), out.len()), (vec![3], 1));
+        // A full queue is no reason to demote.
+        assert_eq!(p.stats().rejected, 0);
+        // On-time work keeps the worker until 200 ms; by then `2` and `3` are more than 100 ms
+        // past their deadlines: answered as shed (they never ran), not run.
+        for (at, id) in [(40 * MS, 1), (200 * MS, 4)] {
+            if id == 4 {
+                feed(&mut p, 40 * MS, Event::Arrival(req(4, 500 * MS, 160 * MS)));
+                feed(&mut p, 40 * MS, Event::Started { worker: 0, id: RequestId(4) });
+            }
+            let out =
+                feed(&mut p, at, Event::Completed { worker: 0, id: RequestId(id), executed: 0 });
+            if id == 1 {
+                assert_eq!(runs(&out), vec![(0, 2)], "the lane gets the free worker");
+                let back = Event::Preempted { worker: 0, id: RequestId(2), executed: MS };
+                feed(&mut p, 40 * MS, Event::Started { worker: 0, id: RequestId(2) });
+                let out = feed(&mut p, 40 * MS, Event::Arrival(req(5, 900 * MS, MS)));
+                assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(2) }));
+                feed(&mut p, 40 * MS, back);
+            } else {
+                assert_eq!(rejected(&out), vec![(3, RejectReason::Shed), (2, RejectReason::Late)]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_demoted_run_on_its_way_out_claims_no_time_in_the_waits() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        // Known to run 10 s, due in 5 ms: demoted at once, and run from the lane (idle worker).
+        let out = feed(&mut p, 0, Event::Arrival(demotable(1, 5 * MS, 10_000 * MS)));
+        assert_eq!((demoted(&out), runs(&out)), (vec![1], vec![(0, 1)]));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        let out = feed(&mut p, MS, Event::Arrival(req(2, 50 * MS, MS)));
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(1) }), "{out:?}");
+        // While that preemption is in flight, a request due after the demoted one's deadline
+        // waits only for the on-time work ahead of it, not for the demoted run's 10 s.
+        let out = feed(&mut p, MS, Event::Arrival(req(3, 20 * MS, MS)));
+        assert_eq!(out, vec![Action::Enqueue { worker: 0, id: RequestId(3) }]);
+    }
+
+    #[test]
+    fn a_full_lane_sends_demotable_requests_back_to_being_answered() {
+        let mut cfg = PolicyConfig::with_workers(1);
+        cfg.admission.max_queued = Some(1);
+        let mut cores = Cores::new("sledgescale", &cfg);
+        let mut out = Vec::new();
+        cores.shed(demotable(1, MS, MS), 2 * MS, &mut out);
+        cores.shed(demotable(2, MS, MS), 2 * MS, &mut out);
+        assert_eq!(demoted(&out[..1]), vec![1]);
+        assert_eq!(rejected(&out[1..]), vec![(2, RejectReason::Shed)], "the lane holds one");
+    }
+}
