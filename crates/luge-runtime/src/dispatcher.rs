@@ -30,7 +30,7 @@
 //! time slicing — runs unchanged, and a completion costs one dispatcher round trip before the
 //! worker's next start (sub-µs when spinning).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -121,7 +121,9 @@ pub(crate) struct Dispatcher {
     running: usize,
     grace_end: Option<Nanos>,
     next_id: u64,
-    wake_at: Option<Nanos>,
+    /// The times the policy asked to be woken at (`Action::WakeAt`), each delivered as a
+    /// `Tick` once due; several due at once are one `Tick`.
+    wake_at: BTreeSet<Nanos>,
     actions: Vec<Action>,
     turnaround: Turnaround,
     /// Functions whose estimate overran a deadline, and their probes ([`PROBE_INTERVAL`]).
@@ -158,7 +160,7 @@ impl Dispatcher {
             running: 0,
             grace_end: None,
             next_id: 0,
-            wake_at: None,
+            wake_at: BTreeSet::new(),
             actions: Vec::new(),
             turnaround: Turnaround::new(workers_len),
             probed: HashMap::new(),
@@ -196,7 +198,7 @@ impl Dispatcher {
             self.signals.epoch.bump();
             return Step::Idle(Some(PREEMPT_RETRY));
         }
-        Step::Idle(match (self.wake_at, shutdown) {
+        Step::Idle(match (self.wake_at.first().copied(), shutdown) {
             (_, true) => Some(Duration::from_millis(1)),
             (Some(t), false) => {
                 Some(Duration::from_nanos(t.saturating_sub(self.signals.clock.now())))
@@ -284,10 +286,12 @@ impl Dispatcher {
             busy = true;
             self.arrival(now, sub);
         }
-        if self.wake_at.is_some_and(|t| t <= self.signals.clock.now()) {
+        let now = self.signals.clock.now();
+        if self.wake_at.first().is_some_and(|&t| t <= now) {
             busy = true;
-            self.wake_at = None;
-            self.feed(self.signals.clock.now(), Event::Tick);
+            // Every timer due fires now; the later ones stay armed.
+            self.wake_at = self.wake_at.split_off(&now.saturating_add(1));
+            self.feed(now, Event::Tick);
         }
         busy
     }
@@ -450,7 +454,7 @@ impl Dispatcher {
                 }
             }
             Action::WakeAt(t) => {
-                self.wake_at = Some(self.wake_at.map_or(t, |w| w.min(t)));
+                self.wake_at.insert(t);
             }
         }
     }

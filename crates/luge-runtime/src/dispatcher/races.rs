@@ -381,3 +381,21 @@ fn probes_of_a_function_that_overran_its_deadline_back_off() {
     // Probes at 0, 1 s, 3 s (2 s after) and 8 s (at least 4 s after); refused between.
     assert_eq!(seen, [true, false, true, false, true, false, false, false, true]);
 }
+
+#[test]
+fn every_timer_the_policy_asks_for_fires_not_only_the_earliest() {
+    // The contract: each `WakeAt` is delivered as a `Tick` at or after its time. A later timer
+    // must survive an earlier one firing (the lane's quantum after a deadline watch, say).
+    let mut rig = Rig::new();
+    let now = rig.signals.clock.now();
+    rig.dispatcher.apply(now, Action::WakeAt(now + 2 * MS));
+    rig.dispatcher.apply(now, Action::WakeAt(now + MS));
+    rig.dispatcher.apply(now, Action::WakeAt(now + MS));
+    rig.signals.clock.advance(MS);
+    assert!(matches!(rig.dispatcher.step(), Step::Busy), "the first timer fired");
+    let left: Vec<Nanos> = rig.dispatcher.wake_at.iter().copied().collect();
+    assert_eq!(left, [now + 2 * MS], "the later one stays armed, the duplicate is gone");
+    rig.signals.clock.advance(MS);
+    assert!(matches!(rig.dispatcher.step(), Step::Busy), "the second timer fired");
+    assert!(rig.dispatcher.wake_at.is_empty());
+}
