@@ -119,7 +119,9 @@ impl<A: Algorithm> Policy for A {
             }
         }
         if self.cores().demoted_waiting() > 0 {
-            self.cores_mut().run_demoted(now, out);
+            // Early-binding (EDF) policies answer or demote a preempted late request.
+            let late_yields = A::LOCAL_ORDER == LocalOrder::Edf;
+            self.cores_mut().serve_lane(now, late_yields, out);
         }
     }
 

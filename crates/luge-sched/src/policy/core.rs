@@ -64,6 +64,8 @@ pub(crate) struct Cores {
     pub stats: PolicyStats,
     /// The best-effort lane: demoted requests not running.
     lane: Lane,
+    /// Per worker, the run whose deadline a timer armed for the lane watches.
+    lane_watched: Vec<Option<RequestId>>,
 }
 
 impl Cores {
@@ -76,6 +78,7 @@ impl Cores {
             admission: config.admission,
             stats: PolicyStats::default(),
             lane: Lane::new(config),
+            lane_watched: vec![None; config.workers.max(1)],
         }
     }
 
@@ -294,24 +297,44 @@ impl Cores {
         self.lane.push(req);
     }
 
-    /// Runs the lane round robin on idle workers: each idle worker, lowest first, takes the
-    /// request at the front of the lane. The policy offers its idle workers its own (on-time)
-    /// work first, so the lane only ever gets workers with nothing on time to run. First, the
-    /// requests at the front that are more than `PolicyConfig::demoted_expiry` past their deadline
-    /// are answered (late if they ran, else shed): a lane starved by on-time work does not hold
-    /// work whose clients gave up long ago.
-    pub fn run_demoted(&mut self, now: Nanos, out: &mut Vec<Action>) {
+    /// Serves the lane at `now`, after every event while it holds requests:
+    /// - the requests at its front more than `PolicyConfig::demoted_expiry` past their deadline
+    ///   are answered (late if they ran, else shed), and a timer is armed for the next front's
+    ///   expiry: a lane starved by on-time work does not hold work whose clients gave up;
+    /// - each idle worker, lowest first, takes the request at its front (the policy offers its
+    ///   idle workers its own, on-time, work first, so the lane only ever gets workers with
+    ///   nothing on time to run);
+    /// - with shedding on and `late_yields` (the policies that answer or demote a preempted late
+    ///   request, [`Cores::shed`], rather than run it again), a run past its deadline yields to
+    ///   the lane (it outranks nobody), and a timer is armed at the deadline of each run not past
+    ///   it yet, once per run.
+    pub fn serve_lane(&mut self, now: Nanos, late_yields: bool, out: &mut Vec<Action>) {
         while let Some(req) = self.lane.pop_expired(now) {
             self.reject(req, late_or_shed(&req, now), out);
+        }
+        if let Some(t) = self.lane.arm_expiry() {
+            out.push(Action::WakeAt(t));
         }
         for w in 0..self.len() {
             if self.lane.is_empty() {
                 return;
             }
-            if self.is_idle(w)
-                && let Some(req) = self.lane.pop()
-            {
-                self.put(w, req, true, out);
+            let Some(run) = self.get(w) else {
+                if let Some(req) = self.lane.pop() {
+                    self.put(w, req, true, out);
+                }
+                continue;
+            };
+            let yields = late_yields && self.admission.shed;
+            if !yields || run.demoted || run.preempt_pending || run.since.is_none() {
+                continue;
+            }
+            let (id, deadline) = (run.req.id, run.req.absolute_deadline);
+            if now >= deadline {
+                self.preempt(w, out);
+            } else if self.lane_watched[w] != Some(id) {
+                self.lane_watched[w] = Some(id);
+                out.push(Action::WakeAt(deadline));
             }
         }
     }

@@ -19,6 +19,8 @@ pub(crate) struct Lane {
     expiry: Nanos,
     /// Most requests held (`Admission::max_queued`).
     cap: Option<usize>,
+    /// The expiry a timer was last asked for.
+    armed: Option<Nanos>,
 }
 
 impl Lane {
@@ -29,6 +31,7 @@ impl Lane {
             quantum: config.demoted_quantum.max(1),
             expiry: config.demoted_expiry,
             cap: config.admission.max_queued,
+            armed: None,
         }
     }
 
@@ -54,6 +57,19 @@ impl Lane {
     /// The request at the front, to run next.
     pub fn pop(&mut self) -> Option<Request> {
         self.queue.pop_front()
+    }
+
+    /// When the front request expires, if a timer for it is not armed yet: the caller asks for
+    /// one (`WakeAt`), so that an expired request is answered without waiting for another
+    /// event.
+    pub fn arm_expiry(&mut self) -> Option<Nanos> {
+        let front = self.queue.front()?;
+        let at = front.absolute_deadline.saturating_add(self.expiry).saturating_add(1);
+        if self.armed == Some(at) {
+            return None;
+        }
+        self.armed = Some(at);
+        Some(at)
     }
 
     /// The request at the front if it is more than the expiry past its deadline at `now`.
@@ -105,6 +121,10 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    fn without_timers(out: &[Action]) -> Vec<Action> {
+        out.iter().filter(|a| !matches!(a, Action::WakeAt(_))).copied().collect()
     }
 
     fn runs(out: &[Action]) -> Vec<(WorkerId, u64)> {
@@ -193,10 +213,10 @@ mod tests {
             feed(&mut p, 11 * MS, Event::Completed { worker: 0, id: RequestId(3), executed: MS });
         assert_eq!(runs(&out), vec![(0, 2)], "lane order: first demoted (at the arrival) first");
         let out = feed(&mut p, 11 * MS, Event::Started { worker: 0, id: RequestId(2) });
-        assert_eq!(out, vec![Action::WakeAt(12 * MS)], "the lane's quantum");
+        assert!(out.contains(&Action::WakeAt(12 * MS)), "the lane's quantum: {out:?}");
         // At the quantum's end it yields to the other demoted request…
         let out = feed(&mut p, 12 * MS, Event::Tick);
-        assert_eq!(out, vec![Action::Preempt { worker: 0, id: RequestId(2) }]);
+        assert_eq!(without_timers(&out), vec![Action::Preempt { worker: 0, id: RequestId(2) }]);
         let out =
             feed(&mut p, 12 * MS, Event::Preempted { worker: 0, id: RequestId(2), executed: MS });
         assert_eq!(runs(&out), vec![(0, 1)]);
@@ -209,7 +229,8 @@ mod tests {
         );
         assert_eq!(runs(&out), vec![(0, 2)]);
         feed(&mut p, 12 * MS, Event::Started { worker: 0, id: RequestId(2) });
-        assert_eq!(feed(&mut p, 13 * MS, Event::Tick), vec![Action::WakeAt(14 * MS)]);
+        let out = feed(&mut p, 13 * MS, Event::Tick);
+        assert_eq!((without_timers(&out), out.contains(&Action::WakeAt(14 * MS))), (vec![], true));
     }
 
     #[test]
@@ -222,9 +243,9 @@ mod tests {
         // Infeasible on its own (20 ms of work, due in 10 ms), and unreachable behind `1`:
         // both are run late instead of refused.
         let out = feed(&mut p, 0, Event::Arrival(demotable(2, 10 * MS, 20 * MS)));
-        assert_eq!((demoted(&out), out.len()), (vec![2], 1));
+        assert_eq!((demoted(&out), without_timers(&out).len()), (vec![2], 1));
         let out = feed(&mut p, 0, Event::Arrival(demotable(3, 42 * MS, 5 * MS)));
-        assert_eq!((demoted(&out), out.len()), (vec![3], 1));
+        assert_eq!((demoted(&out), without_timers(&out).len()), (vec![3], 1));
         // A full queue is no reason to demote.
         assert_eq!(p.stats().rejected, 0);
         // On-time work keeps the worker until 200 ms; by then `2` and `3` are more than 100 ms
@@ -274,5 +295,45 @@ mod tests {
         cores.shed(demotable(2, MS, MS), 2 * MS, &mut out);
         assert_eq!(demoted(&out[..1]), vec![1]);
         assert_eq!(rejected(&out[1..]), vec![(2, RejectReason::Shed)], "the lane holds one");
+    }
+
+    #[test]
+    fn a_run_past_its_deadline_yields_to_the_lane_at_its_deadline() {
+        let mut p = SledgeScale::new(&PolicyConfig::with_workers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 10 * MS, 5 * MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        // A demotable request known to overrun its deadline goes to the lane; a timer watches
+        // the running request's deadline.
+        let out = feed(&mut p, MS, Event::Arrival(demotable(2, 5 * MS, 50 * MS)));
+        assert_eq!(demoted(&out), vec![2]);
+        assert!(out.contains(&Action::WakeAt(10 * MS)), "{out:?}");
+        // Still running at its deadline, `1` outranks nobody: it yields to the lane and, not
+        // demotable, is answered late; the demoted request gets the worker.
+        let out = feed(&mut p, 10 * MS, Event::Tick);
+        assert_eq!(without_timers(&out), vec![Action::Preempt { worker: 0, id: RequestId(1) }]);
+        let out = feed(
+            &mut p,
+            10 * MS,
+            Event::Preempted { worker: 0, id: RequestId(1), executed: 10 * MS },
+        );
+        assert_eq!(rejected(&out), vec![(1, RejectReason::Late)]);
+        assert_eq!(runs(&out), vec![(0, 2)]);
+    }
+
+    #[test]
+    fn an_expired_request_is_answered_on_a_timer_of_its_own() {
+        let mut cfg = PolicyConfig::with_workers(1);
+        cfg.demoted_expiry = 100 * MS;
+        let mut p = SledgeScale::new(&cfg);
+        feed(&mut p, 0, Event::Arrival(req(1, 1_000 * MS, 500 * MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        // Demoted at once (infeasible), behind on-time work that keeps the worker for 500 ms.
+        let out = feed(&mut p, 0, Event::Arrival(demotable(2, 5 * MS, 50 * MS)));
+        let expiry = 5 * MS + 100 * MS + 1;
+        assert!(out.contains(&Action::WakeAt(expiry)), "{out:?}");
+        // No other event comes: the timer alone answers it.
+        let out = feed(&mut p, expiry, Event::Tick);
+        assert_eq!(rejected(&out), vec![(2, RejectReason::Shed)]);
+        assert_eq!(p.queued(), 0);
     }
 }
