@@ -353,6 +353,38 @@ fn a_demoted_runaway_is_still_killed_at_its_budget() {
     }
 }
 
+#[test]
+fn demoted_requests_that_never_finish_are_answered_at_the_lanes_expiry() {
+    // Runaways demoted one after the other share the spare time round robin; none finishes
+    // (a 20 s budget), so each is answered once it is `demoted_expiry` past its deadline.
+    let mut config = RuntimeConfig { workers: 1, ..RuntimeConfig::default() };
+    config.policy_config.demoted_expiry = 300_000_000;
+    let rt = Runtime::start(config).unwrap();
+    register(&rt, "loop", LOOP, |c| {
+        c.relative_deadline = Duration::from_millis(50);
+        c.limits.max_execution = Duration::from_secs(20);
+        c.on_overrun = luge_runtime::Overrun::Demote;
+    });
+    let start = Instant::now();
+    let tickets: Vec<_> = (0..8)
+        .map(|_| {
+            let t = rt.submit("loop", Vec::new(), SubmitOptions::default());
+            std::thread::sleep(Duration::from_millis(20));
+            t
+        })
+        .collect();
+    for t in tickets {
+        let outcome = t.wait_timeout(Duration::from_secs(10)).expect("answered at the expiry");
+        assert!(
+            matches!(outcome.result, Err(Failure::Late | Failure::Rejected(Rejection::Shed))),
+            "{:?}",
+            outcome.result
+        );
+    }
+    // 160 ms of submissions, 50 ms deadlines, 300 ms expiry: well under 10 s.
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+}
+
 fn urgent_requests_preempt(rt: Runtime) {
     // spin(10^8) runs ~0.2 s; tell the estimator so its slack is known.
     register(&rt, "spin", SPIN, |c| {

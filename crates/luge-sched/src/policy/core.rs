@@ -340,8 +340,9 @@ impl Cores {
     }
 
     /// The lane's round robin at a `Tick` at `now`: a demoted run whose quantum is over yields
-    /// if `on_time(w)` says on-time work waits for its worker or other demoted requests wait,
-    /// else it gets another quantum.
+    /// if `on_time(w)` says on-time work waits for its worker, other demoted requests wait, or
+    /// it has expired (it goes back to the lane, which answers it), else it gets another
+    /// quantum.
     pub fn rotate_demoted(
         &mut self,
         now: Nanos,
@@ -354,7 +355,9 @@ impl Cores {
                 continue;
             }
             let others = !self.lane.is_empty();
-            self.end_slice(w, now, (quantum, quantum), |_| others || on_time(w), out);
+            let lane = &self.lane;
+            let expired = self.get(w).is_some_and(|r| lane.expired(&r.req, now));
+            self.end_slice(w, now, (quantum, quantum), |_| others || expired || on_time(w), out);
         }
     }
 

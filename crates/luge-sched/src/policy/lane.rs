@@ -72,10 +72,15 @@ impl Lane {
         Some(at)
     }
 
-    /// The request at the front if it is more than the expiry past its deadline at `now`.
+    /// Whether `req` is more than the expiry past its deadline at `now`.
+    pub fn expired(&self, req: &Request, now: Nanos) -> bool {
+        now.saturating_sub(req.absolute_deadline) > self.expiry
+    }
+
+    /// The request at the front if it has expired at `now`.
     pub fn pop_expired(&mut self, now: Nanos) -> Option<Request> {
         let front = self.queue.front()?;
-        if now.saturating_sub(front.absolute_deadline) > self.expiry {
+        if self.expired(front, now) {
             return self.queue.pop_front();
         }
         None
@@ -335,5 +340,24 @@ mod tests {
         let out = feed(&mut p, expiry, Event::Tick);
         assert_eq!(rejected(&out), vec![(2, RejectReason::Shed)]);
         assert_eq!(p.queued(), 0);
+    }
+
+    #[test]
+    fn a_lone_demoted_run_past_its_expiry_is_stopped_and_answered() {
+        let mut cfg = PolicyConfig::with_workers(1);
+        cfg.demoted_expiry = 100 * MS;
+        cfg.demoted_quantum = MS;
+        let mut p = SledgeScale::new(&cfg);
+        // Demoted at once and run from the lane, alone: it keeps the worker quantum after
+        // quantum…
+        let out = feed(&mut p, 0, Event::Arrival(demotable(1, 5 * MS, 50 * MS)));
+        assert_eq!(runs(&out), vec![(0, 1)]);
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        assert!(without_timers(&feed(&mut p, MS, Event::Tick)).is_empty());
+        // …until it is past its expiry (5 + 100 ms): then it is stopped, and answered.
+        let out = feed(&mut p, 106 * MS, Event::Tick);
+        assert_eq!(without_timers(&out), vec![Action::Preempt { worker: 0, id: RequestId(1) }]);
+        let back = Event::Preempted { worker: 0, id: RequestId(1), executed: 106 * MS };
+        assert_eq!(rejected(&feed(&mut p, 106 * MS, back)), vec![(1, RejectReason::Late)]);
     }
 }
