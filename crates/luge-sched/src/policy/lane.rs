@@ -92,8 +92,8 @@ mod tests {
     //! The lane as the policies drive it, through SledgeScale (the default policy).
 
     use super::super::core::Cores;
-    use super::super::testing::feed;
-    use super::super::{Action, Event, Policy, RejectReason, SledgeScale, WorkerId};
+    use super::super::testing::{feed, rejected, runs};
+    use super::super::{Action, Event, Policy, RejectReason, SledgeScale};
     use super::*;
     use crate::request::{FunctionId, Overrun, RequestId};
 
@@ -110,15 +110,6 @@ mod tests {
         req(id, d, e).with_overrun(Overrun::Demote)
     }
 
-    fn rejected(out: &[Action]) -> Vec<(u64, RejectReason)> {
-        out.iter()
-            .filter_map(|a| match a {
-                Action::Reject { req, reason } => Some((req.id.0, *reason)),
-                _ => None,
-            })
-            .collect()
-    }
-
     fn demoted(out: &[Action]) -> Vec<u64> {
         out.iter()
             .filter_map(|a| match a {
@@ -130,15 +121,6 @@ mod tests {
 
     fn without_timers(out: &[Action]) -> Vec<Action> {
         out.iter().filter(|a| !matches!(a, Action::WakeAt(_))).copied().collect()
-    }
-
-    fn runs(out: &[Action]) -> Vec<(WorkerId, u64)> {
-        out.iter()
-            .filter_map(|a| match a {
-                Action::Run { worker, req } => Some((*worker, req.id.0)),
-                _ => None,
-            })
-            .collect()
     }
 
     #[test]

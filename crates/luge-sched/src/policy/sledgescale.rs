@@ -229,7 +229,7 @@ impl algorithm::Algorithm for SledgeScale {
 mod tests {
     use super::*;
     use crate::policy::RejectReason;
-    use crate::policy::testing::feed;
+    use crate::policy::testing::{feed, rejected};
     use crate::request::{FunctionId, RequestId};
 
     /// A request with an absolute deadline `d` and expected execution `e` arriving at 0.
@@ -401,15 +401,6 @@ mod tests {
 
     /// Units of the admission tests: 1 ms.
     const MS: Nanos = 1_000_000;
-
-    fn rejected(out: &[Action]) -> Vec<(u64, RejectReason)> {
-        out.iter()
-            .filter_map(|a| match a {
-                Action::Reject { req, reason } => Some((req.id.0, *reason)),
-                _ => None,
-            })
-            .collect()
-    }
 
     /// One busy worker with the default (deadline-aware) admission: `R` runs (deadline 5 ms,
     /// 5 ms of work) and `A` waits behind it (deadline 10 ms, 4 ms: done at 9 ms).

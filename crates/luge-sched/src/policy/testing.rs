@@ -1,6 +1,6 @@
 //! Helpers shared by the policies' unit tests.
 
-use super::{Action, Event, Policy, PolicyConfig, WorkerId};
+use super::{Action, Event, Policy, PolicyConfig, RejectReason, WorkerId};
 use crate::request::{FunctionId, Nanos, Request, RequestId};
 
 /// Feeds one event at `now` and returns the actions.
@@ -46,4 +46,14 @@ pub(crate) fn runs_executed(out: &[Action]) -> Vec<(WorkerId, u64, Nanos)> {
 /// The `Run` actions among `out`: (worker, request id).
 pub(crate) fn runs(out: &[Action]) -> Vec<(WorkerId, u64)> {
     runs_executed(out).into_iter().map(|(w, id, _)| (w, id)).collect()
+}
+
+/// The `Reject` actions among `out`: (request id, reason).
+pub(crate) fn rejected(out: &[Action]) -> Vec<(u64, RejectReason)> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Reject { req, reason } => Some((req.id.0, *reason)),
+            _ => None,
+        })
+        .collect()
 }
