@@ -298,9 +298,9 @@ impl Cores {
     }
 
     /// Serves the lane at `now`, after every event while it holds requests:
-    /// - the requests at its front more than `PolicyConfig::demoted_expiry` past their deadline
-    ///   are answered (late if they ran, else shed), and a timer is armed for the next front's
-    ///   expiry: a lane starved by on-time work does not hold work whose clients gave up;
+    /// - the requests more than `PolicyConfig::demoted_expiry` past their deadline are answered
+    ///   (late if they ran, else shed), and a timer is armed for the next expiry: a lane starved
+    ///   by on-time work does not hold work whose clients gave up;
     /// - each idle worker, lowest first, takes the request at its front (the policy offers its
     ///   idle workers its own, on-time, work first, so the lane only ever gets workers with
     ///   nothing on time to run);

@@ -4,15 +4,25 @@
 //! [`Cores`](super::core::Cores) owns one and decides who joins it, who runs from it and when a
 //! run yields; this module holds the queue and its bounds.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::PolicyConfig;
 use crate::request::{Nanos, Request};
 
 /// Demoted requests not running, in round-robin order, with the lane's quantum and bounds.
+///
+/// Round robin moves each request from the front to the back once it has had its quantum, so a
+/// request may wait a whole turn of the lane before it is at the front again; its expiry must
+/// not wait for that. The requests are kept twice: by arrival in the lane (the round robin) and
+/// by deadline (expiry), each O(log n).
 #[derive(Debug, Clone)]
 pub(crate) struct Lane {
-    queue: VecDeque<Request>,
+    /// By order of joining: the round robin.
+    order: BTreeMap<u64, Request>,
+    /// (deadline, order key) of the same requests: which expires first.
+    by_deadline: BTreeSet<(Nanos, u64)>,
+    /// The order key of the next request to join.
+    next: u64,
     /// Round-robin quantum (Edge-RT's Δtimer).
     pub quantum: Nanos,
     /// How long past its deadline a request may wait here.
@@ -27,7 +37,9 @@ impl Lane {
     /// An empty lane with `config`'s quantum, expiry and queue cap.
     pub fn new(config: &PolicyConfig) -> Self {
         Self {
-            queue: VecDeque::new(),
+            order: BTreeMap::new(),
+            by_deadline: BTreeSet::new(),
+            next: 0,
             quantum: config.demoted_quantum.max(1),
             expiry: config.demoted_expiry,
             cap: config.admission.max_queued,
@@ -37,34 +49,39 @@ impl Lane {
 
     /// Requests waiting.
     pub fn len(&self) -> usize {
-        self.queue.len()
+        self.order.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
+        self.order.is_empty()
     }
 
     /// Whether one more request fits.
     pub fn has_room(&self) -> bool {
-        self.cap.is_none_or(|max| self.queue.len() < max)
+        self.cap.is_none_or(|max| self.order.len() < max)
     }
 
     /// `req` joins the back (also a demoted run back from its quantum).
     pub fn push(&mut self, req: Request) {
-        self.queue.push_back(req);
+        let key = self.next;
+        self.next += 1;
+        self.by_deadline.insert((req.absolute_deadline, key));
+        self.order.insert(key, req);
     }
 
     /// The request at the front, to run next.
     pub fn pop(&mut self) -> Option<Request> {
-        self.queue.pop_front()
+        let (key, req) = self.order.pop_first()?;
+        self.by_deadline.remove(&(req.absolute_deadline, key));
+        Some(req)
     }
 
-    /// When the front request expires, if a timer for it is not armed yet: the caller asks for
-    /// one (`WakeAt`), so that an expired request is answered without waiting for another
-    /// event.
+    /// When the first request to expire does, if a timer for it is not armed yet: the caller
+    /// asks for one (`WakeAt`), so that an expired request is answered without waiting for
+    /// another event.
     pub fn arm_expiry(&mut self) -> Option<Nanos> {
-        let front = self.queue.front()?;
-        let at = front.absolute_deadline.saturating_add(self.expiry).saturating_add(1);
+        let &(deadline, _) = self.by_deadline.first()?;
+        let at = deadline.saturating_add(self.expiry).saturating_add(1);
         if self.armed == Some(at) {
             return None;
         }
@@ -77,13 +94,15 @@ impl Lane {
         now.saturating_sub(req.absolute_deadline) > self.expiry
     }
 
-    /// The request at the front if it has expired at `now`.
+    /// A request that has expired at `now`, wherever it is in the round robin (the earliest
+    /// deadline first).
     pub fn pop_expired(&mut self, now: Nanos) -> Option<Request> {
-        let front = self.queue.front()?;
-        if self.expired(front, now) {
-            return self.queue.pop_front();
+        let &(deadline, key) = self.by_deadline.first()?;
+        if now.saturating_sub(deadline) <= self.expiry {
+            return None;
         }
-        None
+        self.by_deadline.pop_first();
+        self.order.remove(&key)
     }
 }
 
@@ -252,7 +271,8 @@ mod tests {
                 assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(2) }));
                 feed(&mut p, 40 * MS, back);
             } else {
-                assert_eq!(rejected(&out), vec![(3, RejectReason::Shed), (2, RejectReason::Late)]);
+                // Earliest deadline first, wherever they wait.
+                assert_eq!(rejected(&out), vec![(2, RejectReason::Late), (3, RejectReason::Shed)]);
             }
         }
     }
@@ -341,5 +361,27 @@ mod tests {
         assert_eq!(without_timers(&out), vec![Action::Preempt { worker: 0, id: RequestId(1) }]);
         let back = Event::Preempted { worker: 0, id: RequestId(1), executed: 106 * MS };
         assert_eq!(rejected(&feed(&mut p, 106 * MS, back)), vec![(1, RejectReason::Late)]);
+    }
+
+    #[test]
+    fn a_request_expires_wherever_it_waits_in_the_round_robin() {
+        let mut cfg = PolicyConfig::with_workers(1);
+        cfg.demoted_expiry = 100 * MS;
+        let mut lane = Lane::new(&cfg);
+        // The front is due late; behind it, one due early, as after a turn of the round robin.
+        lane.push(req(1, 900 * MS, MS));
+        lane.push(req(2, 10 * MS, MS));
+        lane.push(req(3, 500 * MS, MS));
+        assert_eq!(lane.arm_expiry(), Some(110 * MS + 1), "the earliest deadline's expiry");
+        assert_eq!(lane.arm_expiry(), None, "armed once");
+        assert!(lane.pop_expired(110 * MS).is_none(), "not past it yet");
+        assert_eq!(lane.pop_expired(110 * MS + 1).map(|r| r.id), Some(RequestId(2)));
+        assert!(lane.pop_expired(110 * MS + 1).is_none());
+        // The round robin is untouched: 1 is still the front, then 3.
+        assert_eq!(
+            (lane.pop().map(|r| r.id), lane.pop().map(|r| r.id)),
+            (Some(RequestId(1)), Some(RequestId(3)))
+        );
+        assert!(lane.is_empty() && lane.pop_expired(u64::MAX).is_none());
     }
 }
