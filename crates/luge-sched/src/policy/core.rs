@@ -64,8 +64,8 @@ pub(crate) struct Cores {
     pub stats: PolicyStats,
     /// The best-effort lane: demoted requests not running.
     lane: Lane,
-    /// Per worker, the run whose deadline a timer armed for the lane watches.
-    lane_watched: Vec<Option<RequestId>>,
+    /// Per worker, the run whose deadline a timer already watches ([`Cores::watch_deadline`]).
+    watched: Vec<Option<RequestId>>,
 }
 
 impl Cores {
@@ -78,7 +78,7 @@ impl Cores {
             admission: config.admission,
             stats: PolicyStats::default(),
             lane: Lane::new(config),
-            lane_watched: vec![None; config.workers.max(1)],
+            watched: vec![None; config.workers.max(1)],
         }
     }
 
@@ -329,14 +329,29 @@ impl Cores {
             if !yields || run.demoted || run.preempt_pending || run.since.is_none() {
                 continue;
             }
-            let (id, deadline) = (run.req.id, run.req.absolute_deadline);
-            if now >= deadline {
+            if now >= run.req.absolute_deadline {
                 self.preempt(w, out);
-            } else if self.lane_watched[w] != Some(id) {
-                self.lane_watched[w] = Some(id);
-                out.push(Action::WakeAt(deadline));
+            } else {
+                self.watch_deadline(w, now, out);
             }
         }
+    }
+
+    /// With shedding on, asks for a `Tick` at the deadline of the request running on `w`, once
+    /// per run; the caller asks when requests wait that it would yield to if it were still
+    /// running then.
+    pub fn watch_deadline(&mut self, w: WorkerId, now: Nanos, out: &mut Vec<Action>) {
+        let Some(run) = self.get(w) else { return };
+        let (id, deadline) = (run.req.id, run.req.absolute_deadline);
+        if !self.admission.shed
+            || run.preempt_pending
+            || self.watched[w] == Some(id)
+            || deadline <= now
+        {
+            return;
+        }
+        self.watched[w] = Some(id);
+        out.push(Action::WakeAt(deadline));
     }
 
     /// The lane's round robin at a `Tick` at `now`: a demoted run whose quantum is over yields

@@ -9,7 +9,7 @@ use super::{Action, LocalOrder, PolicyConfig, WorkerId};
 #[cfg(test)]
 use super::{Event, Policy};
 use crate::queue::{DeadlineQueue, EdfQueue};
-use crate::request::{Nanos, Request, RequestId};
+use crate::request::{Nanos, Request};
 
 /// What Algorithm 1 says about one worker for a new request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +48,6 @@ pub struct SledgeScale {
     cores: Cores,
     queues: Vec<DeadlineQueue>,
     steal: bool,
-    /// Per worker, the running request whose deadline a `WakeAt` already watches.
-    watched: Vec<Option<RequestId>>,
 }
 
 impl SledgeScale {
@@ -70,12 +68,7 @@ impl SledgeScale {
 
     fn build(name: &'static str, config: &PolicyConfig, steal: bool) -> Self {
         let cores = Cores::new(name, config);
-        Self {
-            queues: (0..cores.len()).map(|_| DeadlineQueue::new()).collect(),
-            watched: vec![None; cores.len()],
-            cores,
-            steal,
-        }
+        Self { queues: (0..cores.len()).map(|_| DeadlineQueue::new()).collect(), cores, steal }
     }
 
     /// Algorithm 1 for worker `w` at `now`.
@@ -158,20 +151,12 @@ impl SledgeScale {
         }
     }
 
-    /// With shedding on, asks for a `Tick` at the deadline of the request running on `w` when
-    /// requests wait behind it, once per run: if it is still running then, it yields to them.
+    /// With requests waiting behind the run on `w`, a timer at its deadline
+    /// ([`Cores::watch_deadline`]): if it is still running then, it yields to them.
     fn watch_deadline(&mut self, w: WorkerId, now: Nanos, out: &mut Vec<Action>) {
-        let Some(run) = self.cores.get(w) else { return };
-        if !self.cores.admission.shed
-            || run.preempt_pending
-            || self.queues[w].is_empty()
-            || self.watched[w] == Some(run.req.id)
-            || run.req.absolute_deadline <= now
-        {
-            return;
+        if !self.queues[w].is_empty() {
+            self.cores.watch_deadline(w, now, out);
         }
-        self.watched[w] = Some(run.req.id);
-        out.push(Action::WakeAt(run.req.absolute_deadline));
     }
 }
 
