@@ -23,10 +23,11 @@ use luge_runtime::{FunctionConfig, Overrun};
 use serde::Serialize;
 use serde_json::json;
 
-use super::isolation::{HostileRun, beside};
+use super::isolation::{HostileRun, beside, hostile_driver};
 use super::measure::{Driver, Point, calibrate_once, median};
 use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
 use super::output::{Results, Table, us};
+use super::overload::parse_spec;
 use super::policies::spin_function;
 use super::{EdgeRtOptions, Protocol, ScenarioOptions, layout_name, wait_name};
 use crate::calibrate::Calibration;
@@ -128,10 +129,7 @@ fn point(
         let good = Driver {
             target: target.clone(),
             mapping: Mapping::Spin(spin),
-            workload: GOOD_SPEC
-                .parse::<luge_workload::WorkloadSpec>()
-                .map_err(|e| BenchError::Scenario(format!("{GOOD_SPEC}: {e}")))?
-                .with_seed(seed),
+            workload: parse_spec(GOOD_SPEC, seed)?,
             timeout,
             calibration: Some(cal),
             window: 4096,
@@ -141,17 +139,9 @@ fn point(
         let bad = if k == 0 {
             None
         } else {
-            let functions =
-                hogs.iter().map(|f| node.function(&f.config.name)).collect::<Result<_, _>>()?;
-            let mut d = Driver::fixed(
-                target,
-                Mapping::Spread { functions, payload: Vec::new() },
-                seed + 1_000,
-            );
-            d.workload = format!("fixed,deadline={}ms", HOG_DEADLINE.as_millis())
-                .parse::<luge_workload::WorkloadSpec>()
-                .map_err(|e| BenchError::Scenario(format!("the hogs' workload: {e}")))?
-                .with_seed(seed + 1_000);
+            let mut d = hostile_driver(node, target, &hogs, seed + 1_000)?;
+            let hog_spec = format!("fixed,deadline={}ms", HOG_DEADLINE.as_millis());
+            d.workload = parse_spec(&hog_spec, seed + 1_000)?;
             d.timeout = timeout;
             d.window = 8192;
             Some(d)

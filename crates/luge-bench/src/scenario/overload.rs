@@ -133,7 +133,7 @@ impl Mix {
     }
 }
 
-fn parse_spec(text: &str, seed: u64) -> Result<WorkloadSpec, BenchError> {
+pub(crate) fn parse_spec(text: &str, seed: u64) -> Result<WorkloadSpec, BenchError> {
     text.parse::<WorkloadSpec>()
         .map(|s| s.with_seed(seed))
         .map_err(|e| BenchError::Config(format!("workload `{text}`: {e}")))
