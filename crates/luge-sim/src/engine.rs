@@ -8,13 +8,20 @@
 //! exactly once, and the simulator's own `Started`, `Completed` and `Preempted` name runs in
 //! progress. Whether checked or not, it refuses to carry out a `Run` it cannot (on a worker
 //! outside the group or a busy one) and to answer a request twice.
+//!
+//! A [`Job`] may be a chain of stages (Edge-RT §III), run as the runtime runs chains
+//! (`docs/manifest.md`, `[[chain]]`): each stage is a request of its own, handed to a dispatcher
+//! when the previous one completes, with the chain's absolute deadline minus the estimated work
+//! of the stages after it; a stage left no time ends the chain (refused at the first stage, late
+//! at a later one). The job's record is the chain's: its first start, its last stage's
+//! completion.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
 use luge_sched::{
     Action, ContractChecker, ContractViolation, Estimator, EstimatorConfig, Event, FunctionId,
-    Nanos, Policy, PolicyConfig, PolicyKind, Request, RequestId,
+    Nanos, Policy, PolicyConfig, PolicyKind, RejectReason, Request, RequestId,
 };
 
 use crate::overheads::Overheads;
@@ -33,6 +40,32 @@ pub struct Job {
     pub execution: Nanos,
     /// Relative deadline.
     pub relative_deadline: Nanos,
+    /// 1 for one function; n > 1 for a chain of n stages (at most [`MAX_STAGES`]) that share
+    /// `execution` equally and `relative_deadline` end to end.
+    pub stages: u8,
+}
+
+/// The longest chain a [`Job`] may be.
+pub const MAX_STAGES: u8 = 16;
+
+impl Job {
+    /// Stage `k`'s execution: an equal share of the job's, the remainder on the last stage.
+    fn stage_execution(&self, k: u8) -> Nanos {
+        let n = Nanos::from(self.stages.max(1));
+        let share = self.execution / n;
+        if Nanos::from(k) + 1 == n { self.execution - share * (n - 1) } else { share }
+    }
+}
+
+/// Stage `k` of job `i` is request `i·MAX_STAGES + k`: ids stay unique, and in arrival order
+/// among first stages.
+fn request_id(i: usize, k: u8) -> RequestId {
+    RequestId(i as u64 * u64::from(MAX_STAGES) + u64::from(k))
+}
+
+/// The job and stage of a request id ([`request_id`] inverted).
+fn job_of(id: RequestId) -> (usize, u8) {
+    ((id.0 / u64::from(MAX_STAGES)) as usize, (id.0 % u64::from(MAX_STAGES)) as u8)
 }
 
 /// Where a policy's execution-time estimates come from.
@@ -126,8 +159,8 @@ enum Ev {
     Tick {
         g: usize,
     },
-    /// An arrival that found its dispatcher busy, retried when it is free.
-    Dispatch(usize),
+    /// A request (a job's stage) that found its dispatcher busy, retried when it is free.
+    Dispatch(RequestId),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -175,6 +208,9 @@ struct Sim<'a> {
     group_of_worker: Vec<usize>,
     current: Vec<Option<Current>>,
     records: Vec<Record>,
+    /// Per job: how many times its current stage has been started (a first start instantiates
+    /// a sandbox; a later one resumes a preempted run).
+    runs: Vec<u32>,
     estimator: Estimator,
     epoch: u64,
     worker_busy: Nanos,
@@ -193,6 +229,12 @@ pub fn simulate(cfg: &SimConfig, jobs: &[Job]) -> Result<SimOutput, SimError> {
     if jobs.windows(2).any(|w| w[1].arrival < w[0].arrival) {
         return Err(SimError::Config("jobs must be sorted by arrival".into()));
     }
+    if let Some(j) = jobs.iter().find(|j| !(1..=MAX_STAGES).contains(&j.stages)) {
+        return Err(SimError::Config(format!(
+            "a job has {} stages; 1 to {MAX_STAGES} are allowed",
+            j.stages
+        )));
+    }
     let mut sim = Sim::new(cfg, jobs);
     sim.run()?;
     let (preemptions, workers_inspected) = sim.groups.iter().fold((0, 0), |(p, i), g| {
@@ -209,9 +251,11 @@ pub fn simulate(cfg: &SimConfig, jobs: &[Job]) -> Result<SimOutput, SimError> {
     })
 }
 
-/// Deterministic spread of request ids over dispatcher groups (the paper's RSS, §3.3).
-fn group_for(id: u64, groups: usize) -> usize {
-    let mut z = id.wrapping_add(0x9E37_79B9_7F4A_7C15);
+/// Deterministic spread of requests over dispatcher groups (the paper's RSS, §3.3): a job's
+/// first stage by its index, later stages elsewhere.
+fn group_for(id: RequestId, groups: usize) -> usize {
+    let (i, k) = job_of(id);
+    let mut z = (i as u64 ^ (u64::from(k) << 40)).wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     ((z ^ (z >> 31)) % groups as u64) as usize
@@ -265,6 +309,7 @@ impl<'a> Sim<'a> {
             group_of_worker,
             current: vec![None; cfg.workers],
             records,
+            runs: vec![0; jobs.len()],
             estimator: Estimator::new(EstimatorConfig {
                 default_estimate: cfg.default_estimate,
                 ..EstimatorConfig::default()
@@ -295,10 +340,7 @@ impl<'a> Sim<'a> {
             self.events += 1;
             match ev {
                 Ev::Arrival(i) => self.arrival(i)?,
-                Ev::Dispatch(i) => {
-                    let g = group_for(i as u64, self.groups.len());
-                    self.dispatch(i, g)?;
-                }
+                Ev::Dispatch(id) => self.dispatch(id)?,
                 Ev::Started { w, epoch } => self.started(w, epoch)?,
                 Ev::Complete { w, epoch } => self.complete(w, epoch)?,
                 Ev::PreemptDeliver { w, epoch } => self.preempt_deliver(w, epoch)?,
@@ -320,10 +362,7 @@ impl<'a> Sim<'a> {
         if let Some(next) = self.jobs.get(i + 1) {
             self.push(next.arrival, Ev::Arrival(i + 1));
         }
-        let id = RequestId(i as u64);
-        let g = group_for(id.0, self.groups.len());
-        // A busy dispatcher sees the arrival when it is free again.
-        self.dispatch(i, g)
+        self.dispatch(request_id(i, 0))
     }
 
     /// What estimates add to a request's execution for its start-up on a worker
@@ -337,26 +376,48 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn dispatch(&mut self, i: usize, g: usize) -> Result<(), SimError> {
-        if self.groups[g].busy_until > self.now {
-            let at = self.groups[g].busy_until;
-            self.push(at, Ev::Dispatch(i));
-            return Ok(());
-        }
-        let job = self.jobs[i];
-        let (expected, known) = match self.cfg.estimator {
-            EstimatorMode::Oracle => (job.execution + self.start_cost(), true),
+    /// The estimate of stage `k` of `job`, and whether it rests on knowledge.
+    fn estimate(&self, job: &Job, k: u8) -> (Nanos, bool) {
+        match self.cfg.estimator {
+            EstimatorMode::Oracle => (job.stage_execution(k) + self.start_cost(), true),
             EstimatorMode::Median256 => {
                 (self.estimator.estimate(job.function), self.estimator.samples(job.function) > 0)
             }
-        };
-        let mut req = Request::new(
-            RequestId(i as u64),
-            job.function,
-            job.arrival,
-            job.relative_deadline,
-            expected,
-        )
+        }
+    }
+
+    /// The estimated work of `job`'s stages after `k` (known estimates only, as admission
+    /// refuses on knowledge only).
+    fn work_after(&self, job: &Job, k: u8) -> Nanos {
+        (k + 1..job.stages).map(|j| self.estimate(job, j)).filter(|e| e.1).map(|e| e.0).sum()
+    }
+
+    /// Hands request `id` (a job's stage) to its group's policy; a busy dispatcher sees it when
+    /// it is free again.
+    fn dispatch(&mut self, id: RequestId) -> Result<(), SimError> {
+        let g = group_for(id, self.groups.len());
+        if self.groups[g].busy_until > self.now {
+            let at = self.groups[g].busy_until;
+            self.push(at, Ev::Dispatch(id));
+            return Ok(());
+        }
+        let (i, k) = job_of(id);
+        let job = self.jobs[i];
+        let (expected, known) = self.estimate(&job, k);
+        let mut req = if job.stages == 1 {
+            Request::new(id, job.function, job.arrival, job.relative_deadline, expected)
+        } else {
+            // The chain's deadline less the work after this stage: when it must finish for the
+            // rest to fit (`docs/manifest.md`, `[[chain]]`).
+            let arrival = if k == 0 { job.arrival } else { self.now };
+            let deadline = job.arrival.saturating_add(job.relative_deadline);
+            let finish_by = deadline.saturating_sub(self.work_after(&job, k));
+            if finish_by <= self.now {
+                let reason = if k == 0 { RejectReason::Infeasible } else { RejectReason::Late };
+                return self.finish_record(g, id, Outcome::Rejected(reason));
+            }
+            Request::new(id, job.function, arrival, finish_by - arrival, expected)
+        }
         .with_class(job.class);
         if !known {
             // As in the runtime: admission refuses only on knowledge, never on the default guess.
@@ -436,12 +497,12 @@ impl<'a> Sim<'a> {
         if self.current[w].is_some() {
             return Err(self.violation(g, format!("run of {:?} on busy worker {w}", req.id)));
         }
-        let rec = &self.records[req.id.0 as usize];
+        let runs = &mut self.runs[job_of(req.id).0];
         let o = &self.cfg.overheads;
         let start_cost = o.enqueue
             + o.context_switch
-            + if rec.first_start.is_none() { o.sandbox_start } else { 0 }
-            + if rec.preemptions > 0 { o.preempt_resume } else { 0 };
+            + if *runs == 0 { o.sandbox_start } else { o.preempt_resume };
+        *runs += 1;
         self.worker_busy += start_cost - self.cfg.overheads.enqueue;
         self.epoch += 1;
         let epoch = self.epoch;
@@ -456,15 +517,15 @@ impl<'a> Sim<'a> {
         };
         cur.started = Some(self.now);
         let (req, preempt) = (cur.req, cur.preempt_on_start);
-        let rec = &mut self.records[req.id.0 as usize];
-        rec.first_start.get_or_insert(self.now);
+        let (i, k) = job_of(req.id);
+        self.records[i].first_start.get_or_insert(self.now);
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;
         self.feed(g, Event::Started { worker: local, id: req.id }, 0)?;
         if preempt {
             return self.preempt_deliver(w, epoch);
         }
-        let left = self.jobs[req.id.0 as usize].execution.saturating_sub(req.executed);
+        let left = self.jobs[i].stage_execution(k).saturating_sub(req.executed);
         self.push(self.now + left, Ev::Complete { w, epoch });
         Ok(())
     }
@@ -473,13 +534,24 @@ impl<'a> Sim<'a> {
         let Some(cur) = self.current[w].filter(|c| c.epoch == epoch) else { return Ok(()) };
         self.current[w] = None;
         let id = cur.req.id;
-        let job = self.jobs[id.0 as usize];
-        self.worker_busy += job.execution.saturating_sub(cur.req.executed);
-        self.estimator.observe(job.function, job.execution + self.start_cost());
+        let (i, k) = job_of(id);
+        let job = self.jobs[i];
+        let execution = job.stage_execution(k);
+        self.worker_busy += execution.saturating_sub(cur.req.executed);
+        self.estimator.observe(job.function, execution + self.start_cost());
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;
-        self.finish_record(g, id, Outcome::Completed)?;
-        self.feed(g, Event::Completed { worker: local, id, executed: job.execution }, 0)
+        let last = k + 1 == job.stages;
+        if last {
+            self.finish_record(g, id, Outcome::Completed)?;
+        }
+        self.feed(g, Event::Completed { worker: local, id, executed: execution }, 0)?;
+        if last {
+            return Ok(());
+        }
+        // The next stage is handed over inside the node, as its predecessor completes.
+        self.runs[i] = 0;
+        self.dispatch(request_id(i, k + 1))
     }
 
     fn preempt_deliver(&mut self, w: usize, epoch: u64) -> Result<(), SimError> {
@@ -495,14 +567,14 @@ impl<'a> Sim<'a> {
         let id = cur.req.id;
         self.current[w] = None;
         self.worker_busy += ran;
-        self.records[id.0 as usize].preemptions += 1;
+        self.records[job_of(id).0].preemptions += 1;
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;
         self.feed(g, Event::Preempted { worker: local, id, executed }, 0)
     }
 
     fn finish_record(&mut self, g: usize, id: RequestId, outcome: Outcome) -> Result<(), SimError> {
-        let Some(rec) = self.records.get_mut(id.0 as usize) else {
+        let Some(rec) = self.records.get_mut(job_of(id).0) else {
             return Err(self.violation(g, format!("unknown request {id:?}")));
         };
         if rec.outcome != Outcome::Pending {

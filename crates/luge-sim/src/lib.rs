@@ -10,7 +10,7 @@ mod record;
 mod report;
 mod sweep;
 
-pub use crate::engine::{EstimatorMode, Job, SimConfig, SimError, SimOutput, simulate};
+pub use crate::engine::{EstimatorMode, Job, MAX_STAGES, SimConfig, SimError, SimOutput, simulate};
 pub use crate::overheads::{Overheads, OverheadsError};
 pub use crate::record::{ClassReport, Outcome, Record, Report, Summary};
 pub use crate::report::experiments::{

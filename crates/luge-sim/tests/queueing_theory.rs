@@ -40,6 +40,7 @@ fn poisson_jobs(seed: u64, rate_per_ns: f64, service: impl Fn(&mut Rng) -> f64) 
                 class: 0,
                 execution,
                 relative_deadline: execution * 10,
+                stages: 1,
             }
         })
         .collect()

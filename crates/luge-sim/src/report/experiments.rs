@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use luge_sched::{Admission, PolicyConfig, PolicyKind};
+use luge_sched::{PolicyConfig, PolicyKind};
 use luge_workload::{Mix, MixClass, Preset, Rate, ServiceDist, WorkloadSpec};
 
 use crate::engine::{Job, SimConfig, SimError, simulate};
@@ -36,7 +36,8 @@ pub enum Experiment {
     Fig12,
     /// SledgeScale Fig. 13: SD-VBS mix, SIFT deadline 1.13 → 11.3 ms at 14.4 k rps.
     Fig13,
-    /// Edge-RT Fig. 11: bimodal light/heavy, 60–100 % utilisation, met / missed / dropped.
+    /// Edge-RT Fig. 11: bimodal light/heavy 4-stage chains on 48 workers, 60–100 %
+    /// utilisation, met / late / refused / dropped.
     EdgeRt,
     /// SFS §VIII: Azure mix, 50–100 % load, SFS vs PS vs FIFO vs SRPT, RTE.
     Sfs,
@@ -83,7 +84,7 @@ impl Experiment {
             Experiment::Fig11 => "Log-normal(-0.38, 2.36)/1000 (SledgeScale Fig. 11)",
             Experiment::Fig12 => "High bimodal 26 µs / 2070 µs (SledgeScale Fig. 12)",
             Experiment::Fig13 => "SD-VBS mix, varying SIFT deadline (SledgeScale Fig. 13)",
-            Experiment::EdgeRt => "Edge-RT bimodal light/heavy (Edge-RT Fig. 11)",
+            Experiment::EdgeRt => "Edge-RT bimodal light/heavy chains (Edge-RT Fig. 11)",
             Experiment::Sfs => "Azure duration mix, unknown execution times (SFS §VIII)",
             Experiment::Overload => "Goodput under overload with and without admission on the wait",
         }
@@ -159,6 +160,7 @@ pub fn jobs_of(spec: &WorkloadSpec, requests: usize) -> Vec<Job> {
             class: a.class,
             execution: a.execution,
             relative_deadline: a.relative_deadline,
+            stages: 1,
         })
         .collect()
 }
