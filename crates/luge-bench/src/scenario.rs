@@ -1,6 +1,6 @@
 //! The benchmark scenarios of issue #6 (`luge bench
 //! compare|noop|policies|density|sim-vs-real|overload|slow-clients|tenants|backpressure|tracing|
-//! isolation|soak|edge-rt`).
+//! isolation|soak|edge-rt|chain`).
 //!
 //! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
 //! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
@@ -27,6 +27,7 @@
 //! | [`slow-clients`](Scenario::SlowClients) | HTTP no-op latency and throughput while thousands of slow ("slowloris") connections are open, ÷ the same node quiet, interleaved trials |
 //! | [`isolation`](Scenario::Isolation) | a well-behaved tenant's no-op beside 0, 1, 4 and 16 hostile tenants (infinite loop, clock spinning, memory to the cap, recursion, output flooding): deadlines met and p99 ÷ alone, interleaved trials |
 //! | [`edge-rt`](Scenario::EdgeRt) | Edge-RT Fig. 14: well-behaved requests beside k infinite-loop tasks per worker, loops demoted, killed, or under plain EDF: deadlines met, interleaved trials |
+//! | [`chain`](Scenario::Chain) | a chain of real functions end to end ÷ the sum of its stages called one by one (p99, one in flight, HTTP and UDP-RPC), after checking it answers byte for byte what they give by hand |
 //! | [`soak`](Scenario::Soak) | mixed good and hostile load for a long time: RSS, open fds and threads sampled, the slope after warm-up |
 //! | [`tracing`](Scenario::Tracing) | HTTP no-op throughput and latency with request spans exported over OTLP (1 % and all sampled), ÷ without, interleaved trials |
 //!
@@ -34,6 +35,7 @@
 //! the pipeline (CI), not the numbers.
 
 mod backpressure;
+mod chain;
 mod compare;
 mod density;
 mod edge_rt;
@@ -59,9 +61,10 @@ use luge_sim::Overheads;
 
 use crate::error::BenchError;
 
+pub use self::chain::blobs_image;
 pub use self::machine::{Machine, utc};
 pub use self::measure::Point;
-pub use self::node::NodeFunction;
+pub use self::node::{NodeChain, NodeFunction};
 
 /// A front end protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -355,6 +358,21 @@ pub struct EdgeRtOptions {
     pub trials: Option<usize>,
 }
 
+/// `chain` settings (`None` takes the default of the mode).
+#[derive(Debug, Clone)]
+pub struct ChainOptions {
+    /// The functions the chain's stages name (e.g. the edge manifest's).
+    pub functions: Vec<NodeFunction>,
+    /// The chain measured.
+    pub chain: NodeChain,
+    /// Its input (e.g. [`blobs_image`] for the edge manifest's `keypoints`).
+    pub input: Vec<u8>,
+    /// Time per call per trial (default 5 s; quick 300 ms).
+    pub duration: Option<Duration>,
+    /// Trials (default 5; quick 1).
+    pub trials: Option<usize>,
+}
+
 /// `soak` settings (`None` takes the default of the mode).
 #[derive(Debug, Clone, Default)]
 pub struct SoakOptions {
@@ -397,6 +415,8 @@ pub enum Scenario {
     Soak(SoakOptions),
     /// Edge-RT's Fig. 14: well-behaved requests beside infinite loops.
     EdgeRt(EdgeRtOptions),
+    /// A chain end to end ÷ its stages one by one.
+    Chain(ChainOptions),
 }
 
 impl Scenario {
@@ -416,6 +436,7 @@ impl Scenario {
             Scenario::Isolation(_) => "isolation",
             Scenario::Soak(_) => "soak",
             Scenario::EdgeRt(_) => "edge-rt",
+            Scenario::Chain(_) => "chain",
         }
     }
 }
@@ -460,6 +481,7 @@ pub fn run_scenario(
         Scenario::Isolation(i) => isolation::run(i, opts, pin, &mut out),
         Scenario::Soak(s) => soak::run(s, opts, pin, &mut out),
         Scenario::EdgeRt(e) => edge_rt::run(e, opts, pin, &mut out),
+        Scenario::Chain(c) => chain::run(c, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {
         node::set_affinity(&before);

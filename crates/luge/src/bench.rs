@@ -16,9 +16,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
-    BackpressureOptions, CompareOptions, DensityOptions, EdgeRtOptions, IsolationOptions,
-    OverloadOptions, Pin, PoliciesOptions, Protocol, Scenario, ScenarioOptions, SimRealOptions,
-    SlowClientsOptions, SoakOptions, TenantsOptions, TracingOptions, run_scenario,
+    BackpressureOptions, ChainOptions, CompareOptions, DensityOptions, EdgeRtOptions,
+    IsolationOptions, OverloadOptions, Pin, PoliciesOptions, Protocol, Scenario, ScenarioOptions,
+    SimRealOptions, SlowClientsOptions, SoakOptions, TenantsOptions, TracingOptions, blobs_image,
+    run_scenario,
 };
 use luge_bench::{
     Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
@@ -77,6 +78,10 @@ enum BenchCommand {
     /// Edge-RT's Fig. 14: well-behaved requests beside k infinite-loop tasks per worker, the
     /// loops demoted, killed at their deadline, or under plain EDF (deadlines met).
     EdgeRt(EdgeRtArgs),
+    /// What a chain's hand-over costs: a manifest's chain end to end ÷ the sum of its stages
+    /// called one by one (p99, one in flight, HTTP and UDP-RPC), after checking that it answers
+    /// byte for byte what they give by hand.
+    Chain(ChainArgs),
     /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
     #[command(hide = true)]
     HoldSlowConnections(HoldArgs),
@@ -444,6 +449,27 @@ struct EdgeRtArgs {
 }
 
 #[derive(Debug, Args)]
+struct ChainArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The manifest declaring the chain and its functions.
+    #[arg(long, default_value = "examples/edge.toml")]
+    manifest: PathBuf,
+    /// The chain measured.
+    #[arg(long, default_value = "keypoints")]
+    chain: String,
+    /// Its input [default: a generated 256×192 grey image, for `keypoints`].
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Time per call per trial [default: 5s; quick: 300ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Trials [default: 5; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
+}
+
+#[derive(Debug, Args)]
 struct SoakArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -612,6 +638,28 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             let e = EdgeRtOptions { hogs: a.hogs, duration: a.duration, trials: a.trials };
             scenario(Scenario::EdgeRt(e), &a.common)
         }
+        BenchCommand::Chain(a) => {
+            let manifest = Manifest::load(&a.manifest)
+                .with_context(|| format!("--manifest {}", a.manifest.display()))?;
+            let Some(chain) = manifest.node_chains().into_iter().find(|c| c.config.name == a.chain)
+            else {
+                bail!("{} declares no chain `{}`", a.manifest.display(), a.chain);
+            };
+            let input = match &a.input {
+                Some(path) => {
+                    std::fs::read(path).with_context(|| format!("--input {}", path.display()))?
+                }
+                None => blobs_image(),
+            };
+            let c = ChainOptions {
+                functions: manifest.node_functions(),
+                chain,
+                input,
+                duration: a.duration,
+                trials: a.trials,
+            };
+            scenario(Scenario::Chain(c), &a.common)
+        }
         BenchCommand::HoldSlowConnections(a) => {
             Ok(luge_bench::hold_slow_connections(a.to, a.connections, a.per_address)?)
         }
@@ -649,6 +697,7 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
                 | Scenario::Isolation(_)
                 | Scenario::Soak(_)
                 | Scenario::EdgeRt(_)
+                | Scenario::Chain(_)
         ) {
             // As `luge serve` ships: a dispatcher thread of its own.
             vec![Layout::Threads]

@@ -307,6 +307,38 @@ fn isolation_answers_every_hostile_request_with_its_typed_error() {
     done(&dir);
 }
 
+/// The edge manifest, whose `keypoints` chain names C functions `scripts/setup.sh` builds.
+fn edge_manifest() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/edge.toml").display().to_string()
+}
+
+#[test]
+fn chain_answers_what_its_stages_give_by_hand_and_reports_its_hand_over() {
+    let manifest = edge_manifest();
+    let (dir, report, summary) = quick("chain", &["chain", "--manifest", &manifest]);
+    let r = &report["results"];
+    assert_eq!(r["stages"], serde_json::json!(["resize", "resize", "sift"]));
+    let calls = r["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 8, "2 protocols × (3 stages + the chain): {calls:?}");
+    for c in calls {
+        assert_eq!(c["point"]["errors"], 0, "{c}");
+        assert!(c["point"]["p99_us"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    for p in ["http", "udp"] {
+        let ratio = &r["chain_p99_over_stage_p99_sum"][p]["median"];
+        assert!(ratio.as_f64().unwrap() > 0.0, "{p}: {ratio}");
+    }
+    assert!(summary.contains("byte for byte"), "{summary}");
+    done(&dir);
+    // A chain the manifest does not declare is an error naming it.
+    let out = Command::new(LUGE)
+        .args(["bench", "chain", "--quick", "--manifest", &manifest, "--chain", "nope"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no chain `nope`"));
+}
+
 #[test]
 fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf() {
     let (dir, report, summary) = quick("edge-rt", &["edge-rt"]);

@@ -20,8 +20,9 @@ use crate::error::BenchError;
 use crate::plan::Mapping;
 use crate::target::{FunctionRef, Target};
 
-/// A function a Luge node serves: settings, HTTP route and module (Wasm or WAT).
-pub use luge_server::NodeFunction;
+/// A function a Luge node serves (settings, HTTP route and module, Wasm or WAT), and a chain of
+/// them (stages, deadline, HTTP route).
+pub use luge_server::{NodeChain, NodeFunction};
 
 pub(crate) use luge_runtime::{affinity, set_affinity};
 
@@ -114,6 +115,8 @@ pub(crate) struct NodeSpec {
     /// Span export (`luge bench tracing`; none otherwise, as `luge serve` without
     /// `--otlp-endpoint`).
     pub tracing: Option<Tracing>,
+    /// Chains of the node's functions (`luge bench chain`; none otherwise).
+    pub chains: Vec<NodeChain>,
 }
 
 impl NodeSpec {
@@ -130,6 +133,7 @@ impl NodeSpec {
             papers_admission: false,
             tenants: Vec::new(),
             tracing: None,
+            chains: Vec::new(),
         }
     }
 
@@ -228,7 +232,8 @@ impl LugeNode {
                 ..UdpConfig::default()
             }),
         };
-        let node = Node::start(config, functions).map_err(|e| fail("cannot start the node", e))?;
+        let node = Node::start_with_chains(config, functions, &spec.chains)
+            .map_err(|e| fail("cannot start the node", e))?;
         let mut functions_by_name = HashMap::new();
         for f in functions {
             let registered = node.runtime().function(&f.config.name).ok_or_else(|| {
@@ -236,6 +241,14 @@ impl LugeNode {
             })?;
             functions_by_name
                 .insert(f.config.name.clone(), FunctionRef::new(registered.id.0, f.route.clone()));
+        }
+        // A chain is called like a function: by its route, or its id in the functions' space.
+        for c in &spec.chains {
+            let registered = node.runtime().chain(&c.config.name).ok_or_else(|| {
+                BenchError::Scenario(format!("chain {} was not registered", c.config.name))
+            })?;
+            functions_by_name
+                .insert(c.config.name.clone(), FunctionRef::new(registered.id.0, c.route.clone()));
         }
         Ok(Self { node, functions: functions_by_name })
     }
@@ -263,7 +276,7 @@ impl LugeNode {
         .ok_or_else(|| BenchError::Scenario(format!("the node serves no {}", p.name())))
     }
 
-    /// A registered function.
+    /// A registered function or chain.
     pub(crate) fn function(&self, name: &str) -> Result<FunctionRef, BenchError> {
         self.functions.get(name).cloned().ok_or_else(|| {
             BenchError::Scenario(format!(
