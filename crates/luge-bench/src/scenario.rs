@@ -26,7 +26,7 @@
 //! | [`backpressure`](Scenario::Backpressure) | closed-loop callers that retry refusals at once, past capacity: a `luge-client` window that ignores the load signal vs one that adapts to it — goodput and refusals, interleaved trials |
 //! | [`slow-clients`](Scenario::SlowClients) | HTTP no-op latency and throughput while thousands of slow ("slowloris") connections are open, ÷ the same node quiet, interleaved trials |
 //! | [`isolation`](Scenario::Isolation) | a well-behaved tenant's no-op beside 0, 1, 4 and 16 hostile tenants (infinite loop, clock spinning, memory to the cap, recursion, output flooding): deadlines met and p99 ÷ alone, interleaved trials |
-//! | [`edge-rt`](Scenario::EdgeRt) | Edge-RT Fig. 14: well-behaved requests beside k infinite-loop tasks per worker, loops demoted, killed, or under plain EDF: deadlines met, interleaved trials |
+//! | [`edge-rt`](Scenario::EdgeRt) | Edge-RT Fig. 14: well-behaved requests beside k infinite-loop tasks per worker, loops demoted, killed, or under plain EDF; Fig. 11: bimodal 4-stage chains at rising utilisation, Luge vs EDF, FIFO and fair share: deadlines met, interleaved trials |
 //! | [`chain`](Scenario::Chain) | a chain of real functions end to end ÷ the sum of its stages called one by one (p99, one in flight, HTTP and UDP-RPC), after checking it answers byte for byte what they give by hand |
 //! | [`soak`](Scenario::Soak) | mixed good and hostile load for a long time: RSS, open fds and threads sampled, the slope after warm-up |
 //! | [`tracing`](Scenario::Tracing) | HTTP no-op throughput and latency with request spans exported over OTLP (1 % and all sampled), ÷ without, interleaved trials |
@@ -39,6 +39,7 @@ mod chain;
 mod compare;
 mod density;
 mod edge_rt;
+mod edge_rt_fig11;
 mod isolation;
 mod machine;
 mod measure;
@@ -350,8 +351,12 @@ pub struct IsolationOptions {
 /// `edge-rt` settings (`None` takes the default of the mode).
 #[derive(Debug, Clone, Default)]
 pub struct EdgeRtOptions {
-    /// Infinite-loop tasks per worker (default 0, 1, 2, 4; quick 0, 2).
+    /// The figures to run, of 14 and 11 (default both).
+    pub figures: Vec<u32>,
+    /// Fig. 14: infinite-loop tasks per worker (default 0, 1, 2, 4; quick 0, 2).
     pub hogs: Vec<usize>,
+    /// Fig. 11: utilisations of the worker (default 0.6 to 1.0 by 0.1; quick 0.9).
+    pub loads: Vec<f64>,
     /// Time measured per point (default 10 s; quick 1 s).
     pub duration: Option<Duration>,
     /// Trials of every point (default 3; quick 1).
@@ -413,7 +418,8 @@ pub enum Scenario {
     Isolation(IsolationOptions),
     /// Mixed good and hostile load for a long time: memory, fds and threads.
     Soak(SoakOptions),
-    /// Edge-RT's Fig. 14: well-behaved requests beside infinite loops.
+    /// Edge-RT's Fig. 14 (well-behaved requests beside infinite loops) and Fig. 11 (bimodal
+    /// chains at rising utilisation).
     EdgeRt(EdgeRtOptions),
     /// A chain end to end ÷ its stages one by one.
     Chain(ChainOptions),

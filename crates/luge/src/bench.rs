@@ -75,8 +75,9 @@ enum BenchCommand {
     /// Mixed good and hostile load for a long time (`--duration 1h`): RSS, open fds and threads
     /// sampled, and their slope after warm-up.
     Soak(SoakArgs),
-    /// Edge-RT's Fig. 14: well-behaved requests beside k infinite-loop tasks per worker, the
-    /// loops demoted, killed at their deadline, or under plain EDF (deadlines met).
+    /// Edge-RT's Fig. 14 (well-behaved requests beside k infinite-loop tasks per worker, the
+    /// loops demoted, killed at their deadline, or under plain EDF) and Fig. 11 (bimodal
+    /// 4-stage chains at rising utilisation: Luge vs EDF, FIFO and fair share).
     EdgeRt(EdgeRtArgs),
     /// What a chain's hand-over costs: a manifest's chain end to end ÷ the sum of its stages
     /// called one by one (p99, one in flight, HTTP and UDP-RPC), after checking that it answers
@@ -437,9 +438,16 @@ struct IsolationArgs {
 struct EdgeRtArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Infinite-loop tasks per worker, comma-separated [default: 0,1,2,4; quick: 0,2].
+    /// Edge-RT figures to run, comma-separated, of 14 and 11 [default: 14,11].
+    #[arg(long, value_delimiter = ',')]
+    figures: Vec<u32>,
+    /// Fig. 14: infinite-loop tasks per worker, comma-separated [default: 0,1,2,4; quick: 0,2].
     #[arg(long, value_delimiter = ',')]
     hogs: Vec<usize>,
+    /// Fig. 11: utilisations of the worker, comma-separated [default: 0.6,0.7,0.8,0.9,1.0;
+    /// quick: 0.9].
+    #[arg(long, value_delimiter = ',')]
+    loads: Vec<f64>,
     /// Time measured per point [default: 10s; quick 1s].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -635,7 +643,13 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             scenario(Scenario::Soak(s), &a.common)
         }
         BenchCommand::EdgeRt(a) => {
-            let e = EdgeRtOptions { hogs: a.hogs, duration: a.duration, trials: a.trials };
+            let e = EdgeRtOptions {
+                figures: a.figures,
+                hogs: a.hogs,
+                loads: a.loads,
+                duration: a.duration,
+                trials: a.trials,
+            };
             scenario(Scenario::EdgeRt(e), &a.common)
         }
         BenchCommand::Chain(a) => {

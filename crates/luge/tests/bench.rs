@@ -340,9 +340,9 @@ fn chain_answers_what_its_stages_give_by_hand_and_reports_its_hand_over() {
 }
 
 #[test]
-fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf() {
+fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf_and_fig_11_chains() {
     let (dir, report, summary) = quick("edge-rt", &["edge-rt"]);
-    let r = &report["results"];
+    let r = &report["results"]["fig14"];
     assert_eq!(r["hogs_per_worker"], serde_json::json!([0, 2]), "quick: k = 0 and 2");
     let trials = r["trials"].as_array().unwrap();
     assert_eq!(trials.len(), 6, "2 k × 3 treatments: {trials:?}");
@@ -370,6 +370,28 @@ fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf() {
         }
     }
     assert!(summary.contains("Fig. 14"), "{summary}");
+    // Fig. 11: every contender ran the chains at 0.9, and every stage ran as written (a chain
+    // answered late or refused is the figure; one that failed in its guest or was never sent is
+    // a broken scenario). Timeouts are not checked: the fair-share baseline under overload may
+    // answer past the quick run's 3 s timeout on a loaded CI machine.
+    let r = &report["results"]["fig11"];
+    assert_eq!(r["loads"], serde_json::json!([0.9]), "quick: 0.9");
+    let trials = r["trials"].as_array().unwrap();
+    let labels: Vec<&str> =
+        trials.iter().map(|t| t["contender"]["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["luge", "edf", "fifo", "fair-share"]);
+    for t in trials {
+        assert!(t["point"]["planned"].as_u64().unwrap() > 100, "{t}");
+        let errors = t["errors"].as_object().unwrap();
+        for kind in ["unsent", "exit_failure", "trap"] {
+            assert!(!errors.contains_key(kind), "{kind}: {t}");
+        }
+        for class in ["light_met", "heavy_met"] {
+            let met = t[class].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&met), "{class}: {t}");
+        }
+    }
+    assert!(summary.contains("Fig. 11"), "{summary}");
     done(&dir);
 }
 

@@ -1,4 +1,5 @@
-//! `luge bench edge-rt`: Edge-RT §VI-D, Fig. 14 on the real runtime. Well-behaved requests (5 ms
+//! `luge bench edge-rt`: Edge-RT's figures on the real runtime — Fig. 11 (bimodal chains at
+//! rising utilisation) in `edge_rt_fig11`, and here §VI-D, Fig. 14: well-behaved requests (5 ms
 //! of `spin`, a 500 ms deadline, 80 % of the worker) beside k infinite-loop tasks per worker, each
 //! a function of its own activated every 100 ms with a 500 ms deadline, as in the paper. Three
 //! ways to treat a request that can no longer meet its deadline, each on a fresh node per point:
@@ -29,7 +30,7 @@ use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
 use super::output::{Results, Table, us};
 use super::overload::parse_spec;
 use super::policies::spin_function;
-use super::{EdgeRtOptions, Protocol, ScenarioOptions, layout_name, wait_name};
+use super::{EdgeRtOptions, Protocol, ScenarioOptions, edge_rt_fig11, layout_name, wait_name};
 use crate::calibrate::Calibration;
 use crate::error::BenchError;
 use crate::plan::Mapping;
@@ -163,24 +164,56 @@ fn point(
     })
 }
 
+/// The figures of Edge-RT this scenario runs.
+const FIGURES: [u32; 2] = [14, 11];
+
 pub(crate) fn run(
     o: &EdgeRtOptions,
     opts: &ScenarioOptions,
     pin: Option<Pinning>,
     _out: &mut Results,
 ) -> Result<(String, serde_json::Value), BenchError> {
-    let counts = opts.given_or(&o.hogs, vec![0, 2], vec![0, 1, 2, 4]);
+    let figures = if o.figures.is_empty() { FIGURES.to_vec() } else { o.figures.clone() };
+    if let Some(f) = figures.iter().find(|f| !FIGURES.contains(f)) {
+        return Err(BenchError::Scenario(format!(
+            "edge-rt runs Fig. 14 and Fig. 11, not Fig. {f}"
+        )));
+    }
     let duration =
         opts.duration_or(o.duration, Duration::from_millis(1_000), Duration::from_secs(10));
-    let warm = if opts.quick { Duration::from_millis(300) } else { Duration::from_secs(2) };
     let trials = o.trials.unwrap_or(if opts.quick { 1 } else { 3 }).max(1);
     let mut calibration = None;
+    let mut md = String::new();
+    let mut results = serde_json::Map::new();
+    for figure in figures {
+        let (section, part) = if figure == 14 {
+            fig14(o, opts, pin, (duration, trials), &mut calibration)?
+        } else {
+            let loads = opts.given_or(&o.loads, vec![0.9], vec![0.6, 0.7, 0.8, 0.9, 1.0]);
+            edge_rt_fig11::run(opts, pin, &loads, (duration, trials), &mut calibration)?
+        };
+        let _ = writeln!(md, "## Fig. {figure}\n\n{section}");
+        results.insert(format!("fig{figure}"), part);
+    }
+    Ok((md, serde_json::Value::Object(results)))
+}
+
+/// Fig. 14: well-behaved requests beside k infinite loops per worker.
+fn fig14(
+    o: &EdgeRtOptions,
+    opts: &ScenarioOptions,
+    pin: Option<Pinning>,
+    (duration, trials): (Duration, usize),
+    calibration: &mut Option<Calibration>,
+) -> Result<(String, serde_json::Value), BenchError> {
+    let counts = opts.given_or(&o.hogs, vec![0, 2], vec![0, 1, 2, 4]);
+    let warm = if opts.quick { Duration::from_millis(300) } else { Duration::from_secs(2) };
     let mut results: Vec<Trial> = Vec::new();
     for trial in 0..trials {
         for &k in &counts {
             for treatment in Treatment::ALL {
                 let seed = opts.seed + trial as u64;
-                let t = point(opts, pin, (k, treatment), (warm, duration), &mut calibration, seed)?;
+                let t = point(opts, pin, (k, treatment), (warm, duration), calibration, seed)?;
                 opts.say(format!(
                     "edge-rt: trial {} k={k} {}: well-behaved deadlines met {:.2} %, p99 {} µs, \
                      errors {:?}; demoted {}; loops {}",

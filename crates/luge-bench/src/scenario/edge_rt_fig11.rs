@@ -1,0 +1,256 @@
+//! `luge bench edge-rt`, Fig. 11 on the real runtime: Edge-RT §VI's bimodal light/heavy mix as
+//! chains of four stages — light 40 µs per stage under a 10 ms end-to-end deadline, heavy 5 ms
+//! per stage under 500 ms, light 80 % of the work — at rising utilisation of the worker, on
+//! Luge as shipped and on three baselines, each on a fresh node per point: `edf` (`sledgescale`
+//! with admission off: EDF without admission or demotion), `fifo` and `fair-share` (`ps`,
+//! CFS-like), both with admission off as well.
+//!
+//! Every stage is `spin_relay` (spin's loop, relaying its input), so that a chain's stages run
+//! the iteration count calibrated for their class one after the other; utilisation counts the
+//! stages' calibrated execution, as the paper's counts application computation. The figure is
+//! the share of each class's requests answered within their deadline, in interleaved trials
+//! (medians).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use luge_runtime::{ChainConfig, FunctionConfig, PolicyKind};
+use luge_workload::{Preset, ServiceDist};
+use serde::Serialize;
+use serde_json::json;
+
+use super::measure::{Driver, Point, calibrate_once, median};
+use super::node::{LugeNode, NodeChain, NodeFunction, NodeSpec, Pinning};
+use super::output::{Table, us};
+use super::overload::parse_spec;
+use super::policies::spin_function;
+use super::{Protocol, ScenarioOptions, layout_name, wait_name};
+use crate::calibrate::Calibration;
+use crate::error::BenchError;
+use crate::plan::Mapping;
+
+/// Every stage: spin's loop, relaying its input (the iteration count) to the next stage.
+const SPIN_RELAY: &str = include_str!("../../../../functions/test/spin_relay.wat");
+/// Stages per chain (Edge-RT §VI).
+const STAGES: usize = 4;
+/// The mix: light 40 µs / 10 ms and heavy 5 ms / 500 ms per stage, light 80 % of the work.
+const MIX: &str = "edgert-bimodal";
+/// The classes: (name, execution per stage, the chain's deadline).
+const CLASSES: [(&str, Duration, Duration); 2] = [
+    ("light", Duration::from_micros(40), Duration::from_millis(10)),
+    ("heavy", Duration::from_millis(5), Duration::from_millis(500)),
+];
+
+/// One configuration compared.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(super) struct Contender {
+    label: &'static str,
+    #[serde(skip)]
+    policy: PolicyKind,
+    /// Luge's default admission; otherwise the papers' setting (nothing refused or shed).
+    admission: bool,
+}
+
+const CONTENDERS: [Contender; 4] = [
+    Contender { label: "luge", policy: PolicyKind::SledgeScale, admission: true },
+    Contender { label: "edf", policy: PolicyKind::SledgeScale, admission: false },
+    Contender { label: "fifo", policy: PolicyKind::Fifo, admission: false },
+    Contender { label: "fair-share", policy: PolicyKind::Ps, admission: false },
+];
+
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Trial {
+    contender: Contender,
+    load: f64,
+    trial: usize,
+    /// The whole run.
+    point: Point,
+    /// Share of light / heavy requests answered within their deadline.
+    light_met: f64,
+    heavy_met: f64,
+    /// Failures by kind (refusals, misses).
+    errors: std::collections::BTreeMap<String, u64>,
+}
+
+/// The functions and chains of the node: a `spin_relay` function per class (each its own
+/// module, so that each has its own estimate), and a chain of four of it per class.
+fn functions_and_chains() -> (Vec<NodeFunction>, Vec<NodeChain>) {
+    let mut functions = Vec::new();
+    let mut chains = Vec::new();
+    for (name, execution, deadline) in CLASSES {
+        let mut config = FunctionConfig::new(name);
+        config.relative_deadline = deadline;
+        config.expected_execution = Some(execution);
+        config.limits.max_execution = Duration::from_secs(1);
+        functions.push(NodeFunction {
+            config,
+            module: format!("{SPIN_RELAY}\n;; {name}\n").into_bytes(),
+            route: format!("/{name}"),
+        });
+        let chain = format!("{name}-chain");
+        chains.push(NodeChain {
+            config: ChainConfig {
+                name: chain.clone(),
+                stages: vec![name.to_owned(); STAGES],
+                relative_deadline: deadline,
+            },
+            route: format!("/{chain}"),
+        });
+    }
+    (functions, chains)
+}
+
+/// The chains' arrivals per second at utilisation `load` of one worker: each chain is
+/// [`STAGES`] times its class's execution.
+fn rate_at(load: f64) -> f64 {
+    let mean_s = ServiceDist::preset(Preset::EdgeRtBimodal).mean() / 1e9;
+    load / (STAGES as f64 * mean_s)
+}
+
+/// One point: a fresh node running `c`, both classes' chains at `load` for `duration`.
+fn point(
+    opts: &ScenarioOptions,
+    pin: Option<Pinning>,
+    (c, load, trial): (Contender, f64, usize),
+    (warm, duration): (Duration, Duration),
+    calibration: &mut Option<Calibration>,
+) -> Result<Trial, BenchError> {
+    let (mut functions, chains) = functions_and_chains();
+    functions.push(spin_function(&opts.functions)?);
+    let (wait, layout) = (opts.first_mode(), opts.first_layout());
+    let spec = NodeSpec {
+        policy: c.policy,
+        papers_admission: !c.admission,
+        chains,
+        ..NodeSpec::of(opts, wait, layout, Protocol::Udp, pin)
+    };
+    LugeNode::with(&spec, &functions, |node| {
+        let target = node.target(Protocol::Udp)?;
+        let timeout = Duration::from_secs(if opts.quick { 3 } else { 5 });
+        let spin = node.function("spin")?;
+        let cal = calibrate_once(calibration, &target, &spin, timeout, opts, "edge-rt fig 11")?;
+        let mut per_class = Vec::new();
+        for (name, execution, _) in CLASSES {
+            let k = cal.iterations_for(execution.as_nanos() as u64);
+            per_class
+                .push((node.function(&format!("{name}-chain"))?, format!("{k}\n").into_bytes()));
+        }
+        let driver = Driver {
+            target,
+            mapping: Mapping::PerClass(per_class),
+            workload: parse_spec(MIX, opts.seed + trial as u64)?,
+            timeout,
+            calibration: Some(cal),
+            window: 8192,
+            keep_samples: false,
+        };
+        let rate = rate_at(load);
+        driver.open(rate, warm)?;
+        let report = driver.open(rate, duration)?;
+        let met = |class: u16| {
+            report
+                .summary
+                .per_class
+                .iter()
+                .find(|x| x.class == class)
+                .map_or(0.0, |x| 1.0 - x.deadline_miss_rate)
+        };
+        Ok(Trial {
+            contender: c,
+            load,
+            trial,
+            light_met: met(0),
+            heavy_met: met(1),
+            errors: report.summary.errors_by_kind.clone(),
+            point: Point::of(&report),
+        })
+    })
+}
+
+/// Runs Fig. 11: every contender at every load, trial by trial; the summary's section and the
+/// report's part.
+pub(super) fn run(
+    opts: &ScenarioOptions,
+    pin: Option<Pinning>,
+    loads: &[f64],
+    (duration, trials): (Duration, usize),
+    calibration: &mut Option<Calibration>,
+) -> Result<(String, serde_json::Value), BenchError> {
+    let warm = if opts.quick { Duration::from_millis(200) } else { Duration::from_secs(1) };
+    let mut results: Vec<Trial> = Vec::new();
+    for trial in 0..trials {
+        for &load in loads {
+            for c in CONTENDERS {
+                let t = point(opts, pin, (c, load, trial), (warm, duration), calibration)?;
+                opts.say(format!(
+                    "edge-rt fig 11: trial {} load {load:.2} {}: light met {:.2} %, heavy met \
+                     {:.2} %, p99 {} µs, errors {:?}",
+                    trial + 1,
+                    c.label,
+                    100.0 * t.light_met,
+                    100.0 * t.heavy_met,
+                    us(t.point.p99_us),
+                    t.errors
+                ));
+                results.push(t);
+            }
+        }
+    }
+    let (wait, layout) = (opts.first_mode(), opts.first_layout());
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "Edge-RT §VI, Fig. 11 on the runtime: chains of {STAGES} `spin_relay` stages over \
+         UDP-RPC, light (40 µs per stage, 10 ms deadline end to end) and heavy (5 ms per stage, \
+         500 ms), light 80 % of the work, Poisson arrivals at each utilisation of the worker \
+         (stage execution only); {:.1} s measured after {:.1} s of warm-up per point, a fresh \
+         node per point. 1 worker, {} layout, {} wait. `luge`: `sledgescale` with Luge's \
+         default admission; `edf`: `sledgescale`, admission off; `fifo` and `fair-share` \
+         (`ps`): admission off. {trials} interleaved trials; medians of the share of each \
+         class's requests answered within their deadline.\n",
+        duration.as_secs_f64(),
+        warm.as_secs_f64(),
+        layout_name(layout),
+        wait_name(wait)
+    );
+    let mut columns = vec![">utilisation".to_owned()];
+    for c in CONTENDERS {
+        columns.push(format!(">{} light", c.label));
+        columns.push(format!(">{} heavy", c.label));
+    }
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let mut table = Table::new(&columns);
+    let mut met = serde_json::Map::new();
+    let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2} %", 100.0 * v));
+    for &load in loads {
+        let mut row = vec![format!("{load:.2}")];
+        let mut by = serde_json::Map::new();
+        for c in CONTENDERS {
+            let group: Vec<&Trial> =
+                results.iter().filter(|t| t.contender.label == c.label && t.load == load).collect();
+            let light = median(&group, |t| Some(t.light_met));
+            let heavy = median(&group, |t| Some(t.heavy_met));
+            row.push(pct(light));
+            row.push(pct(heavy));
+            by.insert(c.label.into(), json!({ "light": light, "heavy": heavy }));
+        }
+        met.insert(format!("{load:.2}"), serde_json::Value::Object(by));
+        table.row(row);
+    }
+    let _ = writeln!(md, "{}", table.render());
+    let _ = writeln!(
+        md,
+        "Goal: ≥ 97 % of light deadlines met at 90 % utilisation (Edge-RT: > 95 %; Linux 95.9 % \
+         at 60 % falling to 15.9 % at 100 %)."
+    );
+    let part = json!({
+        "mix": MIX,
+        "stages": STAGES,
+        "loads": loads,
+        "duration_s": duration.as_secs_f64(),
+        "warm_up_s": warm.as_secs_f64(),
+        "trials": results,
+        "met": met,
+    });
+    Ok((md, part))
+}
