@@ -117,6 +117,10 @@ struct RunArgs {
     /// Requests to simulate per run.
     #[arg(long, default_value_t = 100_000)]
     requests: usize,
+    /// Make every request a chain of this many stages (1–16) sharing its execution and its
+    /// deadline, each stage a request of its own, as the runtime runs a `[[chain]]`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16))]
+    stages: u8,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -223,7 +227,7 @@ fn adhoc(a: RunArgs) -> Result<()> {
     };
     let at_load = |load: f64| {
         let s = spec.clone().with_rate(Rate::Load { load, workers: workers as u32 });
-        run_point(&s, &cfg, a.requests)
+        run_point(&s, &cfg, a.requests, a.stages)
     };
     if let Some(target) = &a.max_load_at {
         let (metric, value) = target.split_once('=').context("--max-load-at wants metric=value")?;
@@ -255,7 +259,7 @@ fn adhoc(a: RunArgs) -> Result<()> {
         return Ok(());
     }
     let reports: Vec<Report> = if a.loads.is_empty() {
-        vec![run_point(&spec, &cfg, a.requests)?]
+        vec![run_point(&spec, &cfg, a.requests, a.stages)?]
     } else {
         sweep(&a.loads, a.threads, |&l| at_load(l), |d, t| progress("sweep", d, t))
             .into_iter()

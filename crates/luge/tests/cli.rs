@@ -366,3 +366,27 @@ fn request_spans_are_exported_to_an_otlp_collector() {
         .collect();
     assert_eq!(protocols.iter().filter(|p| p.contains("\"rpc\"")).count(), 1, "{protocols:?}");
 }
+
+/// `luge sim --stages N` runs every request as a chain: each stage pays its own sandbox start, so
+/// the light requests' median grows by about the extra starts; out-of-range counts are refused.
+#[test]
+fn sim_runs_requests_as_chains_of_stages() {
+    let p50 = |stages: &str| -> f64 {
+        let out = Command::new(LUGE)
+            .args(["sim", "--workload", "edgert-bimodal", "--workers", "4", "--load", "0.5"])
+            .args(["--requests", "5000", "--format", "json", "--stages", stages])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["requests"], 5000, "{report}");
+        report["latency_us"]["p50"].as_f64().unwrap()
+    };
+    let (one, four) = (p50("1"), p50("4"));
+    // Three more sandbox starts (5 µs each in the default overheads) per chain.
+    assert!(four >= one + 12.0, "1 stage: p50 {one} µs, 4 stages: {four} µs");
+    for bad in ["0", "17"] {
+        let out = Command::new(LUGE).args(["sim", "--stages", bad]).output().unwrap();
+        assert!(!out.status.success(), "--stages {bad}");
+    }
+}

@@ -165,13 +165,20 @@ pub fn jobs_of(spec: &WorkloadSpec, requests: usize) -> Vec<Job> {
         .collect()
 }
 
-/// Simulates `requests` requests of `spec` on the machine `cfg` and reports.
+/// Simulates `requests` requests of `spec` on the machine `cfg` and reports. With `stages` > 1
+/// every request is a chain of that many stages sharing its execution and deadline
+/// ([`Job::stages`]).
 pub fn run_point(
     spec: &WorkloadSpec,
     cfg: &SimConfig,
     requests: usize,
+    stages: u8,
 ) -> Result<Report, SimError> {
-    let out = simulate(cfg, &jobs_of(spec, requests))?;
+    let mut jobs = jobs_of(spec, requests);
+    for j in &mut jobs {
+        j.stages = stages;
+    }
+    let out = simulate(cfg, &jobs)?;
     Ok(Report::from_run(
         cfg.policy.name(),
         cfg.workers,
@@ -309,7 +316,7 @@ impl Run<'_> {
         cfg: &SimConfig,
         requests: usize,
     ) -> Result<Report, SimError> {
-        run_point(&spec_at(dist, load, cfg.workers, self.opts.seed), cfg, requests)
+        run_point(&spec_at(dist, load, cfg.workers, self.opts.seed), cfg, requests, 1)
     }
 
     /// Runs every point in parallel, reporting progress under the experiment's name, and

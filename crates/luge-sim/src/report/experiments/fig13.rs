@@ -33,7 +33,7 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
         let spec = WorkloadSpec::new(dist.clone())
             .with_rate(Rate::PerSecond(14_400.0))
             .with_seed(opts.seed);
-        run_point(&spec, &run.config(*policy, workers, &PolicyConfig::papers(workers)), n)
+        run_point(&spec, &run.config(*policy, workers, &PolicyConfig::papers(workers)), n, 1)
     })?;
     let mut t = Tables::new(
         run.exp.title(),
