@@ -31,5 +31,5 @@ pub use crate::rpc_async::AsyncRpcClient;
 pub use luge_proto::{
     Backoff, ChainInfo, ChainSpec, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER,
     FunctionInfo, LOAD_HEADER, LOAD_REFUSED, LOAD_WAITED_ALL, OUTCOME_HEADER, QUEUEING_HEADER,
-    READINESS_HEADER, REQUEST_ID_HEADER, Status, StatusClass,
+    READINESS_HEADER, REQUEST_ID_HEADER, StageTimes, Status, StatusClass,
 };

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use luge_proto::{
     Backoff, DecodeError, Echo, Flags, Kind, MAX_DATAGRAM, Message, Request, RequestHeader,
-    Response, Status, StatusClass, decode,
+    Response, StageTimes, Status, StatusClass, decode, split_stage_table,
 };
 
 use crate::error::ClientError;
@@ -29,6 +29,9 @@ pub struct CallOptions {
     pub timeout: Duration,
     /// Retransmission schedule (UDP-RPC only; §6 of the protocol).
     pub backoff: Backoff,
+    /// UDP-RPC: ask for a chain's per-stage times ([`RpcResponse::stages`]; `docs/protocol.md`
+    /// §1.5). HTTP always sends them (`Luge-Stages`).
+    pub stages: bool,
 }
 
 impl Default for CallOptions {
@@ -39,6 +42,7 @@ impl Default for CallOptions {
             expected: None,
             timeout: Duration::from_secs(1),
             backoff: Backoff::default(),
+            stages: false,
         }
     }
 }
@@ -62,6 +66,11 @@ impl CallOptions {
     /// With this retransmission schedule.
     pub fn with_backoff(self, backoff: Backoff) -> Self {
         Self { backoff, ..self }
+    }
+
+    /// Asking for a chain's per-stage times (UDP-RPC).
+    pub fn with_stages(self) -> Self {
+        Self { stages: true, ..self }
     }
 
     /// The wait after attempt `attempt`, `remaining` before the timeout: the backoff's delay,
@@ -100,6 +109,11 @@ pub struct RpcResponse {
     pub load: u8,
     /// Datagrams the client sent for this call (1 = no retransmission).
     pub attempts: u32,
+    /// A chain's answer to a call made with [`CallOptions::stages`]: each stage that ran, in
+    /// order, the last being the one that answered (`docs/protocol.md` §1.5); empty otherwise,
+    /// for a refusal, and from a server that does not send them. A table that does not parse
+    /// leaves this empty and the payload whole.
+    pub stages: Vec<StageTimes>,
 }
 
 impl RpcResponse {
@@ -120,15 +134,21 @@ impl RpcResponse {
 
     pub(crate) fn from_wire(response: &Response<'_>, attempts: u32) -> Self {
         let h = &response.header;
+        let split = h.flags.contains(Flags::STAGES).then(|| split_stage_table(response.payload));
+        let (stages, payload) = match split {
+            Some(Ok((table, rest))) => (table.iter().collect(), rest),
+            _ => (Vec::new(), response.payload),
+        };
         Self {
             status: h.status,
-            payload: response.payload.to_vec(),
+            payload: payload.to_vec(),
             execution: Duration::from_nanos(h.execution_ns),
             queueing: Duration::from_nanos(h.queueing_ns),
             request_id: h.request_id,
             replayed: h.flags.contains(Flags::REPLAYED),
             load: h.flags.load(),
             attempts,
+            stages,
         }
     }
 }
@@ -183,7 +203,7 @@ pub(crate) fn encode_request(
     buf.clear();
     let header = RequestHeader {
         request_id,
-        flags: Flags::NONE,
+        flags: if opts.stages { Flags::STAGES } else { Flags::NONE },
         function,
         deadline_us: micros(opts.deadline),
         expected_us: micros(opts.expected),

@@ -15,6 +15,8 @@
 //! - [`Backoff`] — the client's retransmission schedule, bounded by the remaining deadline.
 //! - [`load_signal`] — the load a Response carries back (flags bits 8–15), so clients can slow
 //!   down before the node must refuse.
+//! - [`split_stage_table`] / [`encode_stage_table`] — a chain's per-stage times at the front of
+//!   a Response's payload, when the request asked ([`Flags::STAGES`]).
 //! - [`TraceContext`] — W3C `traceparent`, parsed and formatted once for the front end and the
 //!   guest's `TRACEPARENT`.
 //! - [`fuzz_decode`] — the fuzz target.
@@ -26,6 +28,7 @@ mod dedup;
 mod fields;
 mod http;
 mod load;
+mod stages;
 mod status;
 mod trace;
 mod wire;
@@ -42,6 +45,10 @@ pub use crate::http::{
     STAGE_HEADER, STAGES_HEADER, micros, nanos,
 };
 pub use crate::load::{LOAD_REFUSED, LOAD_WAITED_ALL, load_signal};
+pub use crate::stages::{
+    MAX_TABLE_STAGES, STAGE_ENTRY_LEN, StageTable, StageTableError, StageTimes, encode_stage_table,
+    split_stage_table, stage_table_len,
+};
 pub use crate::status::{Status, StatusClass};
 pub use crate::trace::{TRACEPARENT_HEADER, TRACEPARENT_LEN, TraceContext, splitmix64};
 pub use crate::wire::{

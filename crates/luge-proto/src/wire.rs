@@ -82,6 +82,10 @@ impl Flags {
     pub const RETRANSMIT: Flags = Flags(1 << 0);
     /// Response: served from the duplicate cache; the times describe the original execution.
     pub const REPLAYED: Flags = Flags(1 << 1);
+    /// Request: answer a chain's per-stage times. Response: the payload begins with the stage
+    /// table ([`split_stage_table`](crate::split_stage_table)); set only in answer to a request
+    /// that asked.
+    pub const STAGES: Flags = Flags(1 << 2);
     /// Response: bits 8–15 hold the load signal ([`Flags::load`]).
     const LOAD_MASK: u32 = 0xff << 8;
 
@@ -536,6 +540,17 @@ pub fn fuzz_decode(data: &[u8]) {
             let mut out = Vec::with_capacity(data.len());
             assert_eq!(msg.encode(&mut out), Ok(data.len()), "decoded message must re-encode");
             assert!(out == data, "encoding must be canonical");
+            // A stage table, where one is announced, re-encodes to the bytes it came from.
+            if let Message::Response(r) = msg
+                && r.header.flags.contains(Flags::STAGES)
+                && let Ok((table, rest)) = crate::split_stage_table(r.payload)
+            {
+                let stages: Vec<_> = table.iter().collect();
+                let mut again = Vec::new();
+                assert!(crate::encode_stage_table(&stages, &mut again).is_ok());
+                assert!(again.len() + rest.len() == r.payload.len(), "the table is a prefix");
+                assert!(r.payload.starts_with(&again), "a table re-encodes to its bytes");
+            }
         }
         Err(err) => {
             if let Some(reply) = reply_to_invalid(data, &err) {

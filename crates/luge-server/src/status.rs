@@ -35,10 +35,22 @@ pub(crate) fn stages_header(stages: &[StageReport]) -> String {
         if i > 0 {
             out.push_str(", ");
         }
-        let (q, e) = (luge_proto::nanos(s.timing.queueing()), luge_proto::nanos(s.timing.executed));
-        out.push_str(&format!("{};q={q};e={e}", s.name));
+        let t = &stage_times(std::slice::from_ref(s))[0];
+        out.push_str(&format!("{};q={};e={}", s.name, t.queueing_ns, t.execution_ns));
     }
     out
+}
+
+/// The UDP-RPC stage table of a chain's `stages` (`docs/protocol.md` §1.5): each stage that
+/// ran, in order, with the times `Luge-Stages` gives.
+pub(crate) fn stage_times(stages: &[StageReport]) -> Vec<luge_proto::StageTimes> {
+    stages
+        .iter()
+        .map(|s| luge_proto::StageTimes {
+            queueing_ns: luge_proto::nanos(s.timing.queueing()),
+            execution_ns: luge_proto::nanos(s.timing.executed),
+        })
+        .collect()
 }
 
 /// The UDP-RPC status of a result.

@@ -95,14 +95,14 @@ use std::time::{Duration, Instant};
 use luge_proto::nanos;
 use luge_proto::{
     DecodeError, DedupCache, Echo, Flags, MAX_DATAGRAM, Message, RESPONSE_HEADER_LEN, Response,
-    ResponseHeader, Seen, Status, StatusClass, decode, reply_to_invalid,
+    ResponseHeader, Seen, Status, StatusClass, decode, encode_stage_table, reply_to_invalid,
 };
 use luge_runtime::{Outcome, Runtime};
 
 use crate::log_limit::{LogKind, log_limited};
 use crate::metrics::{Metrics, Protocol};
 use crate::request_log::RequestLog;
-use crate::status::{load_of, outcome_message, rpc_status};
+use crate::status::{load_of, outcome_message, rpc_status, stage_times};
 use crate::submit::{Call, FunctionKey, Gate};
 use crate::trace::Tracing;
 
@@ -379,37 +379,58 @@ impl Shared {
     /// blocks. The gate has counted and recorded it. A refusal's message is cut so that the
     /// answer is no larger than the request ([`reply_room`]).
     /// `deadline` is the relative deadline the request was held to, for the load signal.
+    /// `want_stages`: the request asked for a chain's stage table ([`Flags::STAGES`]); a chain's
+    /// answer then carries one, unless it is a refusal (nothing ran, and a refusal must not be
+    /// larger than its cause).
     fn answer(
         &self,
         peer: SocketAddr,
-        request: (u64, usize),
+        request: (u64, usize, bool),
         deadline: Duration,
         outcome: Outcome,
     ) {
-        let (request_id, request_len) = request;
+        let (request_id, request_len, want_stages) = request;
         let mut status = rpc_status(&outcome.result);
         let refusal = matches!(status.class(), StatusClass::Client | StatusClass::Refused);
+        let mut table = Vec::new();
+        if want_stages && !refusal && !outcome.stages.is_empty() {
+            // A chain has at most `MAX_STAGES` (16) stages, the table's limit.
+            if encode_stage_table(&stage_times(&outcome.stages), &mut table).is_err() {
+                table.clear();
+            }
+        }
+        let room = MAX_RESPONSE_PAYLOAD - table.len();
         let message;
-        let payload: &[u8] = match &outcome.result {
-            Ok(stdout) if stdout.len() <= MAX_RESPONSE_PAYLOAD => stdout,
+        let body: &[u8] = match &outcome.result {
+            Ok(stdout) if stdout.len() <= room => stdout,
             Ok(stdout) => {
                 status = Status::OutputTooLarge;
                 message = format!(
-                    "output of {} bytes exceeds the {MAX_RESPONSE_PAYLOAD}-byte datagram payload",
+                    "output of {} bytes exceeds the {room}-byte datagram payload",
                     stdout.len()
                 );
                 message.as_bytes()
             }
             Err(failure) => {
                 message = outcome_message(&outcome.stages, failure);
-                let room = if refusal { reply_room(request_len) } else { MAX_RESPONSE_PAYLOAD };
+                let room = if refusal { reply_room(request_len) } else { room };
                 truncate_utf8(&message, room)
             }
         };
         let queueing = outcome.timing.queueing();
+        let mut flags = Flags::NONE.with_load(load_of(status, queueing, deadline));
+        let joined;
+        let payload: &[u8] = if table.is_empty() {
+            body
+        } else {
+            flags = flags.with(Flags::STAGES);
+            table.extend_from_slice(body);
+            joined = table;
+            &joined
+        };
         let header = ResponseHeader {
             request_id,
-            flags: Flags::NONE.with_load(load_of(status, queueing, deadline)),
+            flags,
             status,
             execution_ns: nanos(outcome.timing.executed),
             queueing_ns: nanos(queueing),

@@ -129,6 +129,33 @@ fn a_chain_is_called_over_udp_rpc_by_its_id() {
 }
 
 #[test]
+fn a_chain_answers_its_stage_times_over_udp_rpc_when_asked() {
+    let node = node();
+    let id = node.runtime().chain("pipeline").unwrap().id.0;
+    let mut rpc = RpcClient::connect(node.rpc_addr().unwrap()).unwrap();
+    // Asked: a table of the three stages before the stdout, which is the same as without.
+    let r = rpc.call(id, b"1000", opts().with_stages()).unwrap();
+    assert_eq!((r.status, r.payload.as_slice()), (Status::Ok, SPIN_1000));
+    assert_eq!(r.stages.len(), 3, "{:?}", r.stages);
+    assert!(r.stages.iter().all(|s| s.execution_ns > 0), "{:?}", r.stages);
+    // The request's execution is the stages' sum, as over HTTP.
+    let sum: u64 = r.stages.iter().map(|s| s.execution_ns).sum();
+    assert_eq!(Duration::from_nanos(sum), r.execution);
+    // Not asked: no table, the same stdout.
+    let r = rpc.call(id, b"1000", opts()).unwrap();
+    assert_eq!((r.payload.as_slice(), r.stages.len()), (SPIN_1000, 0));
+    // A failing chain names its stage after the table of the stages that ran.
+    let broken = node.runtime().chain("broken").unwrap().id.0;
+    let r = rpc.call(broken, b"x", opts().with_stages()).unwrap();
+    assert_eq!((r.status, r.stages.len()), (Status::ExitFailure, 2));
+    assert!(r.message().starts_with("stage 2 `exit3`: "), "{}", r.message());
+    // A function asked for stages has none to give: a plain answer.
+    let spin = node.runtime().function("spin").unwrap().id.0;
+    let r = rpc.call(spin, b"1000", opts().with_stages()).unwrap();
+    assert_eq!((r.payload.as_slice(), r.stages.len()), (SPIN_1000, 0));
+}
+
+#[test]
 fn chains_are_added_and_removed_through_the_admin_api() {
     let node = node();
     let admin = format!("http://{}", node.http().unwrap().admin_addr().unwrap());

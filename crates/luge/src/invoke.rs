@@ -70,15 +70,28 @@ pub fn invoke(args: InvokeArgs) -> Result<()> {
         let addr =
             args.rpc_addr.to_socket_addrs()?.next().ok_or_else(|| anyhow!("bad --rpc-addr"))?;
         let mut client = RpcClient::connect(addr)?;
+        // Verbose: a chain's per-stage times too, as HTTP's `Luge-Stages` gives them.
+        let opts = if args.verbose { opts.with_stages() } else { opts };
         let r =
             client.call(id, &payload, opts).with_context(|| format!("no answer from {addr}"))?;
+        let stages: Vec<String> = r
+            .stages
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("{i};q={};e={}", s.queueing_ns, s.execution_ns))
+            .collect();
         let detail = format!(
-            "request {} status {} execution {:?} queueing {:?}{}",
+            "request {} status {} execution {:?} queueing {:?}{}{}",
             r.request_id,
             r.status,
             r.execution,
             r.queueing,
-            if r.replayed { " (replayed)" } else { "" }
+            if r.replayed { " (replayed)" } else { "" },
+            if stages.is_empty() {
+                String::new()
+            } else {
+                format!(" stages {}", stages.join(", "))
+            }
         );
         (r.is_ok(), r.payload, detail)
     } else {
@@ -92,12 +105,16 @@ pub fn invoke(args: InvokeArgs) -> Result<()> {
             .call(&args.url, &route, &payload, opts)
             .with_context(|| format!("no answer from {}", args.url))?;
         let detail = format!(
-            "request {} HTTP {} outcome {} execution {:?} queueing {:?}",
+            "request {} HTTP {} outcome {} execution {:?} queueing {:?}{}",
             r.request_id.map_or("-".into(), |i| i.to_string()),
             r.status,
             r.outcome.as_deref().unwrap_or("-"),
             r.execution.unwrap_or_default(),
-            r.queueing.unwrap_or_default()
+            r.queueing.unwrap_or_default(),
+            r.stages
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .map_or(String::new(), |s| format!(" stages {s}"))
         );
         (r.is_success(), r.body, detail)
     };

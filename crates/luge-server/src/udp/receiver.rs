@@ -240,9 +240,10 @@ impl Receiver {
             // UDP-RPC carries no trace context: a new trace when the node exports spans and samples it.
             trace: shared.gate.traced(None),
         };
+        let want_stages = header.flags.contains(Flags::STAGES);
         let callback_shared = Arc::clone(shared);
         shared.gate.submit(call, move |outcome| {
-            callback_shared.answer(peer, (id, len), deadline, outcome)
+            callback_shared.answer(peer, (id, len, want_stages), deadline, outcome)
         });
     }
 }
