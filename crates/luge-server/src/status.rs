@@ -35,22 +35,19 @@ pub(crate) fn stages_header(stages: &[StageReport]) -> String {
         if i > 0 {
             out.push_str(", ");
         }
-        let t = &stage_times(std::slice::from_ref(s))[0];
+        let t = stage_times(s);
         out.push_str(&format!("{};q={};e={}", s.name, t.queueing_ns, t.execution_ns));
     }
     out
 }
 
-/// The UDP-RPC stage table of a chain's `stages` (`docs/protocol.md` §1.5): each stage that
-/// ran, in order, with the times `Luge-Stages` gives.
-pub(crate) fn stage_times(stages: &[StageReport]) -> Vec<luge_proto::StageTimes> {
-    stages
-        .iter()
-        .map(|s| luge_proto::StageTimes {
-            queueing_ns: luge_proto::nanos(s.timing.queueing()),
-            execution_ns: luge_proto::nanos(s.timing.executed),
-        })
-        .collect()
+/// One stage's times, as `Luge-Stages` and UDP-RPC's stage table (`docs/protocol.md` §1.5)
+/// both give them.
+pub(crate) fn stage_times(s: &StageReport) -> luge_proto::StageTimes {
+    luge_proto::StageTimes {
+        queueing_ns: luge_proto::nanos(s.timing.queueing()),
+        execution_ns: luge_proto::nanos(s.timing.executed),
+    }
 }
 
 /// The UDP-RPC status of a result.
