@@ -21,7 +21,7 @@ use std::collections::{BTreeSet, BinaryHeap};
 
 use luge_sched::{
     Action, ContractChecker, ContractViolation, Estimator, EstimatorConfig, Event, FunctionId,
-    Nanos, Policy, PolicyConfig, PolicyKind, RejectReason, Request, RequestId,
+    Nanos, Overrun, Policy, PolicyConfig, PolicyKind, RejectReason, Request, RequestId,
 };
 
 use crate::overheads::Overheads;
@@ -43,6 +43,10 @@ pub struct Job {
     /// 1 for one function; n > 1 for a chain of n stages (at most [`MAX_STAGES`]) that share
     /// `execution` equally and `relative_deadline` end to end.
     pub stages: u8,
+    /// What becomes of it once it can no longer meet its deadline: answered at once (`Kill`,
+    /// the default) or demoted to its group's best-effort lane to complete late (`Demote`,
+    /// Edge-RT §IV-D; `docs/scheduling.md`, "Demotion").
+    pub on_overrun: Overrun,
 }
 
 /// The longest chain a [`Job`] may be.
@@ -418,7 +422,8 @@ impl<'a> Sim<'a> {
             }
             Request::new(id, job.function, arrival, finish_by - arrival, expected)
         }
-        .with_class(job.class);
+        .with_class(job.class)
+        .with_overrun(job.on_overrun);
         if !known {
             // As in the runtime: admission refuses only on knowledge, never on the default guess.
             req = req.with_guessed_estimate();

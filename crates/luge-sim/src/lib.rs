@@ -14,8 +14,8 @@ pub use crate::engine::{EstimatorMode, Job, MAX_STAGES, SimConfig, SimError, Sim
 pub use crate::overheads::{Overheads, OverheadsError};
 pub use crate::record::{ClassReport, Outcome, Record, Report, Summary};
 pub use crate::report::experiments::{
-    Experiment, ExperimentError, ExperimentOptions, ExperimentOutput, UnknownExperiment, jobs_of,
-    run_experiment, run_point,
+    Experiment, ExperimentError, ExperimentOptions, ExperimentOutput, JobShape, UnknownExperiment,
+    jobs_of, run_experiment, run_point,
 };
 pub use crate::report::plot::{Chart, Series, svg};
 pub use crate::sweep::{max_sustainable, sweep};

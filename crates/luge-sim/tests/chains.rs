@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use luge_sched::{Admission, FunctionId, PolicyKind, RejectReason};
+use luge_sched::{Admission, FunctionId, Overrun, PolicyKind, RejectReason};
 use luge_sim::{Job, MAX_STAGES, Outcome, Overheads, SimConfig, SimError, simulate};
 
 const MS: u64 = 1_000_000;
@@ -17,6 +17,7 @@ fn job(arrival: u64, execution: u64, relative_deadline: u64, stages: u8) -> Job 
         execution,
         relative_deadline,
         stages,
+        on_overrun: Overrun::Kill,
     }
 }
 

@@ -1,10 +1,11 @@
 //! Every policy of `luge-sched`, driven by the simulator with contract checking on, over random
-//! workloads, worker counts, dispatcher groups and racy overheads: no policy may run a request on
-//! a busy worker, break EDF order on an EDF worker, answer a request twice or lose one.
+//! workloads (chains and demotable requests among them), worker counts, dispatcher groups and
+//! racy overheads: no policy may run a request on a busy worker, break EDF order on an EDF
+//! worker, answer a request twice or lose one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use luge_sched::{Admission, FunctionId, PolicyKind, RejectReason};
+use luge_sched::{Admission, FunctionId, Overrun, PolicyKind, RejectReason};
 use luge_sim::{Job, Outcome, Overheads, Record, SimConfig, simulate};
 use proptest::prelude::*;
 
@@ -33,6 +34,7 @@ fn jobs(seed: u64, n: usize, workers: usize, load: f64) -> Vec<Job> {
                 execution,
                 relative_deadline: execution * k,
                 stages: 1,
+                on_overrun: Overrun::Kill,
             }
         })
         .collect()
@@ -65,7 +67,13 @@ fn check(
     } else {
         Admission::NONE
     };
-    let js = chained(jobs(seed, 400, workers, load), stages);
+    let mut js = chained(jobs(seed, 400, workers, load), stages);
+    // Every third job, on odd seeds, asks to be demoted rather than answered at once.
+    for (i, j) in js.iter_mut().enumerate() {
+        if seed % 2 == 1 && i % 3 == 0 {
+            j.on_overrun = Overrun::Demote;
+        }
+    }
     let out = simulate(&cfg, &js).unwrap_or_else(|e| panic!("{policy}: {e}"));
     assert!(out.records.iter().all(|r| r.outcome != Outcome::Pending), "{policy}: lost");
     let completed = out.records.iter().filter(|r| r.outcome == Outcome::Completed).count();

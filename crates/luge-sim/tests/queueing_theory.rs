@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use luge_sched::{FunctionId, PolicyKind};
+use luge_sched::{FunctionId, Overrun, PolicyKind};
 use luge_sim::{Job, Overheads, SimConfig, simulate};
 
 const MEAN_SERVICE: f64 = 100_000.0; // 100 µs
@@ -41,6 +41,7 @@ fn poisson_jobs(seed: u64, rate_per_ns: f64, service: impl Fn(&mut Rng) -> f64) 
                 execution,
                 relative_deadline: execution * 10,
                 stages: 1,
+                on_overrun: Overrun::Kill,
             }
         })
         .collect()

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use luge_sched::{Admission, PolicyKind};
+use luge_sched::{Admission, Overrun, PolicyKind};
 use luge_sim::{
-    EstimatorMode, Experiment, ExperimentOptions, Overheads, Report, SimConfig, max_sustainable,
-    run_experiment, run_point, sweep,
+    EstimatorMode, Experiment, ExperimentOptions, JobShape, Overheads, Report, SimConfig,
+    max_sustainable, run_experiment, run_point, sweep,
 };
 use luge_workload::{Rate, WorkloadSpec};
 
@@ -85,6 +85,22 @@ impl AdmissionArg {
     }
 }
 
+/// `--on-overrun` (`luge_sched::Overrun`).
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum OverrunArg {
+    Kill,
+    Demote,
+}
+
+impl From<OverrunArg> for Overrun {
+    fn from(o: OverrunArg) -> Self {
+        match o {
+            OverrunArg::Kill => Overrun::Kill,
+            OverrunArg::Demote => Overrun::Demote,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 struct RunArgs {
     /// Scheduling policy (see `luge policies`).
@@ -121,6 +137,10 @@ struct RunArgs {
     /// deadline, each stage a request of its own, as the runtime runs a `[[chain]]`.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16))]
     stages: u8,
+    /// What becomes of a request that can no longer meet its deadline: answered at once
+    /// (`kill`), or demoted to the best-effort lane to complete late (`demote`, Edge-RT §IV-D).
+    #[arg(long, value_enum, default_value_t = OverrunArg::Kill)]
+    on_overrun: OverrunArg,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -225,9 +245,10 @@ fn adhoc(a: RunArgs) -> Result<()> {
         Estimate::Oracle => EstimatorMode::Oracle,
         Estimate::Median256 => EstimatorMode::Median256,
     };
+    let shape = JobShape { stages: a.stages, on_overrun: a.on_overrun.into() };
     let at_load = |load: f64| {
         let s = spec.clone().with_rate(Rate::Load { load, workers: workers as u32 });
-        run_point(&s, &cfg, a.requests, a.stages)
+        run_point(&s, &cfg, a.requests, shape)
     };
     if let Some(target) = &a.max_load_at {
         let (metric, value) = target.split_once('=').context("--max-load-at wants metric=value")?;
@@ -259,7 +280,7 @@ fn adhoc(a: RunArgs) -> Result<()> {
         return Ok(());
     }
     let reports: Vec<Report> = if a.loads.is_empty() {
-        vec![run_point(&spec, &cfg, a.requests, a.stages)?]
+        vec![run_point(&spec, &cfg, a.requests, shape)?]
     } else {
         sweep(&a.loads, a.threads, |&l| at_load(l), |d, t| progress("sweep", d, t))
             .into_iter()

@@ -390,3 +390,23 @@ fn sim_runs_requests_as_chains_of_stages() {
         assert!(!out.status.success(), "--stages {bad}");
     }
 }
+
+/// `luge sim --on-overrun demote`: past capacity, requests that would be refused for their
+/// deadline complete late in the best-effort lane instead.
+#[test]
+fn sim_demotes_what_it_would_refuse_when_asked() {
+    let run = |overrun: &str| -> serde_json::Value {
+        let out = Command::new(LUGE)
+            .args(["sim", "--workload", "fixed", "--workers", "2", "--load", "1.5"])
+            .args(["--requests", "3000", "--format", "json", "--on-overrun", overrun])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (kill, demote) = (run("kill"), run("demote"));
+    let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap();
+    assert!(n(&kill, "rejected") > 100, "{kill}");
+    assert!(n(&demote, "rejected") < n(&kill, "rejected") / 10, "{demote}");
+    assert!(n(&demote, "completed") > n(&kill, "completed"), "{demote}");
+}

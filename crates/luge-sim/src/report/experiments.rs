@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use luge_sched::{PolicyConfig, PolicyKind};
+use luge_sched::{Overrun, PolicyConfig, PolicyKind};
 use luge_workload::{Mix, MixClass, Preset, Rate, ServiceDist, WorkloadSpec};
 
 use crate::engine::{Job, SimConfig, SimError, simulate};
@@ -161,22 +161,40 @@ pub fn jobs_of(spec: &WorkloadSpec, requests: usize) -> Vec<Job> {
             execution: a.execution,
             relative_deadline: a.relative_deadline,
             stages: 1,
+            on_overrun: Overrun::Kill,
         })
         .collect()
 }
 
-/// Simulates `requests` requests of `spec` on the machine `cfg` and reports. With `stages` > 1
-/// every request is a chain of that many stages sharing its execution and deadline
-/// ([`Job::stages`]).
+/// What every job of a [`run_point`] is besides its workload's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobShape {
+    /// Stages per request ([`Job::stages`]): with more than 1, every request is a chain of
+    /// that many stages sharing its execution and deadline.
+    pub stages: u8,
+    /// What becomes of a request that can no longer meet its deadline ([`Job::on_overrun`]).
+    pub on_overrun: Overrun,
+}
+
+impl Default for JobShape {
+    /// One function per request, killed at its deadline (Luge's default).
+    fn default() -> Self {
+        Self { stages: 1, on_overrun: Overrun::Kill }
+    }
+}
+
+/// Simulates `requests` requests of `spec`, each shaped as `shape` says, on the machine `cfg`
+/// and reports.
 pub fn run_point(
     spec: &WorkloadSpec,
     cfg: &SimConfig,
     requests: usize,
-    stages: u8,
+    shape: JobShape,
 ) -> Result<Report, SimError> {
     let mut jobs = jobs_of(spec, requests);
     for j in &mut jobs {
-        j.stages = stages;
+        j.stages = shape.stages;
+        j.on_overrun = shape.on_overrun;
     }
     let out = simulate(cfg, &jobs)?;
     Ok(Report::from_run(
@@ -316,7 +334,12 @@ impl Run<'_> {
         cfg: &SimConfig,
         requests: usize,
     ) -> Result<Report, SimError> {
-        run_point(&spec_at(dist, load, cfg.workers, self.opts.seed), cfg, requests, 1)
+        run_point(
+            &spec_at(dist, load, cfg.workers, self.opts.seed),
+            cfg,
+            requests,
+            JobShape::default(),
+        )
     }
 
     /// Runs every point in parallel, reporting progress under the experiment's name, and

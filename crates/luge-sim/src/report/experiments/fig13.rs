@@ -33,7 +33,8 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
         let spec = WorkloadSpec::new(dist.clone())
             .with_rate(Rate::PerSecond(14_400.0))
             .with_seed(opts.seed);
-        run_point(&spec, &run.config(*policy, workers, &PolicyConfig::papers(workers)), n, 1)
+        let cfg = run.config(*policy, workers, &PolicyConfig::papers(workers));
+        run_point(&spec, &cfg, n, JobShape::default())
     })?;
     let mut t = Tables::new(
         run.exp.title(),
