@@ -59,6 +59,15 @@ struct Call {
     point: Point,
 }
 
+/// What is measured, in order: `(label, function or chain name)` for each stage, then the chain.
+fn calls_of(chain: &NodeChain) -> Vec<(String, String)> {
+    let stages = chain.config.stages.iter().enumerate();
+    let mut calls: Vec<(String, String)> =
+        stages.map(|(k, s)| (format!("stage {k}: {s}"), s.clone())).collect();
+    calls.push((format!("chain {}", chain.config.name), chain.config.name.clone()));
+    calls
+}
+
 /// Calls `function` (a stage or the chain) once over `protocol` and returns its stdout.
 fn call_once(
     node: &LugeNode,
@@ -163,17 +172,9 @@ pub(crate) fn run(
         for trial in 0..trials {
             for p in protocols {
                 let target = node.target(p)?;
-                let mut what: Vec<(String, String, &[u8])> = stages
-                    .iter()
-                    .enumerate()
-                    .map(|(k, s)| (format!("stage {k}: {s}"), s.clone(), inputs[k].as_slice()))
-                    .collect();
-                what.push((
-                    format!("chain {}", chain.config.name),
-                    chain.config.name.clone(),
-                    &o.input,
-                ));
-                for (label, name, payload) in what {
+                // Stage k gets the input it sees in the chain; the chain gets the input.
+                let payloads = inputs.iter().chain(std::iter::once(&o.input));
+                for ((label, name), payload) in calls_of(chain).into_iter().zip(payloads) {
                     let driver = Driver {
                         workload: parse_spec(DEADLINE_SPEC, opts.seed + trial as u64)?,
                         timeout: Duration::from_secs(5),
@@ -222,9 +223,7 @@ pub(crate) fn run(
         let of = |what: &str| -> Vec<&Call> {
             calls.iter().filter(|c| c.protocol == p.name() && c.what == what).collect()
         };
-        let mut labels: Vec<String> =
-            stages.iter().enumerate().map(|(k, s)| format!("stage {k}: {s}")).collect();
-        labels.push(format!("chain {}", chain.config.name));
+        let labels: Vec<String> = calls_of(chain).into_iter().map(|(label, _)| label).collect();
         for label in &labels {
             let group = of(label);
             let errors: u64 = group.iter().map(|c| c.point.errors).sum();
