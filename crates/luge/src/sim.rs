@@ -85,22 +85,6 @@ impl AdmissionArg {
     }
 }
 
-/// `--on-overrun` (`luge_sched::Overrun`).
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum OverrunArg {
-    Kill,
-    Demote,
-}
-
-impl From<OverrunArg> for Overrun {
-    fn from(o: OverrunArg) -> Self {
-        match o {
-            OverrunArg::Kill => Overrun::Kill,
-            OverrunArg::Demote => Overrun::Demote,
-        }
-    }
-}
-
 #[derive(Debug, Args)]
 struct RunArgs {
     /// Scheduling policy (see `luge policies`).
@@ -139,8 +123,8 @@ struct RunArgs {
     stages: u8,
     /// What becomes of a request that can no longer meet its deadline: answered at once
     /// (`kill`), or demoted to the best-effort lane to complete late (`demote`, Edge-RT §IV-D).
-    #[arg(long, value_enum, default_value_t = OverrunArg::Kill)]
-    on_overrun: OverrunArg,
+    #[arg(long, default_value = "kill")]
+    on_overrun: Overrun,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -245,7 +229,7 @@ fn adhoc(a: RunArgs) -> Result<()> {
         Estimate::Oracle => EstimatorMode::Oracle,
         Estimate::Median256 => EstimatorMode::Median256,
     };
-    let shape = JobShape { stages: a.stages, on_overrun: a.on_overrun.into() };
+    let shape = JobShape { stages: a.stages, on_overrun: a.on_overrun };
     let at_load = |load: f64| {
         let s = spec.clone().with_rate(Rate::Load { load, workers: workers as u32 });
         run_point(&s, &cfg, a.requests, shape)
