@@ -109,11 +109,14 @@ impl<A: Algorithm> Policy for A {
                 }
             }
             Event::Tick => {
-                // The lane first: a policy's own slicing leaves demoted runs alone.
-                if self.cores().iter().any(|(_, run)| run.demoted) {
-                    let on_time: Vec<bool> =
-                        (0..self.cores().len()).map(|w| self.on_time_for(w)).collect();
-                    self.cores_mut().rotate_demoted(now, |w| on_time[w], out);
+                // The lane first: a policy's own slicing leaves demoted runs alone. A rotation
+                // only asks for preemptions, so the policy's queues (`on_time_for`) stay as
+                // they are while the workers are visited in turn.
+                for w in 0..self.cores().len() {
+                    if self.cores().get(w).is_some_and(|run| run.demoted) {
+                        let on_time = self.on_time_for(w);
+                        self.cores_mut().rotate_demoted(w, now, on_time, out);
+                    }
                 }
                 self.tick(now, out);
             }

@@ -354,26 +354,25 @@ impl Cores {
         out.push(Action::WakeAt(deadline));
     }
 
-    /// The lane's round robin at a `Tick` at `now`: a demoted run whose quantum is over yields
-    /// if `on_time(w)` says on-time work waits for its worker, other demoted requests wait, or
-    /// it has expired (it goes back to the lane, which answers it), else it gets another
-    /// quantum.
+    /// The lane's round robin at a `Tick` at `now`, for worker `w` if it runs a demoted
+    /// request: a run whose quantum is over yields if `on_time` (on-time work waits for its
+    /// worker), other demoted requests wait, or it has expired (it goes back to the lane, which
+    /// answers it), else it gets another quantum.
     pub fn rotate_demoted(
         &mut self,
+        w: WorkerId,
         now: Nanos,
-        on_time: impl Fn(WorkerId) -> bool,
+        on_time: bool,
         out: &mut Vec<Action>,
     ) {
-        let quantum = self.lane.quantum;
-        for w in 0..self.len() {
-            if !self.get(w).is_some_and(|r| r.demoted) {
-                continue;
-            }
-            let others = !self.lane.is_empty();
-            let lane = &self.lane;
-            let expired = self.get(w).is_some_and(|r| lane.expired(&r.req, now));
-            self.end_slice(w, now, (quantum, quantum), |_| others || expired || on_time(w), out);
+        if !self.get(w).is_some_and(|r| r.demoted) {
+            return;
         }
+        let quantum = self.lane.quantum;
+        let others = !self.lane.is_empty();
+        let lane = &self.lane;
+        let expired = self.get(w).is_some_and(|r| lane.expired(&r.req, now));
+        self.end_slice(w, now, (quantum, quantum), |_| others || expired || on_time, out);
     }
 
     /// The time slice of a run that starts on `w`: the lane's quantum for a demoted run, else
