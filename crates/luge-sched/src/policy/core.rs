@@ -365,13 +365,9 @@ impl Cores {
         on_time: bool,
         out: &mut Vec<Action>,
     ) {
-        if !self.get(w).is_some_and(|r| r.demoted) {
-            return;
-        }
-        let quantum = self.lane.quantum;
-        let others = !self.lane.is_empty();
-        let lane = &self.lane;
-        let expired = self.get(w).is_some_and(|r| lane.expired(&r.req, now));
+        let Some(run) = self.get(w).filter(|r| r.demoted) else { return };
+        let expired = self.lane.expired(&run.req, now);
+        let (quantum, others) = (self.lane.quantum, !self.lane.is_empty());
         self.end_slice(w, now, (quantum, quantum), |_| others || expired || on_time, out);
     }
 
