@@ -173,21 +173,13 @@ impl Dispatcher {
     /// down and drained).
     pub(crate) fn step(&mut self) -> Step {
         let busy = self.poll();
-        self.shared.queued.store(self.pending.len(), Ordering::Relaxed);
-        let shutdown = self.shared.shutdown.load(Ordering::Acquire);
-        if shutdown {
-            let now = self.signals.clock.now();
-            let grace = match self.shared.grace_ns.load(Ordering::Acquire) {
-                u64::MAX => nanos(self.grace),
-                given => given,
-            };
-            let end = *self.grace_end.get_or_insert(now.saturating_add(grace));
-            if now >= end {
-                self.abort(now);
-            }
-            if self.pending.is_empty() && self.running == 0 && self.shared.submissions.is_empty() {
-                return Step::Done;
-            }
+        let shutdown = self.enforce_grace();
+        if shutdown
+            && self.pending.is_empty()
+            && self.running == 0
+            && self.shared.submissions.is_empty()
+        {
+            return Step::Done;
         }
         if busy {
             return Step::Busy;
@@ -205,6 +197,32 @@ impl Dispatcher {
             }
             (None, false) => None,
         })
+    }
+
+    /// What an inline dispatcher does from the epoch callback of the sandbox its thread runs:
+    /// handle input, and past a shutdown's grace period abort (the sandbox then stops at this
+    /// same check, as it would when a dispatcher thread of its own aborted).
+    pub(crate) fn poll_while_running(&mut self) {
+        self.poll();
+        self.enforce_grace();
+    }
+
+    /// During a shutdown, aborts once its grace period is over: running sandboxes stop at their
+    /// next epoch check, queued requests are refused. Returns whether a shutdown is under way.
+    fn enforce_grace(&mut self) -> bool {
+        let shutdown = self.shared.shutdown.load(Ordering::Acquire);
+        if shutdown {
+            let now = self.signals.clock.now();
+            let grace = match self.shared.grace_ns.load(Ordering::Acquire) {
+                u64::MAX => nanos(self.grace),
+                given => given,
+            };
+            let end = *self.grace_end.get_or_insert(now.saturating_add(grace));
+            if now >= end {
+                self.abort(now);
+            }
+        }
+        shutdown
     }
 
     /// Whether a preemption flag of this group is still set (its target has neither yielded nor
@@ -293,6 +311,9 @@ impl Dispatcher {
             self.wake_at = self.wake_at.split_off(&now.saturating_add(1));
             self.feed(now, Event::Tick);
         }
+        // Here, not in `step`: an inline dispatcher is polled from a running sandbox's epoch
+        // callback too, and what it queued there must show.
+        self.shared.queued.store(self.pending.len(), Ordering::Relaxed);
         busy
     }
 

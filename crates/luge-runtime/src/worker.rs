@@ -34,14 +34,14 @@ thread_local! {
     static INLINE: RefCell<Option<Dispatcher>> = const { RefCell::new(None) };
 }
 
-/// Lets the inline dispatcher of this thread handle arrivals and events while a sandbox runs
-/// (called from the epoch callback); a no-op on other threads.
+/// Lets the inline dispatcher of this thread handle arrivals and events, and enforce a shutdown's
+/// grace period, while a sandbox runs (called from the epoch callback); a no-op on other threads.
 pub(crate) fn poll_inline() {
     INLINE.with(|cell| {
         if let Ok(mut guard) = cell.try_borrow_mut()
             && let Some(d) = guard.as_mut()
         {
-            d.poll();
+            d.poll_while_running();
         }
     });
 }

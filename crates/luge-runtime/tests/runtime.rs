@@ -515,8 +515,18 @@ fn concurrent_submitters_get_exactly_one_answer_each() {
 
 #[test]
 fn shutdown_answers_everything_in_flight() {
+    // A dispatcher thread of its own ends the loop after the grace; an inline one must do it
+    // from the loop's own epoch callback, since its thread is busy running the loop.
+    for (layout, workers) in [(Layout::Threads, 2), (Layout::Inline, 1)] {
+        shutdown_answers_everything_in_flight_in(layout, workers);
+    }
+}
+
+fn shutdown_answers_everything_in_flight_in(layout: Layout, workers: usize) {
     let config = RuntimeConfig {
-        workers: 2,
+        workers,
+        dispatchers: if layout == Layout::Inline { workers } else { 1 },
+        layout,
         shutdown_grace: Duration::from_millis(300),
         ..RuntimeConfig::default()
     };
@@ -531,23 +541,27 @@ fn shutdown_answers_everything_in_flight() {
     let mut tickets: Vec<_> =
         (0..200).map(|_| rt.submit("spin", b"300000".to_vec(), SubmitOptions::default())).collect();
     tickets.push(rt.submit("loop", Vec::new(), SubmitOptions::default()));
+    let started = Instant::now();
     rt.shutdown();
     let (mut done, mut refused) = (0, 0);
     for t in tickets {
         match t.wait_timeout(Duration::from_secs(10)).unwrap().result {
             Ok(_) => done += 1,
             Err(Failure::Rejected(Rejection::ShuttingDown)) => refused += 1,
-            Err(e) => panic!("unexpected failure {e}"),
+            Err(e) => panic!("{layout:?}: unexpected failure {e}"),
         }
     }
-    assert_eq!(done + refused, 201);
-    assert!(refused >= 1, "the endless loop must have been stopped");
+    assert_eq!(done + refused, 201, "{layout:?}");
+    assert!(refused >= 1, "{layout:?}: the endless loop must have been stopped");
+    // One grace period and a tick or two: the loop's 60 s budget did not end it.
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "{layout:?}: shutdown took {took:?} (grace 300 ms)");
     assert_eq!(
         call(&rt, "spin", b"1").result,
         Err(Failure::Rejected(Rejection::ShuttingDown)),
-        "no new work after shutdown"
+        "{layout:?}: no new work after shutdown"
     );
-    assert_eq!(rt.live_sandboxes(), 0);
+    assert_eq!(rt.live_sandboxes(), 0, "{layout:?}");
 }
 
 #[test]
