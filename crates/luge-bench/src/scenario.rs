@@ -109,12 +109,9 @@ pub fn wait_name(w: WaitMode) -> &'static str {
     }
 }
 
-/// `inline` or `threads`.
+/// `inline` or `threads`: the layout a bench node runs (one worker, so `auto` is `inline`).
 pub fn layout_name(l: Layout) -> &'static str {
-    match l {
-        Layout::Inline => "inline",
-        Layout::Threads => "threads",
-    }
+    l.resolve(1, 1).name()
 }
 
 /// Settings every scenario shares.
@@ -143,13 +140,14 @@ pub struct ScenarioOptions {
 }
 
 impl ScenarioOptions {
-    /// Defaults: full mode, `results/`, sleep, inline, both protocols, pinned, seed 1, progress on.
+    /// Defaults: full mode, `results/`, sleep, `auto` layout (as `luge serve` ships), both
+    /// protocols, pinned, seed 1, progress on.
     pub fn new(functions: Vec<NodeFunction>) -> Self {
         Self {
             quick: false,
             out_root: PathBuf::from("results"),
             modes: vec![WaitMode::Sleep],
-            layouts: vec![Layout::Inline],
+            layouts: vec![Layout::Auto],
             protocols: vec![Protocol::Udp, Protocol::Http],
             functions,
             cache_dir: None,
@@ -170,7 +168,7 @@ impl ScenarioOptions {
     }
 
     pub(crate) fn first_layout(&self) -> Layout {
-        self.layouts.first().copied().unwrap_or(Layout::Inline)
+        self.layouts.first().copied().unwrap_or_default()
     }
 
     /// `given` unless it is empty, else the default of this mode: `quick` or `full`.

@@ -35,13 +35,53 @@ pub enum CodeOpt {
 /// Where dispatchers run (the thread layout is configuration, not architecture).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Layout {
-    /// Each dispatcher has its own thread, separate from its workers'.
+    /// The default: [`Inline`](Self::Inline) when the node runs one worker (and so one
+    /// dispatcher), [`Threads`](Self::Threads) otherwise. With one worker a dispatcher thread of
+    /// its own has nothing to balance and only adds a cross-thread hand-off (a wake-up when it
+    /// sleeps) before and after every request; with several, one queue per group of workers
+    /// keeps them balanced. [`Layout::resolve`] applies the rule.
     #[default]
+    Auto,
+    /// Each dispatcher has its own thread, separate from its workers'.
     Threads,
     /// Each dispatcher runs on the thread of its single worker (requires `dispatchers ==
     /// workers`); while a sandbox runs, the epoch callback polls for arrivals, and submitters
     /// bump the epoch so that happens at once.
     Inline,
+}
+
+impl Layout {
+    /// The layout a node of `workers` workers in `dispatchers` groups runs: `Auto` resolved,
+    /// the others as given.
+    pub fn resolve(self, workers: usize, dispatchers: usize) -> Layout {
+        match self {
+            Layout::Auto if workers == 1 && dispatchers == 1 => Layout::Inline,
+            Layout::Auto => Layout::Threads,
+            given => given,
+        }
+    }
+
+    /// `auto`, `threads` or `inline`, as the manifest and the command line spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Auto => "auto",
+            Layout::Threads => "threads",
+            Layout::Inline => "inline",
+        }
+    }
+}
+
+impl std::str::FromStr for Layout {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Layout::Auto),
+            "threads" => Ok(Layout::Threads),
+            "inline" => Ok(Layout::Inline),
+            other => Err(format!("layout must be `auto`, `threads` or `inline`, not `{other}`")),
+        }
+    }
 }
 
 /// Runtime-wide settings.
@@ -92,6 +132,14 @@ pub struct RuntimeConfig {
     pub tenants: Vec<TenantConfig>,
 }
 
+impl RuntimeConfig {
+    /// The layout this configuration runs: [`Layout::Auto`] resolved for its worker and
+    /// dispatcher counts.
+    pub fn effective_layout(&self) -> Layout {
+        self.layout.resolve(self.workers, self.dispatchers)
+    }
+}
+
 impl Default for RuntimeConfig {
     fn default() -> Self {
         // Deadline-aware admission (refuse the infeasible, admit on the wait, shed the doomed);
@@ -105,7 +153,7 @@ impl Default for RuntimeConfig {
             policy: PolicyKind::SledgeScale,
             policy_config,
             wait: WaitMode::Sleep,
-            layout: Layout::Threads,
+            layout: Layout::Auto,
             tick: Duration::from_millis(1),
             submit_queue: 4096,
             max_sandboxes: 256,

@@ -97,7 +97,7 @@ impl Runtime {
             )));
         }
         let tenants = Tenants::new(&config.tenants, config.workers).map_err(Error::Config)?;
-        let inline = config.layout == Layout::Inline;
+        let inline = config.effective_layout() == Layout::Inline;
         if inline && config.dispatchers != config.workers {
             return Err(Error::Config(format!(
                 "the inline layout runs each dispatcher on its worker's thread: it needs \

@@ -182,7 +182,7 @@ pub(crate) fn take(
                 Health::NotReady(why) => format!("not ready: {why}"),
             },
             policy: config.policy.to_string(),
-            layout: format!("{:?}", config.layout).to_lowercase(),
+            layout: config.effective_layout().name().to_owned(),
             workers: config.workers,
             dispatchers: config.dispatchers,
             max_sandboxes: config.max_sandboxes,

@@ -158,6 +158,8 @@ enum WaitArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum LayoutArg {
+    /// `luge serve`'s default: inline with one worker, threads with more.
+    Auto,
     /// Dispatcher on the worker's thread (the layout for 1–2 core boxes).
     Inline,
     /// A dispatcher thread of its own.
@@ -189,6 +191,7 @@ impl From<WaitArg> for WaitMode {
 impl From<LayoutArg> for Layout {
     fn from(a: LayoutArg) -> Self {
         match a {
+            LayoutArg::Auto => Layout::Auto,
             LayoutArg::Inline => Layout::Inline,
             LayoutArg::Threads => Layout::Threads,
         }
@@ -230,8 +233,8 @@ struct CommonArgs {
     /// Runtime idle wait modes, comma-separated [default: compare spin,sleep; others sleep].
     #[arg(long, value_enum, value_delimiter = ',')]
     modes: Vec<WaitArg>,
-    /// Thread layouts, comma-separated [default: compare and noop inline,threads; overload
-    /// threads, as `luge serve` runs; others inline].
+    /// Thread layouts, comma-separated [default: compare and noop inline,threads; others auto,
+    /// as `luge serve` runs: inline, since a bench node runs one worker].
     #[arg(long, value_enum, value_delimiter = ',')]
     layouts: Vec<LayoutArg>,
     /// Protocols of compare, noop and overload, comma-separated [default: udp,http].
@@ -701,22 +704,9 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
     opts.layouts = given_or(&c.layouts, || {
         if wide {
             vec![Layout::Inline, Layout::Threads]
-        } else if matches!(
-            s,
-            Scenario::Overload(_)
-                | Scenario::SlowClients(_)
-                | Scenario::Tenants(_)
-                | Scenario::Backpressure(_)
-                | Scenario::Tracing(_)
-                | Scenario::Isolation(_)
-                | Scenario::Soak(_)
-                | Scenario::EdgeRt(_)
-                | Scenario::Chain(_)
-        ) {
-            // As `luge serve` ships: a dispatcher thread of its own.
-            vec![Layout::Threads]
         } else {
-            vec![Layout::Inline]
+            // As `luge serve` ships (a bench node runs one worker: inline).
+            vec![Layout::Auto]
         }
     });
     opts.protocols = given_or(&c.protocols, || opts.protocols.clone());

@@ -539,23 +539,16 @@ fn settings(
     runtime.workers = raw.workers.unwrap_or(runtime.workers);
     runtime.dispatchers = raw.dispatchers.unwrap_or(runtime.dispatchers);
     if let Some(l) = raw.layout {
-        runtime.layout = match l.get_ref().as_str() {
-            "threads" => Layout::Threads,
-            "inline" => {
-                // Each worker's thread runs its own dispatcher.
-                if raw.dispatchers.is_some_and(|d| d != runtime.workers) {
-                    let reason = "the inline layout runs a dispatcher on each worker's thread: \
-                                  leave `dispatchers` out or set it to `workers`";
-                    return Err(at(l.span(), reason.to_owned()));
-                }
-                runtime.dispatchers = runtime.workers;
-                Layout::Inline
+        runtime.layout = l.get_ref().parse::<Layout>().map_err(|reason| at(l.span(), reason))?;
+        if runtime.layout == Layout::Inline {
+            // Each worker's thread runs its own dispatcher.
+            if raw.dispatchers.is_some_and(|d| d != runtime.workers) {
+                let reason = "the inline layout runs a dispatcher on each worker's thread: \
+                              leave `dispatchers` out or set it to `workers`";
+                return Err(at(l.span(), reason.to_owned()));
             }
-            other => {
-                let reason = format!("layout must be `threads` or `inline`, not `{other}`");
-                return Err(at(l.span(), reason));
-            }
-        };
+            runtime.dispatchers = runtime.workers;
+        }
     }
     if runtime.workers == 0 || runtime.dispatchers == 0 || runtime.dispatchers > runtime.workers {
         return Err(ManifestError {
@@ -743,6 +736,14 @@ policy = "fifo"
         assert_eq!(m.server.runtime.dispatchers, 2);
         let m = parse("[server]\nlayout = \"threads\"\n").unwrap();
         assert_eq!(m.server.runtime.layout, Layout::Threads);
+        // Left out, the layout is `auto`: inline with one worker, a dispatcher thread with more.
+        let m = parse("[server]\n").unwrap();
+        assert_eq!(m.server.runtime.layout, Layout::Auto);
+        assert_eq!(m.server.runtime.effective_layout(), Layout::Inline);
+        let m = parse("[server]\nworkers = 2\n").unwrap();
+        assert_eq!(m.server.runtime.effective_layout(), Layout::Threads);
+        let m = parse("[server]\nworkers = 2\nlayout = \"auto\"\n").unwrap();
+        assert_eq!(m.server.runtime.effective_layout(), Layout::Threads);
         let m = parse("[server]\nrequest_log = \"100\"\n").unwrap();
         assert_eq!(m.server.request_log.to_string(), "100");
         assert_eq!((m.server.otlp_endpoint, m.server.trace_sample), (None, DEFAULT_TRACE_SAMPLE));

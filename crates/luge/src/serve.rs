@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -51,9 +52,9 @@ pub struct ServeArgs {
     #[arg(long)]
     spin: bool,
     /// Thread layout: `inline` runs a dispatcher on each worker's thread (one hand-off less per
-    /// request), `threads` gives dispatchers threads of their own [default: the manifest's, else
-    /// threads].
-    #[arg(long, value_parser = parse_layout)]
+    /// request), `threads` gives dispatchers threads of their own, `auto` is `inline` with one
+    /// worker and `threads` with more [default: the manifest's, else auto].
+    #[arg(long, value_parser = Layout::from_str)]
     layout: Option<Layout>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -211,7 +212,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     if let Some(layout) = args.layout {
         server.runtime.layout = layout;
     }
-    if server.runtime.layout == Layout::Inline {
+    if server.runtime.effective_layout() == Layout::Inline {
         // One dispatcher on each worker's thread, whatever `--workers` made of the count.
         server.runtime.dispatchers = server.runtime.workers;
     }
@@ -298,11 +299,13 @@ fn print_banner(
         WaitMode::Spin => "spin",
     };
     println!(
-        "luge: serving {} functions — policy {}, {} worker(s), {} dispatcher(s), {mode} mode",
+        "luge: serving {} functions — policy {}, {} worker(s), {} dispatcher(s), {} layout, {mode} \
+         mode",
         manifest.functions.len(),
         config.policy,
         config.workers,
-        config.dispatchers
+        config.dispatchers,
+        config.effective_layout().name()
     );
     println!("  HTTP     http://{http}/<route>   (metrics: http://{http}/metrics)");
     println!("  UDP-RPC  {rpc}");
@@ -334,12 +337,4 @@ fn print_banner(
         println!("  cargo run --release -p luge -- invoke --rpc {} --data 'edge'", f.config.name);
     }
     println!("Ctrl-C stops (requests in flight are answered first).");
-}
-
-fn parse_layout(s: &str) -> Result<Layout, String> {
-    match s {
-        "threads" => Ok(Layout::Threads),
-        "inline" => Ok(Layout::Inline),
-        other => Err(format!("`threads` or `inline`, not `{other}`")),
-    }
 }
