@@ -103,6 +103,13 @@ pub struct RuntimeConfig {
     pub layout: Layout,
     /// Epoch ticker period: bounds how late an overrunning guest is killed.
     pub tick: Duration,
+    /// Periodic notification of arrivals (Edge-RT §IV-B, Δtimer); zero (the default) wakes a
+    /// group's sleeping dispatcher (and, inline, interrupts its running sandbox) on every
+    /// arrival. Above zero, an arrival whose slack exceeds it does not: the ticker, then running
+    /// at least this often, notifies the groups that received such arrivals once per period, so
+    /// that a burst costs one wake-up instead of one each, and such an arrival waits at most
+    /// about this long to be seen. Arrivals with less slack are notified at once.
+    pub notify_interval: Duration,
     /// Submissions a dispatcher can hold before `submit` answers `Overloaded`.
     pub submit_queue: usize,
     /// Sandboxes alive at once (running plus preempted) across the runtime: the pool size.
@@ -155,6 +162,7 @@ impl Default for RuntimeConfig {
             wait: WaitMode::Sleep,
             layout: Layout::Auto,
             tick: Duration::from_millis(1),
+            notify_interval: Duration::ZERO,
             submit_queue: 4096,
             max_sandboxes: 256,
             max_memory_bytes: 64 << 20,

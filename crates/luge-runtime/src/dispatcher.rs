@@ -106,6 +106,11 @@ pub(crate) struct GroupShared {
     pub queued: AtomicUsize,
     /// Requests demoted to the best-effort lane so far (`Runtime::group_stats`).
     pub demoted: AtomicU64,
+    /// Set by a submitter that left its arrival's notification to the ticker
+    /// (`RuntimeConfig::notify_interval`); the ticker clears it and notifies.
+    pub deferred: AtomicBool,
+    /// Arrivals whose notification was deferred so far (`Runtime::group_stats`).
+    pub deferred_total: AtomicU64,
 }
 
 /// One dispatcher and its group.

@@ -1,9 +1,10 @@
 //! Waking an idle thread: park/unpark with a "sleeping" flag so that a producer pays for an
 //! unpark system call only when the consumer is actually asleep, or pure busy-polling in
-//! [`WaitMode::Spin`].
+//! [`WaitMode::Spin`]. Each handle counts the wake-ups it issued and the sleeps it took (each a
+//! futex system call), for `Runtime::group_stats`.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::thread::Thread;
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use crate::config::WaitMode;
 pub(crate) struct Notify {
     thread: OnceLock<Thread>,
     sleeping: AtomicBool,
+    wakeups: AtomicU64,
+    sleeps: AtomicU64,
 }
 
 impl Notify {
@@ -30,8 +33,19 @@ impl Notify {
             && self.sleeping.swap(false, Ordering::AcqRel)
             && let Some(t) = self.thread.get()
         {
+            self.wakeups.fetch_add(1, Ordering::Relaxed);
             t.unpark();
         }
+    }
+
+    /// Wake-ups issued to the consumer so far (unparks of a sleeping consumer).
+    pub(crate) fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Times the consumer went to sleep so far.
+    pub(crate) fn sleeps(&self) -> u64 {
+        self.sleeps.load(Ordering::Relaxed)
     }
 
     /// Waits for work (as told by `has_work`) for at most `timeout`, in `mode`.
@@ -55,6 +69,7 @@ impl Notify {
                 self.sleeping.store(true, Ordering::Relaxed);
                 fence(Ordering::SeqCst);
                 if !has_work() {
+                    self.sleeps.fetch_add(1, Ordering::Relaxed);
                     match timeout {
                         Some(t) => std::thread::park_timeout(t),
                         None => std::thread::park(),

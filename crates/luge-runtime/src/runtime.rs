@@ -124,6 +124,8 @@ impl Runtime {
                     shutdown: AtomicBool::new(false),
                     queued: AtomicUsize::new(0),
                     demoted: AtomicU64::new(0),
+                    deferred: AtomicBool::new(false),
+                    deferred_total: AtomicU64::new(0),
                     grace_ns: AtomicU64::new(u64::MAX),
                 })
             })
@@ -200,9 +202,21 @@ impl Runtime {
         }
         let ticker = Arc::clone(&inner);
         threads.push(spawn("luge-ticker".into(), move || {
+            // With periodic notification on, the ticker is also its timer (Edge-RT §IV-B).
+            let period = match ticker.config.notify_interval {
+                Duration::ZERO => ticker.config.tick,
+                every => ticker.config.tick.min(every),
+            };
             while !ticker.ticker_stop.load(Ordering::Acquire) {
-                std::thread::sleep(ticker.config.tick);
+                std::thread::sleep(period);
+                // The bump makes a running inline sandbox's epoch callback poll its dispatcher;
+                // a sleeping dispatcher with deferred arrivals is woken once for all of them.
                 ticker.signals.epoch.bump();
+                for g in &ticker.groups {
+                    if g.deferred.swap(false, Ordering::AcqRel) {
+                        g.notify.notify();
+                    }
+                }
             }
         })?);
         Ok(Self { inner, threads: Mutex::new(threads) })
@@ -346,6 +360,10 @@ impl Runtime {
                 queued: g.queued.load(Ordering::Relaxed),
                 submissions: g.submissions.len(),
                 demoted: g.demoted.load(Ordering::Relaxed),
+                wakeups: g.notify.wakeups()
+                    + workers.iter().map(|w| w.notify.wakeups()).sum::<u64>(),
+                sleeps: g.notify.sleeps() + workers.iter().map(|w| w.notify.sleeps()).sum::<u64>(),
+                deferred: g.deferred_total.load(Ordering::Relaxed),
             })
             .collect()
     }
@@ -521,10 +539,24 @@ impl Runtime {
         inner.submitting.fetch_sub(1, Ordering::SeqCst);
         match pushed {
             Ok(()) => {
-                group.notify.notify();
-                if inner.signals.inline() {
-                    // A running sandbox's epoch callback polls the inline dispatcher now.
-                    inner.signals.epoch.bump();
+                // Periodic notification (Edge-RT §IV-B): an arrival with more slack than the
+                // interval is left to the ticker, which notifies within one interval; its
+                // slack counts its declared (or trusted) execution and the time it already
+                // spent in the node.
+                let every = nanos(inner.config.notify_interval);
+                let work = expected
+                    .or(function.config.expected_execution.map(nanos))
+                    .unwrap_or(0)
+                    .saturating_add(now - received);
+                if every > 0 && nanos(relative).saturating_sub(work) > every {
+                    group.deferred_total.fetch_add(1, Ordering::Relaxed);
+                    group.deferred.store(true, Ordering::Release);
+                } else {
+                    group.notify.notify();
+                    if inner.signals.inline() {
+                        // A running sandbox's epoch callback polls the inline dispatcher now.
+                        inner.signals.epoch.bump();
+                    }
                 }
             }
             Err(sub) => sub.task.answer(now, Err(Failure::Rejected(Rejection::Overloaded))),

@@ -784,3 +784,50 @@ fn worker_and_group_stats_count_what_ran() {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+#[test]
+fn periodic_notification_leaves_arrivals_with_slack_to_the_ticker() {
+    // Δtimer (Edge-RT §IV-B) of 20 ms, in both layouts: an arrival with more slack than that
+    // wakes nobody; the ticker notifies its group within an interval, once for a whole burst.
+    for (layout, workers) in [(Layout::Inline, 1), (Layout::Threads, 1)] {
+        let config = RuntimeConfig {
+            workers,
+            layout,
+            notify_interval: Duration::from_millis(20),
+            ..RuntimeConfig::default()
+        };
+        let rt = Runtime::start(config).unwrap();
+        register(&rt, "relaxed", ECHO, |c| c.relative_deadline = Duration::from_secs(10));
+        register(&rt, "urgent", ECHO, |c| c.relative_deadline = Duration::from_millis(15));
+        let stats = |rt: &Runtime| rt.group_stats()[0].clone();
+        // Answered although no submitter woke the node: the ticker did.
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(ok(call(&rt, "relaxed", b"a")), b"a", "{layout:?}");
+        assert_eq!(stats(&rt).deferred, 1, "{layout:?}");
+        // Less slack than the interval: notified at once, not deferred.
+        std::thread::sleep(Duration::from_millis(30));
+        let wakeups = stats(&rt).wakeups;
+        assert_eq!(ok(call(&rt, "urgent", b"b")), b"b", "{layout:?}");
+        let after = stats(&rt);
+        assert_eq!(after.deferred, 1, "{layout:?}: an urgent arrival was deferred");
+        assert!(after.wakeups > wakeups, "{layout:?}: an urgent arrival woke nobody");
+        // A burst of relaxed arrivals costs fewer wake-ups than arrivals.
+        std::thread::sleep(Duration::from_millis(30));
+        let wakeups = stats(&rt).wakeups;
+        let burst: Vec<_> = (0..50)
+            .map(|_| rt.submit("relaxed", b"c".to_vec(), SubmitOptions::default()))
+            .collect();
+        for t in burst {
+            assert_eq!(ok(t.wait_timeout(Duration::from_secs(60)).unwrap()), b"c");
+        }
+        let after = stats(&rt);
+        assert_eq!(after.deferred, 51, "{layout:?}");
+        // With a dispatcher thread, each request still crosses to the worker and back (wake-ups
+        // the arrival's notification does not decide); inline, the burst's are all there is.
+        if layout == Layout::Inline {
+            let spent = after.wakeups - wakeups;
+            assert!(spent < 50, "{spent} wake-ups for 50 deferred arrivals");
+        }
+        assert!(after.sleeps > 0, "{layout:?}");
+    }
+}

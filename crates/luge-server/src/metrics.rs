@@ -431,6 +431,18 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
     for g in &groups {
         let _ = writeln!(out, "luge_group_demoted_total{{group=\"{}\"}} {}", g.index, g.demoted);
     }
+    out.push_str("# HELP luge_group_wakeups_total Wake-ups issued to the group's sleeping dispatcher and worker threads (unparks).\n# TYPE luge_group_wakeups_total counter\n");
+    for g in &groups {
+        let _ = writeln!(out, "luge_group_wakeups_total{{group=\"{}\"}} {}", g.index, g.wakeups);
+    }
+    out.push_str("# HELP luge_group_sleeps_total Times the group's dispatcher and worker threads went to sleep (parks).\n# TYPE luge_group_sleeps_total counter\n");
+    for g in &groups {
+        let _ = writeln!(out, "luge_group_sleeps_total{{group=\"{}\"}} {}", g.index, g.sleeps);
+    }
+    out.push_str("# HELP luge_group_deferred_total Arrivals whose wake-up was left to the periodic notification (notify_interval_us).\n# TYPE luge_group_deferred_total counter\n");
+    for g in &groups {
+        let _ = writeln!(out, "luge_group_deferred_total{{group=\"{}\"}} {}", g.index, g.deferred);
+    }
 }
 
 #[cfg(test)]

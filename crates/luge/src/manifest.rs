@@ -133,6 +133,7 @@ struct RawServer {
     wait: Option<Spanned<String>>,
     layout: Option<Spanned<String>>,
     tick_us: Option<u64>,
+    notify_interval_us: Option<u64>,
     max_sandboxes: Option<u32>,
     max_memory_bytes: Option<u64>,
     cache_dir: Option<String>,
@@ -567,6 +568,10 @@ fn settings(
     if let Some(t) = raw.tick_us {
         runtime.tick = Duration::from_micros(t.max(10));
     }
+    if let Some(t) = raw.notify_interval_us {
+        // 0 = off; otherwise at least the ticker's floor.
+        runtime.notify_interval = Duration::from_micros(if t == 0 { 0 } else { t.max(10) });
+    }
     if let Some(n) = raw.max_sandboxes {
         runtime.max_sandboxes = n.max(1);
     }
@@ -742,6 +747,9 @@ policy = "fifo"
         assert_eq!(m.server.runtime.effective_layout(), Layout::Inline);
         let m = parse("[server]\nworkers = 2\n").unwrap();
         assert_eq!(m.server.runtime.effective_layout(), Layout::Threads);
+        assert_eq!(m.server.runtime.notify_interval, Duration::ZERO);
+        let m = parse("[server]\nnotify_interval_us = 250\n").unwrap();
+        assert_eq!(m.server.runtime.notify_interval, Duration::from_micros(250));
         let m = parse("[server]\nworkers = 2\nlayout = \"auto\"\n").unwrap();
         assert_eq!(m.server.runtime.effective_layout(), Layout::Threads);
         let m = parse("[server]\nrequest_log = \"100\"\n").unwrap();

@@ -59,6 +59,8 @@ impl Rig {
             shutdown: AtomicBool::new(false),
             queued: Default::default(),
             demoted: Default::default(),
+            deferred: Default::default(),
+            deferred_total: Default::default(),
             grace_ns: std::sync::atomic::AtomicU64::new(u64::MAX),
         });
         let worker = Arc::new(WorkerShared::new(0));
