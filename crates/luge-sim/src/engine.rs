@@ -108,6 +108,15 @@ pub struct SimConfig {
     /// keep its promise for functions as short as their start-up. On by default; the paper
     /// reproductions turn it off (the papers' estimators saw execution only).
     pub estimate_start_cost: bool,
+    /// Periodic notification (Edge-RT §IV-B, Δtimer), as the runtime's `notify_interval`: 0
+    /// (the default) hands every arrival — a job's first stage, or a chain's next stage — to
+    /// its dispatcher group at once; above 0, an arrival whose slack exceeds it is held until
+    /// the next multiple of the interval, when the group is notified once for all it holds.
+    pub notify_interval: Nanos,
+    /// With [`notify_interval`](Self::notify_interval): an arrival with less slack than the
+    /// interval is notified at once (Luge's rule, the default). Off, every arrival waits for
+    /// the next period, as Edge-RT's timer-polled scheduler does.
+    pub notify_urgent: bool,
 }
 
 impl SimConfig {
@@ -123,6 +132,8 @@ impl SimConfig {
             default_estimate: 1_000_000,
             check_contract: false,
             estimate_start_cost: true,
+            notify_interval: 0,
+            notify_urgent: true,
         }
     }
 }
@@ -163,8 +174,13 @@ enum Ev {
     Tick {
         g: usize,
     },
-    /// A request (a job's stage) that found its dispatcher busy, retried when it is free.
+    /// A request (a job's stage) that found its dispatcher busy or asleep, handed over when it
+    /// is free or awake.
     Dispatch(RequestId),
+    /// A period of the periodic notification ends: group `g` gets what it was held.
+    Notify {
+        g: usize,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -183,6 +199,10 @@ struct Group {
     busy_until: Nanos,
     /// Tick times already scheduled (one event per distinct time).
     ticks: BTreeSet<Nanos>,
+    /// Arrivals held for the end of the notification period ([`SimConfig::notify_interval`]).
+    held: Vec<RequestId>,
+    /// Until when a wake-up of the group's sleeping threads is in flight.
+    waking_until: Nanos,
 }
 
 /// The result of one run: a record per request, plus machine counters.
@@ -200,6 +220,11 @@ pub struct SimOutput {
     pub workers_inspected: u64,
     /// Events processed.
     pub events: u64,
+    /// Wake-ups of sleeping dispatcher groups (a notification reaching a group with every
+    /// worker idle and no wake-up in flight), counted whatever [`Overheads::wakeup`] costs.
+    pub wakeups: u64,
+    /// Arrivals held for the end of a notification period.
+    pub deferred: u64,
 }
 
 struct Sim<'a> {
@@ -219,6 +244,8 @@ struct Sim<'a> {
     epoch: u64,
     worker_busy: Nanos,
     events: u64,
+    wakeups: u64,
+    deferred: u64,
     out: Vec<Action>,
 }
 
@@ -252,6 +279,8 @@ pub fn simulate(cfg: &SimConfig, jobs: &[Job]) -> Result<SimOutput, SimError> {
         preemptions,
         workers_inspected,
         events: sim.events,
+        wakeups: sim.wakeups,
+        deferred: sim.deferred,
     })
 }
 
@@ -282,6 +311,8 @@ impl<'a> Sim<'a> {
                 first_worker: first,
                 busy_until: 0,
                 ticks: BTreeSet::new(),
+                held: Vec::new(),
+                waking_until: 0,
             });
             group_of_worker.extend(std::iter::repeat_n(g, size));
             first += size;
@@ -321,6 +352,8 @@ impl<'a> Sim<'a> {
             epoch: 0,
             worker_busy: 0,
             events: 0,
+            wakeups: 0,
+            deferred: 0,
             out: Vec::new(),
         }
     }
@@ -345,6 +378,7 @@ impl<'a> Sim<'a> {
             match ev {
                 Ev::Arrival(i) => self.arrival(i)?,
                 Ev::Dispatch(id) => self.dispatch(id)?,
+                Ev::Notify { g } => self.period_end(g)?,
                 Ev::Started { w, epoch } => self.started(w, epoch)?,
                 Ev::Complete { w, epoch } => self.complete(w, epoch)?,
                 Ev::PreemptDeliver { w, epoch } => self.preempt_deliver(w, epoch)?,
@@ -366,7 +400,79 @@ impl<'a> Sim<'a> {
         if let Some(next) = self.jobs.get(i + 1) {
             self.push(next.arrival, Ev::Arrival(i + 1));
         }
-        self.dispatch(request_id(i, 0))
+        self.notify(request_id(i, 0))
+    }
+
+    /// Whether every worker of group `g` is idle and no wake-up is in flight: its threads
+    /// sleep, and a notification must wake them.
+    fn asleep(&self, g: usize) -> bool {
+        let group = &self.groups[g];
+        let workers = group.first_worker..group.first_worker + group.policy.workers();
+        group.waking_until <= self.now && self.current[workers].iter().all(Option::is_none)
+    }
+
+    /// Hands request `id` to its group: at once, after a wake-up if the group sleeps, or at
+    /// the end of the notification period if it has the slack for that
+    /// ([`SimConfig::notify_interval`]), as the runtime's submitters do.
+    fn notify(&mut self, id: RequestId) -> Result<(), SimError> {
+        let g = group_for(id, self.groups.len());
+        let every = self.cfg.notify_interval;
+        if every > 0 && (!self.cfg.notify_urgent || self.slack(id) > every) {
+            self.deferred += 1;
+            if self.groups[g].held.is_empty() {
+                let end = (self.now / every + 1).saturating_mul(every);
+                self.push(end, Ev::Notify { g });
+            }
+            self.groups[g].held.push(id);
+            return Ok(());
+        }
+        match self.wake(g) {
+            Some(at) => {
+                self.push(at, Ev::Dispatch(id));
+                Ok(())
+            }
+            None => self.dispatch(id),
+        }
+    }
+
+    /// A notification period ends for group `g`: one notification for everything it held.
+    fn period_end(&mut self, g: usize) -> Result<(), SimError> {
+        let held = std::mem::take(&mut self.groups[g].held);
+        let at = self.wake(g);
+        for id in held {
+            match at {
+                Some(at) => self.push(at, Ev::Dispatch(id)),
+                None => self.dispatch(id)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Notifies group `g`: `None` if it is awake (it sees the notification at once), else when
+    /// it runs, counting a wake-up unless one is already in flight.
+    fn wake(&mut self, g: usize) -> Option<Nanos> {
+        if self.groups[g].waking_until > self.now {
+            return Some(self.groups[g].waking_until);
+        }
+        if !self.asleep(g) {
+            return None;
+        }
+        self.wakeups += 1;
+        let wakeup = self.cfg.overheads.wakeup;
+        (wakeup > 0).then(|| {
+            self.groups[g].waking_until = self.now + wakeup;
+            self.now + wakeup
+        })
+    }
+
+    /// How long request `id` may wait before it must start: its deadline (a stage's, for a
+    /// chain) less now and its estimated work.
+    fn slack(&self, id: RequestId) -> Nanos {
+        let (i, k) = job_of(id);
+        let job = self.jobs[i];
+        let deadline = job.arrival.saturating_add(job.relative_deadline);
+        let finish_by = deadline.saturating_sub(self.work_after(&job, k));
+        finish_by.saturating_sub(self.now).saturating_sub(self.estimate(&job, k).0)
     }
 
     /// What estimates add to a request's execution for its start-up on a worker
@@ -556,7 +662,7 @@ impl<'a> Sim<'a> {
         }
         // The next stage is handed over inside the node, as its predecessor completes.
         self.runs[i] = 0;
-        self.dispatch(request_id(i, k + 1))
+        self.notify(request_id(i, k + 1))
     }
 
     fn preempt_deliver(&mut self, w: usize, epoch: u64) -> Result<(), SimError> {

@@ -29,6 +29,14 @@ pub struct Overheads {
     pub sandbox_start: Nanos,
     /// Dispatcher CPU time per timer tick handled.
     pub tick: Nanos,
+    /// Latency from notifying a dispatcher group whose threads all sleep (every worker idle)
+    /// until it runs: a thread wake-up (~20 µs on a VM). Arrivals to a group with a request
+    /// running are seen at once (the runtime interrupts the running sandbox), and so are all
+    /// arrivals when this is 0. Periodic notification ([`SimConfig::notify_interval`]) trades
+    /// these wake-ups for delay.
+    ///
+    /// [`SimConfig::notify_interval`]: crate::SimConfig::notify_interval
+    pub wakeup: Nanos,
 }
 
 impl Overheads {
@@ -42,13 +50,15 @@ impl Overheads {
         preempt_resume: 0,
         sandbox_start: 0,
         tick: 0,
+        wakeup: 0,
     };
 
     /// Documented defaults for Luge's design (user-level fibers, preemption through an epoch
     /// check rather than a signal): a dispatcher decision of 100 ns + 20 ns per worker, 200 ns
     /// queue hand-off, 300 ns fiber switch, 2 µs preemption delivery (epoch granularity), 500 ns
     /// extra to resume a preempted sandbox, 5 µs sandbox instantiation from a pool, 100 ns per
-    /// tick. Orders of magnitude, to be replaced by values the runtime's benchmarks calibrate.
+    /// tick, wake-ups free (a group is modelled as always awake). Orders of magnitude, to be
+    /// replaced by values the runtime's benchmarks calibrate.
     pub const DEFAULT: Overheads = Overheads {
         dispatch_base: 100,
         dispatch_per_worker: 20,
@@ -58,6 +68,7 @@ impl Overheads {
         preempt_resume: 500,
         sandbox_start: 5_000,
         tick: 100,
+        wakeup: 0,
     };
 
     /// The papers' platforms: preemption by signal, whose resume "requires a signal execution
@@ -67,7 +78,7 @@ impl Overheads {
     pub const SIGNALS: Overheads =
         Overheads { preempt_delivery: 5_000, preempt_resume: 5_000, ..Overheads::DEFAULT };
 
-    const FIELDS: [&'static str; 8] = [
+    const FIELDS: [&'static str; 9] = [
         "dispatch_base",
         "dispatch_per_worker",
         "enqueue",
@@ -76,6 +87,7 @@ impl Overheads {
         "preempt_resume",
         "sandbox_start",
         "tick",
+        "wakeup",
     ];
 
     fn field_mut(&mut self, name: &str) -> Option<&mut Nanos> {
@@ -88,11 +100,12 @@ impl Overheads {
             "preempt_resume" => &mut self.preempt_resume,
             "sandbox_start" => &mut self.sandbox_start,
             "tick" => &mut self.tick,
+            "wakeup" => &mut self.wakeup,
             _ => return None,
         })
     }
 
-    fn fields(&self) -> [Nanos; 8] {
+    fn fields(&self) -> [Nanos; 9] {
         [
             self.dispatch_base,
             self.dispatch_per_worker,
@@ -102,6 +115,7 @@ impl Overheads {
             self.preempt_resume,
             self.sandbox_start,
             self.tick,
+            self.wakeup,
         ]
     }
 }

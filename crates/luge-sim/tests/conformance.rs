@@ -61,6 +61,12 @@ fn check(
     cfg.dispatchers = groups;
     cfg.check_contract = true;
     cfg.overheads = if seed.is_multiple_of(2) { Overheads::DEFAULT } else { Overheads::NONE };
+    if seed.is_multiple_of(3) {
+        // Sleeping groups and periodic notification only delay hand-overs: no policy may care.
+        cfg.overheads.wakeup = 20_000;
+        cfg.notify_interval = 50_000 + seed % 200_000;
+        cfg.notify_urgent = seed.is_multiple_of(2);
+    }
     cfg.policy_config.sledge_batch = 1 + (seed % 5) as usize;
     cfg.policy_config.admission = if admission {
         Admission { max_queued: Some(20), ..Admission::default() }

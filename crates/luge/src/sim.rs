@@ -31,7 +31,8 @@ enum SimCommand {
 
 #[derive(Debug, Args)]
 struct ExperimentArgs {
-    /// sledgescale-fig8 … sledgescale-fig13, edgert-fig11, sfs-azure, overload, or all.
+    /// sledgescale-fig8 … sledgescale-fig13, edgert-fig11, edgert-fig6b, sfs-azure, overload, or
+    /// all.
     name: String,
     /// Output directory (one sub-directory per experiment).
     #[arg(long, default_value = "results/sim")]
@@ -125,6 +126,15 @@ struct RunArgs {
     /// (`kill`), or demoted to the best-effort lane to complete late (`demote`, Edge-RT §IV-D).
     #[arg(long, default_value = "kill")]
     on_overrun: Overrun,
+    /// Periodic notification (Edge-RT §IV-B, Δtimer), as the runtime's `notify_interval_us`:
+    /// an arrival with more slack than this is held to the period's end (0 = off). Pair it with
+    /// a `wakeup=ns` overhead to count what it saves.
+    #[arg(long, default_value_t = 0)]
+    notify_interval_us: u64,
+    /// With --notify-interval-us: hold every arrival to the period's end, also those with less
+    /// slack than the interval (Edge-RT's timer-polled rule; Luge notifies those at once).
+    #[arg(long, requires = "notify_interval_us")]
+    notify_periodic: bool,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -229,6 +239,8 @@ fn adhoc(a: RunArgs) -> Result<()> {
         Estimate::Oracle => EstimatorMode::Oracle,
         Estimate::Median256 => EstimatorMode::Median256,
     };
+    cfg.notify_interval = a.notify_interval_us.saturating_mul(1_000);
+    cfg.notify_urgent = !a.notify_periodic;
     let shape = JobShape { stages: a.stages, on_overrun: a.on_overrun };
     let at_load = |load: f64| {
         let s = spec.clone().with_rate(Rate::Load { load, workers: workers as u32 });

@@ -391,6 +391,38 @@ fn sim_runs_requests_as_chains_of_stages() {
     }
 }
 
+/// `luge sim --notify-interval-us`: arrivals with the slack for it wait for the period's end;
+/// `--notify-periodic` holds the others too, which a deadline shorter than the period cannot
+/// survive.
+#[test]
+fn sim_holds_arrivals_for_the_notification_period() {
+    let p50_and_met = |extra: &[&str]| -> (f64, f64) {
+        let out = Command::new(LUGE)
+            .args(["sim", "--workload", "fixed,deadline=2ms", "--workers", "2", "--load", "0.3"])
+            .args(["--requests", "3000", "--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let met = 1.0 - report["deadline_miss_rate"].as_f64().unwrap();
+        (report["latency_us"]["p50"].as_f64().unwrap_or(f64::INFINITY), met)
+    };
+    let (off, _) = p50_and_met(&[]);
+    // 1 ms periods: a 10 µs request with a 2 ms deadline has the slack, and waits ~0.5 ms.
+    let (held, met) = p50_and_met(&["--notify-interval-us", "1000"]);
+    assert!(held >= off + 200.0, "off: p50 {off} µs, every 1 ms: {held} µs");
+    assert!(met > 0.99, "{met}");
+    // 5 ms periods: Luge notifies at once what has less slack than that…
+    let (_, met) = p50_and_met(&["--notify-interval-us", "5000"]);
+    assert!(met > 0.99, "{met}");
+    // …a timer-polled scheduler holds it past its deadline.
+    let (_, met) = p50_and_met(&["--notify-interval-us", "5000", "--notify-periodic"]);
+    assert!(met < 0.5, "{met}");
+    let out = Command::new(LUGE).args(["sim", "--notify-periodic"]).output().unwrap();
+    assert!(!out.status.success(), "--notify-periodic needs an interval");
+}
+
 /// `luge sim --on-overrun demote`: past capacity, requests that would be refused for their
 /// deadline complete late in the best-effort lane instead.
 #[test]

@@ -17,6 +17,7 @@ use crate::report::plot::{Chart, Series, svg};
 use crate::sweep::{max_sustainable, sweep};
 
 mod edgert;
+mod edgert_fig6;
 mod fig13;
 mod overload;
 mod sfs;
@@ -39,6 +40,9 @@ pub enum Experiment {
     /// Edge-RT Fig. 11: bimodal light/heavy 4-stage chains on 48 workers, 60–100 %
     /// utilisation, met / late / refused / dropped.
     EdgeRt,
+    /// Edge-RT Fig. 6b: periodic notification (Δtimer) swept on 16 workers, Luge's rule against
+    /// Edge-RT's.
+    EdgeRtFig6,
     /// SFS §VIII: Azure mix, 50–100 % load, SFS vs PS vs FIFO vs SRPT, RTE.
     Sfs,
     /// Luge's overload experiment: goodput at 1–5× capacity with and without admission on the
@@ -48,7 +52,7 @@ pub enum Experiment {
 
 impl Experiment {
     /// Every experiment, in documentation order.
-    pub const ALL: [Experiment; 9] = [
+    pub const ALL: [Experiment; 10] = [
         Experiment::Fig8,
         Experiment::Fig9,
         Experiment::Fig10,
@@ -56,6 +60,7 @@ impl Experiment {
         Experiment::Fig12,
         Experiment::Fig13,
         Experiment::EdgeRt,
+        Experiment::EdgeRtFig6,
         Experiment::Sfs,
         Experiment::Overload,
     ];
@@ -70,6 +75,7 @@ impl Experiment {
             Experiment::Fig12 => "sledgescale-fig12",
             Experiment::Fig13 => "sledgescale-fig13",
             Experiment::EdgeRt => "edgert-fig11",
+            Experiment::EdgeRtFig6 => "edgert-fig6b",
             Experiment::Sfs => "sfs-azure",
             Experiment::Overload => "overload",
         }
@@ -85,6 +91,7 @@ impl Experiment {
             Experiment::Fig12 => "High bimodal 26 µs / 2070 µs (SledgeScale Fig. 12)",
             Experiment::Fig13 => "SD-VBS mix, varying SIFT deadline (SledgeScale Fig. 13)",
             Experiment::EdgeRt => "Edge-RT bimodal light/heavy chains (Edge-RT Fig. 11)",
+            Experiment::EdgeRtFig6 => "Periodic notification, Δtimer (Edge-RT Fig. 6b)",
             Experiment::Sfs => "Azure duration mix, unknown execution times (SFS §VIII)",
             Experiment::Overload => "Goodput under overload with and without admission on the wait",
         }
@@ -577,6 +584,7 @@ pub fn run_experiment(
         ),
         Experiment::Fig13 => fig13::run(&run),
         Experiment::EdgeRt => edgert::run(&run),
+        Experiment::EdgeRtFig6 => edgert_fig6::run(&run),
         Experiment::Sfs => sfs::run(&run),
         Experiment::Overload => overload::run(&run),
     }

@@ -51,19 +51,19 @@ const CONTENDERS: [Contender; 4] = [
 
 /// How one class's requests ended, as shares of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct Shares {
-    met: f64,
+pub(super) struct Shares {
+    pub(super) met: f64,
     /// Completed past the deadline.
-    late: f64,
+    pub(super) late: f64,
     /// Answered at once for a deadline it could not meet (admission, shedding, a stage left no
     /// time, a run preempted past it).
-    refused: f64,
+    pub(super) refused: f64,
     /// Refused because the queues were full.
-    dropped: f64,
+    pub(super) dropped: f64,
 }
 
 impl Shares {
-    fn of(records: &[Record], class: u16) -> Self {
+    pub(super) fn of(records: &[Record], class: u16) -> Self {
         let mut s = Shares::default();
         let mut n = 0usize;
         for r in records.iter().filter(|r| r.class == class) {
