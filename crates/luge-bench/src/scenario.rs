@@ -40,6 +40,7 @@ mod compare;
 mod density;
 mod edge_rt;
 mod edge_rt_fig11;
+mod edge_rt_fig6;
 mod isolation;
 mod machine;
 mod measure;
@@ -349,12 +350,16 @@ pub struct IsolationOptions {
 /// `edge-rt` settings (`None` takes the default of the mode).
 #[derive(Debug, Clone, Default)]
 pub struct EdgeRtOptions {
-    /// The figures to run, of 14 and 11 (default both).
+    /// The figures to run, of 14, 11 and 6 (Fig. 6b; default all).
     pub figures: Vec<u32>,
     /// Fig. 14: infinite-loop tasks per worker (default 0, 1, 2, 4; quick 0, 2).
     pub hogs: Vec<usize>,
-    /// Fig. 11: utilisations of the worker (default 0.6 to 1.0 by 0.1; quick 0.9).
+    /// Fig. 11: utilisations of the worker (default 0.6 to 1.0 by 0.1; quick 0.9); Fig. 6b:
+    /// the first one given (default 0.9).
     pub loads: Vec<f64>,
+    /// Fig. 6b: the periodic notification intervals swept (default 0, 50, 250, 500, 1000 µs;
+    /// quick 0, 250 µs).
+    pub notify_intervals: Vec<Duration>,
     /// Time measured per point (default 10 s; quick 1 s).
     pub duration: Option<Duration>,
     /// Trials of every point (default 3; quick 1).

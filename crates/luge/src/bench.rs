@@ -441,16 +441,21 @@ struct IsolationArgs {
 struct EdgeRtArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Edge-RT figures to run, comma-separated, of 14 and 11 [default: 14,11].
+    /// Edge-RT figures to run, comma-separated, of 14, 11 and 6 (Fig. 6b, the Δtimer sweep)
+    /// [default: 14,11,6].
     #[arg(long, value_delimiter = ',')]
     figures: Vec<u32>,
     /// Fig. 14: infinite-loop tasks per worker, comma-separated [default: 0,1,2,4; quick: 0,2].
     #[arg(long, value_delimiter = ',')]
     hogs: Vec<usize>,
     /// Fig. 11: utilisations of the worker, comma-separated [default: 0.6,0.7,0.8,0.9,1.0;
-    /// quick: 0.9].
+    /// quick: 0.9]; Fig. 6b runs at the first [default: 0.9].
     #[arg(long, value_delimiter = ',')]
     loads: Vec<f64>,
+    /// Fig. 6b: periodic notification intervals in µs, comma-separated (0 = off)
+    /// [default: 0,50,250,500,1000; quick: 0,250].
+    #[arg(long, value_delimiter = ',')]
+    notify_intervals_us: Vec<u64>,
     /// Time measured per point [default: 10s; quick 1s].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -650,6 +655,11 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 figures: a.figures,
                 hogs: a.hogs,
                 loads: a.loads,
+                notify_intervals: a
+                    .notify_intervals_us
+                    .into_iter()
+                    .map(Duration::from_micros)
+                    .collect(),
                 duration: a.duration,
                 trials: a.trials,
             };

@@ -340,7 +340,7 @@ fn chain_answers_what_its_stages_give_by_hand_and_reports_its_hand_over() {
 }
 
 #[test]
-fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf_and_fig_11_chains() {
+fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf_fig_11_chains_and_fig_6b() {
     let (dir, report, summary) = quick("edge-rt", &["edge-rt"]);
     let r = &report["results"]["fig14"];
     assert_eq!(r["hogs_per_worker"], serde_json::json!([0, 2]), "quick: k = 0 and 2");
@@ -392,6 +392,23 @@ fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf_and_fig_11_
         }
     }
     assert!(summary.contains("Fig. 11"), "{summary}");
+    // Fig. 6b: the Δtimer sweep, off and 250 µs. Off, nothing is left to the ticker; on, the
+    // light stages (10 ms deadline) have the slack for it and are.
+    let r = &report["results"]["fig6b"];
+    assert_eq!(r["intervals_us"], serde_json::json!([0, 250]), "quick: 0 and 250 µs");
+    let trials = r["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 2, "{trials:?}");
+    for t in trials {
+        assert!(t["point"]["planned"].as_u64().unwrap() > 100, "{t}");
+        assert!(t["wakeups_per_request"].as_f64().unwrap() > 0.0, "{t}");
+        assert!(t["sleeps_per_request"].as_f64().unwrap() > 0.0, "{t}");
+        let deferred = t["deferred_per_request"].as_f64().unwrap();
+        match t["notify_interval_us"].as_u64().unwrap() {
+            0 => assert_eq!(deferred, 0.0, "{t}"),
+            _ => assert!(deferred > 0.0, "{t}"),
+        }
+    }
+    assert!(summary.contains("Fig. 6b"), "{summary}");
     done(&dir);
 }
 

@@ -30,7 +30,9 @@ use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
 use super::output::{Results, Table, us};
 use super::overload::parse_spec;
 use super::policies::spin_function;
-use super::{EdgeRtOptions, Protocol, ScenarioOptions, edge_rt_fig11, layout_name, wait_name};
+use super::{
+    EdgeRtOptions, Protocol, ScenarioOptions, edge_rt_fig6, edge_rt_fig11, layout_name, wait_name,
+};
 use crate::calibrate::Calibration;
 use crate::error::BenchError;
 use crate::plan::Mapping;
@@ -164,8 +166,8 @@ fn point(
     })
 }
 
-/// The figures of Edge-RT this scenario runs.
-const FIGURES: [u32; 2] = [14, 11];
+/// The figures of Edge-RT this scenario runs (6: Fig. 6b, the Δtimer sweep).
+const FIGURES: [u32; 3] = [14, 11, 6];
 
 pub(crate) fn run(
     o: &EdgeRtOptions,
@@ -176,7 +178,7 @@ pub(crate) fn run(
     let figures = if o.figures.is_empty() { FIGURES.to_vec() } else { o.figures.clone() };
     if let Some(f) = figures.iter().find(|f| !FIGURES.contains(f)) {
         return Err(BenchError::Scenario(format!(
-            "edge-rt runs Fig. 14 and Fig. 11, not Fig. {f}"
+            "edge-rt runs Fig. 14, Fig. 11 and Fig. 6 (6b), not Fig. {f}"
         )));
     }
     let duration =
@@ -186,14 +188,27 @@ pub(crate) fn run(
     let mut md = String::new();
     let mut results = serde_json::Map::new();
     for figure in figures {
-        let (section, part) = if figure == 14 {
-            fig14(o, opts, pin, (duration, trials), &mut calibration)?
-        } else {
-            let loads = opts.given_or(&o.loads, vec![0.9], vec![0.6, 0.7, 0.8, 0.9, 1.0]);
-            edge_rt_fig11::run(opts, pin, &loads, (duration, trials), &mut calibration)?
+        let (section, part) = match figure {
+            14 => fig14(o, opts, pin, (duration, trials), &mut calibration)?,
+            11 => {
+                let loads = opts.given_or(&o.loads, vec![0.9], vec![0.6, 0.7, 0.8, 0.9, 1.0]);
+                edge_rt_fig11::run(opts, pin, &loads, (duration, trials), &mut calibration)?
+            }
+            _ => {
+                let load = o.loads.first().copied().unwrap_or(0.9);
+                let us = Duration::from_micros;
+                let intervals = opts.given_or(
+                    &o.notify_intervals,
+                    vec![us(0), us(250)],
+                    vec![us(0), us(50), us(250), us(500), us(1000)],
+                );
+                let sweep = (load, &intervals[..]);
+                edge_rt_fig6::run(opts, pin, sweep, (duration, trials), &mut calibration)?
+            }
         };
-        let _ = writeln!(md, "## Fig. {figure}\n\n{section}");
-        results.insert(format!("fig{figure}"), part);
+        let name = if figure == 6 { "6b".to_owned() } else { figure.to_string() };
+        let _ = writeln!(md, "## Fig. {name}\n\n{section}");
+        results.insert(format!("fig{name}"), part);
     }
     Ok((md, serde_json::Value::Object(results)))
 }

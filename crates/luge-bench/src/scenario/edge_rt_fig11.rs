@@ -32,9 +32,9 @@ use crate::plan::Mapping;
 /// Every stage: spin's loop, relaying its input (the iteration count) to the next stage.
 const SPIN_RELAY: &str = include_str!("../../../../functions/test/spin_relay.wat");
 /// Stages per chain (Edge-RT §VI).
-const STAGES: usize = 4;
+pub(super) const STAGES: usize = 4;
 /// The mix: light 40 µs / 10 ms and heavy 5 ms / 500 ms per stage, light 80 % of the work.
-const MIX: &str = "edgert-bimodal";
+pub(super) const MIX: &str = "edgert-bimodal";
 /// The classes: (name, execution per stage, the chain's deadline).
 const CLASSES: [(&str, Duration, Duration); 2] = [
     ("light", Duration::from_micros(40), Duration::from_millis(10)),
@@ -44,14 +44,14 @@ const CLASSES: [(&str, Duration, Duration); 2] = [
 /// One configuration compared.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub(super) struct Contender {
-    label: &'static str,
+    pub(super) label: &'static str,
     #[serde(skip)]
     policy: PolicyKind,
     /// Luge's default admission; otherwise the papers' setting (nothing refused or shed).
     admission: bool,
 }
 
-const CONTENDERS: [Contender; 4] = [
+pub(super) const CONTENDERS: [Contender; 4] = [
     Contender { label: "luge", policy: PolicyKind::SledgeScale, admission: true },
     Contender { label: "edf", policy: PolicyKind::SledgeScale, admission: false },
     Contender { label: "fifo", policy: PolicyKind::Fifo, admission: false },
@@ -60,16 +60,26 @@ const CONTENDERS: [Contender; 4] = [
 
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct Trial {
-    contender: Contender,
-    load: f64,
-    trial: usize,
+    pub(super) contender: Contender,
+    pub(super) load: f64,
+    pub(super) trial: usize,
+    /// The node's periodic notification (Δtimer; 0 = off, as shipped).
+    pub(super) notify_interval_us: u64,
     /// The whole run.
-    point: Point,
+    pub(super) point: Point,
     /// Share of light / heavy requests answered within their deadline.
-    light_met: f64,
-    heavy_met: f64,
+    pub(super) light_met: f64,
+    pub(super) heavy_met: f64,
+    /// Share of light requests that failed (refused, or ended late by the node).
+    pub(super) light_failed: f64,
     /// Failures by kind (refusals, misses).
-    errors: std::collections::BTreeMap<String, u64>,
+    pub(super) errors: std::collections::BTreeMap<String, u64>,
+    /// Per chain request measured: wake-ups the node issued to its sleeping threads, sleeps
+    /// they took (each a futex system call), and arrivals (stages) left to the periodic
+    /// notification.
+    pub(super) wakeups_per_request: f64,
+    pub(super) sleeps_per_request: f64,
+    pub(super) deferred_per_request: f64,
 }
 
 /// The functions and chains of the node: a `spin_relay` function per class (each its own
@@ -107,11 +117,13 @@ fn rate_at(load: f64) -> f64 {
     load / (STAGES as f64 * mean_s)
 }
 
-/// One point: a fresh node running `c`, both classes' chains at `load` for `duration`.
-fn point(
+/// One point: a fresh node running `c` with periodic notification every `notify_interval`
+/// (zero: off), both classes' chains at `load` for `duration`.
+pub(super) fn point(
     opts: &ScenarioOptions,
     pin: Option<Pinning>,
     (c, load, trial): (Contender, f64, usize),
+    notify_interval: Duration,
     (warm, duration): (Duration, Duration),
     calibration: &mut Option<Calibration>,
 ) -> Result<Trial, BenchError> {
@@ -122,6 +134,7 @@ fn point(
         policy: c.policy,
         papers_admission: !c.admission,
         chains,
+        notify_interval,
         ..NodeSpec::of(opts, wait, layout, Protocol::Udp, pin)
     };
     LugeNode::with(&spec, &functions, |node| {
@@ -146,22 +159,28 @@ fn point(
         };
         let rate = rate_at(load);
         driver.open(rate, warm)?;
+        let before = node.runtime().group_stats();
         let report = driver.open(rate, duration)?;
-        let met = |class: u16| {
-            report
-                .summary
-                .per_class
-                .iter()
-                .find(|x| x.class == class)
-                .map_or(0.0, |x| 1.0 - x.deadline_miss_rate)
+        let after = node.runtime().group_stats();
+        let class = |class: u16| report.summary.per_class.iter().find(|x| x.class == class);
+        let met = |c: u16| class(c).map_or(0.0, |x| 1.0 - x.deadline_miss_rate);
+        let requests = report.summary.planned.max(1) as f64;
+        let per_request = |f: fn(&luge_runtime::GroupStats) -> u64| {
+            let sum = |s: &[luge_runtime::GroupStats]| s.iter().map(f).sum::<u64>();
+            sum(&after).saturating_sub(sum(&before)) as f64 / requests
         };
         Ok(Trial {
             contender: c,
             load,
             trial,
+            notify_interval_us: notify_interval.as_micros() as u64,
             light_met: met(0),
             heavy_met: met(1),
+            light_failed: class(0).map_or(0.0, |x| x.errors as f64 / x.planned.max(1) as f64),
             errors: report.summary.errors_by_kind.clone(),
+            wakeups_per_request: per_request(|g| g.wakeups),
+            sleeps_per_request: per_request(|g| g.sleeps),
+            deferred_per_request: per_request(|g| g.deferred),
             point: Point::of(&report),
         })
     })
@@ -181,7 +200,8 @@ pub(super) fn run(
     for trial in 0..trials {
         for &load in loads {
             for c in CONTENDERS {
-                let t = point(opts, pin, (c, load, trial), (warm, duration), calibration)?;
+                let setting = (c, load, trial);
+                let t = point(opts, pin, setting, Duration::ZERO, (warm, duration), calibration)?;
                 opts.say(format!(
                     "edge-rt fig 11: trial {} load {load:.2} {}: light met {:.2} %, heavy met \
                      {:.2} %, p99 {} µs, errors {:?}",

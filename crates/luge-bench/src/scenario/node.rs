@@ -117,6 +117,9 @@ pub(crate) struct NodeSpec {
     pub tracing: Option<Tracing>,
     /// Chains of the node's functions (`luge bench chain`; none otherwise).
     pub chains: Vec<NodeChain>,
+    /// Periodic notification of arrivals (`notify_interval_us`; off, as `luge serve` ships,
+    /// except in `luge bench edge-rt --figures 6b`).
+    pub notify_interval: Duration,
 }
 
 impl NodeSpec {
@@ -134,6 +137,7 @@ impl NodeSpec {
             tenants: Vec::new(),
             tracing: None,
             chains: Vec::new(),
+            notify_interval: Duration::ZERO,
         }
     }
 
@@ -207,6 +211,7 @@ impl LugeNode {
             cache_dir: spec.cache_dir.clone(),
             cpus: spec.pin.map(|p| vec![p.server]).unwrap_or_default(),
             shutdown_grace: GRACE,
+            notify_interval: spec.notify_interval,
             tenants: spec.tenants.clone(),
             ..RuntimeConfig::default()
         };
