@@ -210,10 +210,11 @@ impl Runtime {
             while !ticker.ticker_stop.load(Ordering::Acquire) {
                 std::thread::sleep(period);
                 // The bump makes a running inline sandbox's epoch callback poll its dispatcher;
-                // a sleeping dispatcher with deferred arrivals is woken once for all of them.
+                // a sleeping dispatcher with deferred arrivals is woken once for all of them,
+                // unless it took them all before it fell asleep (a wake-up for nothing).
                 ticker.signals.epoch.bump();
                 for g in &ticker.groups {
-                    if g.deferred.swap(false, Ordering::AcqRel) {
+                    if g.deferred.swap(false, Ordering::AcqRel) && !g.submissions.is_empty() {
                         g.notify.notify();
                     }
                 }

@@ -794,6 +794,8 @@ fn periodic_notification_leaves_arrivals_with_slack_to_the_ticker() {
             workers,
             layout,
             notify_interval: Duration::from_millis(20),
+            // The ticker then runs every 20 ms, not every 1 ms: room to see the node asleep.
+            tick: Duration::from_millis(20),
             ..RuntimeConfig::default()
         };
         let rt = Runtime::start(config).unwrap();
@@ -829,5 +831,20 @@ fn periodic_notification_leaves_arrivals_with_slack_to_the_ticker() {
             assert!(spent < 50, "{spent} wake-ups for 50 deferred arrivals");
         }
         assert!(after.sleeps > 0, "{layout:?}");
+        // A deferred arrival the node took while awake costs no wake-up at the period's end:
+        // an urgent request wakes the node, a relaxed one lands right behind it, both run, the
+        // node falls asleep, and later ticks do not wake it for nothing.
+        std::thread::sleep(Duration::from_millis(30));
+        let urgent = rt.submit("urgent", b"d".to_vec(), SubmitOptions::default());
+        let relaxed = rt.submit("relaxed", b"e".to_vec(), SubmitOptions::default());
+        assert_eq!(ok(urgent.wait_timeout(Duration::from_secs(60)).unwrap()), b"d");
+        assert_eq!(ok(relaxed.wait_timeout(Duration::from_secs(60)).unwrap()), b"e");
+        // The completions' own hand-offs settle (threads layout) well within a period.
+        std::thread::sleep(Duration::from_millis(2));
+        let idle = stats(&rt).wakeups;
+        eprintln!("DEBUG {layout:?} {:?}", stats(&rt));
+        std::thread::sleep(Duration::from_millis(50));
+        eprintln!("DEBUG after {:?}", stats(&rt));
+        assert_eq!(stats(&rt).wakeups, idle, "{layout:?}: woken with nothing to do");
     }
 }
