@@ -202,17 +202,25 @@ impl Runtime {
         }
         let ticker = Arc::clone(&inner);
         threads.push(spawn("luge-ticker".into(), move || {
-            // With periodic notification on, the ticker is also its timer (Edge-RT §IV-B).
-            let period = match ticker.config.notify_interval {
-                Duration::ZERO => ticker.config.tick,
-                every => ticker.config.tick.min(every),
-            };
+            // With periodic notification on, the ticker is also its timer (Edge-RT §IV-B): it
+            // runs at least once per interval and notifies once per interval.
+            let every = ticker.config.notify_interval;
+            let period =
+                if every.is_zero() { ticker.config.tick } else { ticker.config.tick.min(every) };
+            let mut next_notify = Instant::now() + every;
             while !ticker.ticker_stop.load(Ordering::Acquire) {
                 std::thread::sleep(period);
-                // The bump makes a running inline sandbox's epoch callback poll its dispatcher;
-                // a sleeping dispatcher with deferred arrivals is woken once for all of them,
-                // unless it took them all before it fell asleep (a wake-up for nothing).
+                // The bump makes a running inline sandbox's epoch callback poll its dispatcher
+                // (which takes deferred arrivals too, so inline they are seen within a tick
+                // while a sandbox runs).
                 ticker.signals.epoch.bump();
+                let now = Instant::now();
+                if every.is_zero() || now < next_notify {
+                    continue;
+                }
+                next_notify = now + every;
+                // A sleeping dispatcher with deferred arrivals is woken once for all of them,
+                // unless it took them all before it fell asleep (a wake-up for nothing).
                 for g in &ticker.groups {
                     if g.deferred.swap(false, Ordering::AcqRel) && !g.submissions.is_empty() {
                         g.notify.notify();
