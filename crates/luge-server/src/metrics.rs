@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use luge_runtime::{Outcome, Runtime};
+use luge_runtime::{GroupStats, Outcome, Runtime};
 
 use crate::log_limit::{self, LogKind};
 use crate::status::{OUTCOMES, outcome_index};
@@ -409,7 +409,10 @@ fn render_tenants(out: &mut String, runtime: &Runtime) {
     }
 }
 
-/// Each worker's busy time and run segments, each group's queue.
+/// A metric family with a sample per dispatcher group: name, type, help, value.
+type GroupFamily = (&'static str, &'static str, &'static str, fn(&GroupStats) -> u64);
+
+/// Each worker's busy time and run segments, each group's queue and wake-ups.
 fn render_workers(out: &mut String, runtime: &Runtime) {
     let workers = runtime.worker_stats();
     out.push_str("# HELP luge_worker_busy_seconds_total Wall time the worker ran sandboxes.\n# TYPE luge_worker_busy_seconds_total counter\n");
@@ -422,26 +425,44 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
         let n = w.segments;
         let _ = writeln!(out, "luge_worker_segments_total{{worker=\"{}\"}} {n}", w.index);
     }
-    out.push_str("# HELP luge_group_queued Requests a dispatcher group holds that are not running.\n# TYPE luge_group_queued gauge\n");
     let groups = runtime.group_stats();
-    for g in &groups {
-        let _ = writeln!(out, "luge_group_queued{{group=\"{}\"}} {}", g.index, g.queued);
-    }
-    out.push_str("# HELP luge_group_demoted_total Requests demoted to the best-effort lane (on_overrun = demote).\n# TYPE luge_group_demoted_total counter\n");
-    for g in &groups {
-        let _ = writeln!(out, "luge_group_demoted_total{{group=\"{}\"}} {}", g.index, g.demoted);
-    }
-    out.push_str("# HELP luge_group_wakeups_total Wake-ups issued to the group's sleeping dispatcher and worker threads (unparks).\n# TYPE luge_group_wakeups_total counter\n");
-    for g in &groups {
-        let _ = writeln!(out, "luge_group_wakeups_total{{group=\"{}\"}} {}", g.index, g.wakeups);
-    }
-    out.push_str("# HELP luge_group_sleeps_total Times the group's dispatcher and worker threads went to sleep (parks).\n# TYPE luge_group_sleeps_total counter\n");
-    for g in &groups {
-        let _ = writeln!(out, "luge_group_sleeps_total{{group=\"{}\"}} {}", g.index, g.sleeps);
-    }
-    out.push_str("# HELP luge_group_deferred_total Arrivals whose wake-up was left to the periodic notification (notify_interval_us).\n# TYPE luge_group_deferred_total counter\n");
-    for g in &groups {
-        let _ = writeln!(out, "luge_group_deferred_total{{group=\"{}\"}} {}", g.index, g.deferred);
+    let families: [GroupFamily; 5] = [
+        (
+            "luge_group_queued",
+            "gauge",
+            "Requests a dispatcher group holds that are not running.",
+            |g| g.queued as u64,
+        ),
+        (
+            "luge_group_demoted_total",
+            "counter",
+            "Requests demoted to the best-effort lane (on_overrun = demote).",
+            |g| g.demoted,
+        ),
+        (
+            "luge_group_wakeups_total",
+            "counter",
+            "Wake-ups issued to the group's sleeping dispatcher and worker threads (unparks).",
+            |g| g.wakeups,
+        ),
+        (
+            "luge_group_sleeps_total",
+            "counter",
+            "Times the group's dispatcher and worker threads went to sleep (parks).",
+            |g| g.sleeps,
+        ),
+        (
+            "luge_group_deferred_total",
+            "counter",
+            "Arrivals whose wake-up was left to the periodic notification (notify_interval_us).",
+            |g| g.deferred,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for g in &groups {
+            let _ = writeln!(out, "{name}{{group=\"{}\"}} {}", g.index, value(g));
+        }
     }
 }
 

@@ -81,18 +81,29 @@ impl Shares {
     }
 }
 
+/// `requests` chains of `stages` stages, each stage drawn from `per_stage`, arriving at `load`
+/// utilisation of `workers` workers by stage execution (Edge-RT's figures count utilisation so).
+pub(super) fn chains_of(
+    per_stage: &ServiceDist,
+    (stages, load, workers): (u8, f64, usize),
+    seed: u64,
+    requests: usize,
+) -> Vec<Job> {
+    // A `stages`-th of the rate, `stages` times the work: the utilisation stays `load`.
+    let spec = spec_at(per_stage, load / f64::from(stages), workers, seed);
+    let mut jobs = jobs_of(&spec, requests);
+    for j in &mut jobs {
+        j.execution *= u64::from(stages);
+        j.stages = stages;
+    }
+    jobs
+}
+
 /// The chains of one point: the light/heavy mix at `load` of the workers, each request a chain
 /// of [`STAGES`] stages of its class's execution.
 fn chains(run: &Run<'_>, load: f64, requests: usize) -> Vec<Job> {
     let dist = ServiceDist::preset(Preset::EdgeRtBimodal);
-    // A quarter of the rate, four times the work: the utilisation stays `load`.
-    let spec = spec_at(&dist, load / f64::from(STAGES), WORKERS, run.opts.seed);
-    let mut jobs = jobs_of(&spec, requests);
-    for j in &mut jobs {
-        j.execution *= u64::from(STAGES);
-        j.stages = STAGES;
-    }
-    jobs
+    chains_of(&dist, (STAGES, load, WORKERS), run.opts.seed, requests)
 }
 
 /// Runs Edge-RT Fig. 11.

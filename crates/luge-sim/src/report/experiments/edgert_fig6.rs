@@ -17,9 +17,9 @@ use std::path::Path;
 use luge_sched::{PolicyConfig, PolicyKind};
 use luge_workload::{Mix, MixClass, ServiceDist};
 
-use super::edgert::Shares;
-use super::{ExperimentError, ExperimentOutput, Run, Tables, Writer, jobs_of, spec_at};
-use crate::engine::{Job, simulate};
+use super::edgert::{Shares, chains_of};
+use super::{ExperimentError, ExperimentOutput, Run, Tables, Writer};
+use crate::engine::simulate;
 use crate::report::plot::{Chart, Series, svg};
 use crate::sweep::sweep;
 
@@ -70,16 +70,7 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
         if opts.quick { vec![0, 250, 4000] } else { vec![0, 50, 250, 500, 750, 1000, 2000, 4000] };
     let loads = [0.9, 0.5];
     let dist = per_stage()?;
-    let chains_at = |load: f64| {
-        // A quarter of the rate, four times the work: the utilisation stays `load`.
-        let spec = spec_at(&dist, load / f64::from(STAGES), WORKERS, opts.seed);
-        let mut jobs: Vec<Job> = jobs_of(&spec, n);
-        for j in &mut jobs {
-            j.execution *= u64::from(STAGES);
-            j.stages = STAGES;
-        }
-        jobs
-    };
+    let chains_at = |load: f64| chains_of(&dist, (STAGES, load, WORKERS), opts.seed, n);
     let jobs = [chains_at(loads[0]), chains_at(loads[1])];
     let mut points: Vec<(usize, Rule, u64)> = Vec::new();
     for l in 0..loads.len() {
