@@ -518,6 +518,13 @@ impl UdpServer {
                 sys::set_int_option(fd, opt, value).map_err(UdpError::Socket)?;
             }
         }
+        // Each datagram's kernel receive time: its deadline counts from there, not from when
+        // the receive thread got to it (`udp/receiver.rs`). Without it, from the latter.
+        if let Err(e) = sys::enable_receive_timestamps(fd) {
+            tracing::warn!(
+                "udp: no kernel receive timestamps ({e}): time in the socket buffer is not counted"
+            );
+        }
         if config.busy_poll {
             socket.set_nonblocking(true).map_err(UdpError::Socket)?;
         } else {

@@ -5,9 +5,25 @@
 use luge_proto::RequestHeader;
 use luge_runtime::{Failure, Rejection};
 
+use std::time::SystemTime;
+
 use super::limit::ReplyBudget;
 use super::sys::{RecvBatch, SendBatch};
 use super::*;
+
+/// A kernel receive stamp further in the past than this is not believed (a wall clock stepped
+/// back): the datagram counts from when the thread read it.
+const MAX_SOCKET_WAIT: Duration = Duration::from_secs(10);
+
+/// When a datagram read at `received` (`wall` on the wall clock) arrived, from the kernel's
+/// stamp if it has one that can be believed: not in the future, at most [`MAX_SOCKET_WAIT`] old.
+fn arrival(received: Instant, wall: SystemTime, stamp: Option<SystemTime>) -> Instant {
+    stamp
+        .and_then(|t| wall.duration_since(t).ok())
+        .filter(|waited| *waited <= MAX_SOCKET_WAIT)
+        .and_then(|waited| received.checked_sub(waited))
+        .unwrap_or(received)
+}
 
 /// The receive thread's state.
 pub(super) struct Receiver {
@@ -43,8 +59,13 @@ impl Receiver {
                         break;
                     }
                     let received = Instant::now();
+                    let wall = SystemTime::now();
                     for i in 0..n {
-                        self.datagram(i, received);
+                        // A request's time in the node starts when the kernel received it: a
+                        // datagram that waited in the socket buffer has spent part of its
+                        // deadline already.
+                        let arrived = arrival(received, wall, self.batch.kernel_time(i));
+                        self.datagram(i, (received, arrived));
                     }
                     if !self.out.is_empty() {
                         let failed = self.out.flush(fd, libc::MSG_DONTWAIT);
@@ -76,8 +97,9 @@ impl Receiver {
         }
     }
 
-    /// Handles datagram `i` of the current batch.
-    fn datagram(&mut self, i: usize, received: Instant) {
+    /// Handles datagram `i` of the current batch, read at `received`, which the kernel
+    /// received at `arrived`.
+    fn datagram(&mut self, i: usize, (received, arrived): (Instant, Instant)) {
         let shared = Arc::clone(&self.shared);
         let Some((data, peer, truncated)) = self.batch.get(i) else { return };
         bump(&shared.counters.datagrams);
@@ -125,7 +147,7 @@ impl Receiver {
                 // Copy what outlives the borrow of the batch buffer.
                 let header = request.header;
                 let payload = request.payload.to_vec();
-                self.request(&shared, peer, (header, len), payload, received);
+                self.request(&shared, peer, (header, len), payload, (received, arrived));
             }
         }
     }
@@ -166,7 +188,7 @@ impl Receiver {
         peer: SocketAddr,
         (header, len): (RequestHeader, usize),
         payload: Vec<u8>,
-        received: Instant,
+        (received, arrived): (Instant, Instant),
     ) {
         let id = header.request_id;
         let counters = &shared.counters;
@@ -212,7 +234,7 @@ impl Receiver {
             bump(&counters.shutting_down);
             let failure = Failure::Rejected(Rejection::ShuttingDown);
             let message = failure.to_string();
-            shared.gate.refuse_call(&function, failure, received, (Some(peer), Some(id)));
+            shared.gate.refuse_call(&function, failure, arrived, (Some(peer), Some(id)));
             self.refuse(peer, (id, len), Status::ShuttingDown, &message, received);
             return;
         }
@@ -236,7 +258,7 @@ impl Receiver {
             expected: fields.expected,
             client: Some(peer),
             client_id: Some(id),
-            received,
+            received: arrived,
             // UDP-RPC carries no trace context: a new trace when the node exports spans and samples it.
             trace: shared.gate.traced(None),
         };
@@ -245,5 +267,21 @@ impl Receiver {
         shared.gate.submit(call, move |outcome| {
             callback_shared.answer(peer, (id, len, want_stages), deadline, outcome)
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_datagram_counts_from_its_kernel_stamp_when_it_can_be_believed() {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let ms = Duration::from_millis;
+        assert_eq!(arrival(now, wall, Some(wall - ms(30))), now - ms(30));
+        assert_eq!(arrival(now, wall, None), now, "no stamp: read time");
+        assert_eq!(arrival(now, wall, Some(wall + ms(5))), now, "a stamp from the future");
+        let stale = Some(wall - MAX_SOCKET_WAIT - ms(1));
+        assert_eq!(arrival(now, wall, stale), now, "a wall clock stepped back");
     }
 }

@@ -1,11 +1,18 @@
 //! The few socket calls std does not offer, as safe wrappers over `libc`: `recvmmsg` into a
-//! reusable batch of buffers, `sendmmsg` of a batch of replies, a non-blocking `sendto`, and
-//! conversions between [`SocketAddr`] and `sockaddr_storage`. Every `unsafe` block is here.
+//! reusable batch of buffers (with each datagram's kernel receive time when `SO_TIMESTAMPNS` is
+//! on), `sendmmsg` of a batch of replies, a non-blocking `sendto`, and conversions between
+//! [`SocketAddr`] and `sockaddr_storage`. Every `unsafe` block is here.
 
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
+use std::time::{Duration, SystemTime};
+
+/// Room for one control message per datagram: a `SCM_TIMESTAMPNS` (a `timespec`) needs
+/// `CMSG_SPACE(16)` = 32 bytes on 64-bit Linux; 64 leaves margin. `u64`s keep it aligned for
+/// `cmsghdr`.
+const CONTROL_WORDS: usize = 8;
 
 /// A zeroed `sockaddr_storage`.
 fn empty_storage() -> libc::sockaddr_storage {
@@ -117,14 +124,21 @@ pub fn send_to(fd: RawFd, buf: &[u8], addr: SocketAddr, flags: libc::c_int) -> i
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc as usize) }
 }
 
+/// Asks the kernel to stamp every datagram received on `fd` with its arrival time
+/// (`SO_TIMESTAMPNS`, `CLOCK_REALTIME`), read back by [`RecvBatch::kernel_time`].
+pub fn enable_receive_timestamps(fd: RawFd) -> io::Result<()> {
+    set_int_option(fd, libc::SO_TIMESTAMPNS, 1)
+}
+
 /// A reusable `recvmmsg` batch: `capacity` buffers of `buf_len` bytes with their source
-/// addresses. Holds raw pointers into its own heap allocations (which never move), so it is
-/// neither `Send` nor `Sync`: it lives on the receive thread.
+/// addresses and control messages. Holds raw pointers into its own heap allocations (which
+/// never move), so it is neither `Send` nor `Sync`: it lives on the receive thread.
 pub struct RecvBatch {
     buf_len: usize,
     bufs: Vec<u8>,
     addrs: Vec<libc::sockaddr_storage>,
     iovecs: Vec<libc::iovec>,
+    controls: Vec<[u64; CONTROL_WORDS]>,
     headers: Vec<libc::mmsghdr>,
     received: usize,
 }
@@ -139,10 +153,12 @@ impl RecvBatch {
             .chunks_exact_mut(buf_len)
             .map(|chunk| libc::iovec { iov_base: chunk.as_mut_ptr().cast(), iov_len: buf_len })
             .collect();
+        let mut controls = vec![[0u64; CONTROL_WORDS]; capacity];
         let headers = iovecs
             .iter_mut()
             .zip(addrs.iter_mut())
-            .map(|(iov, addr)| {
+            .zip(controls.iter_mut())
+            .map(|((iov, addr), control)| {
                 // SAFETY: `mmsghdr` is a plain C struct; all-zero is valid (null pointers,
                 // zero lengths) and we set the fields we use right after.
                 let mut h: libc::mmsghdr = unsafe { zeroed() };
@@ -150,10 +166,12 @@ impl RecvBatch {
                 h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
                 h.msg_hdr.msg_iov = std::ptr::from_mut(iov);
                 h.msg_hdr.msg_iovlen = 1;
+                h.msg_hdr.msg_control = control.as_mut_ptr().cast();
+                h.msg_hdr.msg_controllen = size_of::<[u64; CONTROL_WORDS]>();
                 h
             })
             .collect();
-        Self { buf_len, bufs, addrs, iovecs, headers, received: 0 }
+        Self { buf_len, bufs, addrs, iovecs, controls, headers, received: 0 }
     }
 
     /// One `recvmmsg(fd, batch, flags)`: returns how many datagrams arrived (at least 1).
@@ -161,12 +179,14 @@ impl RecvBatch {
         self.received = 0;
         for h in &mut self.headers {
             h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_hdr.msg_controllen = size_of::<[u64; CONTROL_WORDS]>();
             h.msg_hdr.msg_flags = 0;
             h.msg_len = 0;
         }
-        // The pointers set in `new` still point into `bufs`, `addrs` and `iovecs`: their heap
-        // buffers were never reallocated (we never push to or resize them).
+        // The pointers set in `new` still point into `bufs`, `addrs`, `iovecs` and `controls`:
+        // their heap buffers were never reallocated (we never push to or resize them).
         debug_assert_eq!(self.iovecs.len(), self.headers.len());
+        debug_assert_eq!(self.controls.len(), self.headers.len());
         // SAFETY: `headers` holds `headers.len()` initialised `mmsghdr`s whose name and iovec
         // pointers point into live buffers owned by `self` (sizes as declared); the kernel
         // writes at most those sizes. The timeout pointer may be null.
@@ -199,6 +219,45 @@ impl RecvBatch {
         let peer = from_storage(&self.addrs[i], h.msg_hdr.msg_namelen);
         let truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
         Some((data, peer, truncated))
+    }
+
+    /// When the kernel received datagram `i` of the last batch (`CLOCK_REALTIME`), if the
+    /// socket stamps datagrams ([`enable_receive_timestamps`]) and the stamp fitted.
+    pub fn kernel_time(&self, i: usize) -> Option<SystemTime> {
+        if i >= self.received {
+            return None;
+        }
+        let hdr = &self.headers[i].msg_hdr;
+        if hdr.msg_flags & libc::MSG_CTRUNC != 0 {
+            return None;
+        }
+        // SAFETY: `hdr` is the header the kernel just filled: `msg_control` points into
+        // `controls[i]` (live, aligned for `cmsghdr`) and `msg_controllen` is the length the
+        // kernel wrote, at most the buffer's size; `CMSG_FIRSTHDR`/`CMSG_NXTHDR` stay within it
+        // and return null past the end.
+        let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(hdr) };
+        while !cmsg.is_null() {
+            // SAFETY: non-null `cmsg` from the macros above points at a whole `cmsghdr` inside
+            // the control buffer.
+            let c = unsafe { &*cmsg };
+            let len = c.cmsg_len as usize;
+            if c.cmsg_level == libc::SOL_SOCKET
+                && c.cmsg_type == libc::SCM_TIMESTAMPNS
+                // SAFETY: `CMSG_LEN` only computes a length.
+                && len >= unsafe { libc::CMSG_LEN(size_of::<libc::timespec>() as u32) } as usize
+            {
+                // SAFETY: the kernel wrote a `timespec` as this message's data (its type and
+                // length say so); it may be unaligned, hence `read_unaligned`.
+                let ts: libc::timespec =
+                    unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+                let secs = u64::try_from(ts.tv_sec).ok()?;
+                let nanos = u32::try_from(ts.tv_nsec).ok().filter(|n| *n < 1_000_000_000)?;
+                return SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos));
+            }
+            // SAFETY: as for `CMSG_FIRSTHDR`, with `cmsg` a header inside this buffer.
+            cmsg = unsafe { libc::CMSG_NXTHDR(hdr, cmsg) };
+        }
+        None
     }
 }
 
@@ -316,5 +375,40 @@ impl SendBatch {
             }
         }
         failed
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+
+    #[test]
+    fn a_stamped_socket_reports_when_the_kernel_received_a_datagram() {
+        let stamped = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let plain = UdpSocket::bind("127.0.0.1:0").unwrap();
+        enable_receive_timestamps(stamped.as_raw_fd()).unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for to in [&stamped, &plain] {
+            client.send_to(b"hello", to.local_addr().unwrap()).unwrap();
+        }
+        let sent = SystemTime::now();
+        // It waits in the socket buffer before anyone reads it.
+        std::thread::sleep(Duration::from_millis(50));
+        let mut batch = RecvBatch::new(4, 64);
+        assert_eq!(batch.recv(stamped.as_raw_fd(), libc::MSG_WAITFORONE).unwrap(), 1);
+        let (data, peer, truncated) = batch.get(0).unwrap();
+        assert_eq!((data, peer, truncated), (&b"hello"[..], client.local_addr().ok(), false));
+        let stamp = batch.kernel_time(0).expect("a stamp");
+        let waited = SystemTime::now().duration_since(stamp).unwrap();
+        assert!(waited >= Duration::from_millis(45), "waited {waited:?}");
+        assert!(stamp.duration_since(sent).unwrap_or_default() < Duration::from_millis(45));
+        assert!(batch.kernel_time(1).is_none(), "one datagram in the batch");
+        // Without the option there is no stamp.
+        assert_eq!(batch.recv(plain.as_raw_fd(), libc::MSG_WAITFORONE).unwrap(), 1);
+        assert_eq!(batch.kernel_time(0), None);
     }
 }
