@@ -848,3 +848,35 @@ fn periodic_notification_leaves_arrivals_with_slack_to_the_ticker() {
         assert_eq!(stats(&rt).wakeups, idle, "{layout:?}: woken with nothing to do");
     }
 }
+
+#[test]
+fn periodic_notification_wakes_a_group_at_most_once_per_interval() {
+    // The ticker runs every 1 ms (its `tick`) but notifies once per 30 ms interval: relaxed
+    // arrivals 5 ms apart, each finding the node asleep, share those notifications instead of
+    // costing one wake-up each.
+    let config = RuntimeConfig {
+        notify_interval: Duration::from_millis(30),
+        tick: Duration::from_millis(1),
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::start(config).unwrap();
+    register(&rt, "relaxed", ECHO, |c| c.relative_deadline = Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(10));
+    let before = rt.group_stats()[0].wakeups;
+    let start = Instant::now();
+    let tickets: Vec<_> = (0..12)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(5));
+            rt.submit("relaxed", b"x".to_vec(), SubmitOptions::default())
+        })
+        .collect();
+    for t in tickets {
+        assert_eq!(ok(t.wait_timeout(Duration::from_secs(60)).unwrap()), b"x");
+    }
+    let elapsed = start.elapsed();
+    let spent = rt.group_stats()[0].wakeups - before;
+    // One per interval that passed, and one more for the phase: a wake-up per arrival (12) only
+    // if the run was stretched past ~300 ms.
+    let bound = (elapsed.as_millis() / 30) as u64 + 2;
+    assert!(spent <= bound, "{spent} wake-ups for 12 arrivals in {elapsed:?} (bound {bound})");
+}
