@@ -350,12 +350,13 @@ impl Run<'_> {
     }
 
     /// Runs every point in parallel, reporting progress under the experiment's name, and
-    /// collects the reports, in point order, or the first error.
-    fn points<T: Sync>(
+    /// collects what each produced (a report, or what an experiment measures itself), in point
+    /// order, or the first error.
+    fn points<T: Sync, R: Send>(
         &self,
         points: &[T],
-        run: impl Fn(&T) -> Result<Report, SimError> + Sync,
-    ) -> Result<Vec<Report>, SimError> {
+        run: impl Fn(&T) -> Result<R, SimError> + Sync,
+    ) -> Result<Vec<R>, SimError> {
         let name = self.exp.name();
         sweep(points, self.opts.threads, run, |d, t| (self.progress)(name, d, t))
             .into_iter()

@@ -17,7 +17,6 @@ use super::{ExperimentError, ExperimentOutput, Run, Tables, Writer, jobs_of, spe
 use crate::engine::{Job, simulate};
 use crate::record::{Outcome, Record};
 use crate::report::plot::{Chart, Series, svg};
-use crate::sweep::sweep;
 
 /// Workers, as in Edge-RT's evaluation (48 cores).
 const WORKERS: usize = 48;
@@ -115,25 +114,18 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
         CONTENDERS.iter().flat_map(|&c| loads.iter().map(move |&l| (c, l))).collect();
     let group = WORKERS / DISPATCHERS;
     let bounded = Admission { max_queued: Some(BOUND_PER_WORKER * group), ..Admission::NONE };
-    let results = sweep(
-        &points,
-        opts.threads,
-        |&(c, load)| {
-            let pc = PolicyConfig {
-                admission: c.admission.unwrap_or(bounded),
-                ..PolicyConfig::papers(group)
-            };
-            let mut cfg = run.config(c.policy, WORKERS, &pc);
-            cfg.dispatchers = DISPATCHERS;
-            // Luge's estimates include a stage's start-up on its worker, as the runtime's do.
-            cfg.estimate_start_cost = c.admission.is_some();
-            let out = simulate(&cfg, &chains(run, load, n))?;
-            Ok([Shares::of(&out.records, 0), Shares::of(&out.records, 1)])
-        },
-        |d, t| (run.progress)(run.exp.name(), d, t),
-    )
-    .into_iter()
-    .collect::<Result<Vec<_>, crate::engine::SimError>>()?;
+    let results = run.points(&points, |&(c, load)| {
+        let pc = PolicyConfig {
+            admission: c.admission.unwrap_or(bounded),
+            ..PolicyConfig::papers(group)
+        };
+        let mut cfg = run.config(c.policy, WORKERS, &pc);
+        cfg.dispatchers = DISPATCHERS;
+        // Luge's estimates include a stage's start-up on its worker, as the runtime's do.
+        cfg.estimate_start_cost = c.admission.is_some();
+        let out = simulate(&cfg, &chains(run, load, n))?;
+        Ok([Shares::of(&out.records, 0), Shares::of(&out.records, 1)])
+    })?;
     let mut t = Tables::new(
         run.exp.title(),
         &format!(

@@ -21,7 +21,6 @@ use super::edgert::{Shares, chains_of};
 use super::{ExperimentError, ExperimentOutput, Run, Tables, Writer};
 use crate::engine::simulate;
 use crate::report::plot::{Chart, Series, svg};
-use crate::sweep::sweep;
 
 /// Workers, as in Edge-RT's Fig. 6 (16 cores).
 const WORKERS: usize = 16;
@@ -79,32 +78,25 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
         }
     }
     let group = WORKERS / DISPATCHERS;
-    let results = sweep(
-        &points,
-        opts.threads,
-        |&(l, rule, every_us)| {
-            let jobs = &jobs[l];
-            let pc = PolicyConfig::papers(group);
-            let mut cfg = run.config(PolicyKind::SledgeScale, WORKERS, &pc);
-            // Luge as shipped: its admission, estimates with start-up.
-            cfg.policy_config.admission = luge_sched::Admission::DEADLINE;
-            cfg.estimate_start_cost = true;
-            cfg.dispatchers = DISPATCHERS;
-            cfg.overheads.wakeup = WAKEUP;
-            cfg.notify_interval = every_us * 1_000;
-            cfg.notify_urgent = rule.urgent;
-            let out = simulate(&cfg, jobs)?;
-            let chains = jobs.len().max(1) as f64;
-            Ok(Measured {
-                light: Shares::of(&out.records, 0),
-                wakeups_per_chain: out.wakeups as f64 / chains,
-                deferred_per_chain: out.deferred as f64 / chains,
-            })
-        },
-        |d, t| (run.progress)(run.exp.name(), d, t),
-    )
-    .into_iter()
-    .collect::<Result<Vec<_>, crate::engine::SimError>>()?;
+    let results = run.points(&points, |&(l, rule, every_us)| {
+        let jobs = &jobs[l];
+        let pc = PolicyConfig::papers(group);
+        let mut cfg = run.config(PolicyKind::SledgeScale, WORKERS, &pc);
+        // Luge as shipped: its admission, estimates with start-up.
+        cfg.policy_config.admission = luge_sched::Admission::DEADLINE;
+        cfg.estimate_start_cost = true;
+        cfg.dispatchers = DISPATCHERS;
+        cfg.overheads.wakeup = WAKEUP;
+        cfg.notify_interval = every_us * 1_000;
+        cfg.notify_urgent = rule.urgent;
+        let out = simulate(&cfg, jobs)?;
+        let chains = jobs.len().max(1) as f64;
+        Ok(Measured {
+            light: Shares::of(&out.records, 0),
+            wakeups_per_chain: out.wakeups as f64 / chains,
+            deferred_per_chain: out.deferred as f64 / chains,
+        })
+    })?;
     let mut t = Tables::new(
         run.exp.title(),
         &format!(
