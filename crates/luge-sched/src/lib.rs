@@ -15,6 +15,7 @@
 //! - [`RunList`] — a sorted run list that merges a batch in one splice per insertion point
 //!   (HORSE §4.1, P²SM); [`Affine`] — `n` load updates `x ← a·x + b` coalesced into one (HORSE
 //!   §4.2).
+//! - [`UllLane`] — a run queue for ultra-low-latency requests ahead of any policy (HORSE §3).
 
 mod coalesce;
 mod contract;
@@ -25,6 +26,7 @@ mod policy;
 mod queue;
 mod request;
 mod sum_tree;
+mod ull;
 
 pub use crate::coalesce::Affine;
 pub use crate::contract::{Checked, ContractChecker, ContractViolation};
@@ -41,3 +43,4 @@ pub use crate::request::{
     FunctionId, MIN_REMAINING, Nanos, Overrun, QueueKey, Request, RequestId, UnknownOverrun,
 };
 pub use crate::sum_tree::SumTree;
+pub use crate::ull::{UllConfig, UllLane, UllStats};

@@ -53,6 +53,10 @@ pub struct Request {
     pub estimate_known: bool,
     /// What becomes of it once it can no longer meet its deadline (with shedding on).
     pub on_overrun: Overrun,
+    /// Its function is declared ultra-low-latency (HORSE §3): with the uLL lane
+    /// ([`UllLane`](crate::UllLane)) it runs ahead of every other request. The lane also counts
+    /// a request as uLL when its known estimate is within the lane's threshold.
+    pub ull: bool,
 }
 
 /// What becomes of a request whose deadline cannot be met: refused at arrival on its deadline
@@ -122,7 +126,14 @@ impl Request {
             tenant: 0,
             estimate_known: true,
             on_overrun: Overrun::Kill,
+            ull: false,
         }
+    }
+
+    /// Declares its function ultra-low-latency (builder style); see [`Request::ull`].
+    pub fn with_ull(mut self, ull: bool) -> Self {
+        self.ull = ull;
+        self
     }
 
     /// Sets what becomes of it once it can no longer meet its deadline (builder style).

@@ -2,16 +2,58 @@
 //! simulator): starts, completions and preemption deliveries arrive after random delays, so
 //! preemptions race completions and reach requests that have not started yet. No call may break
 //! the contract, and no request may be left unanswered once the driver has nothing left to do.
+//! The same driver runs every policy behind the uLL lane (HORSE §3), each checked inside the lane
+//! too, and holds the lane to its promise: no other request starts while a uLL request waits.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
+use std::sync::{Arc, Mutex};
 
 use luge_sched::{
-    Action, Admission, Checked, Event, FunctionId, Nanos, Overrun, Policy, PolicyConfig,
-    PolicyKind, RejectReason, Request, RequestId, WorkerId,
+    Action, Admission, Checked, ContractViolation, Event, FunctionId, LocalOrder, Nanos, Overrun,
+    Policy, PolicyConfig, PolicyKind, PolicyStats, RejectReason, Request, RequestId, UllConfig,
+    UllLane, WorkerId,
 };
+
+/// What the checker of a policy inside the uLL lane found: its first violation, and what
+/// [`Checked::end`] says after the latest call (read once the driver is done).
+#[derive(Debug, Default)]
+struct Inner {
+    violation: Option<ContractViolation>,
+    end: Option<ContractViolation>,
+}
+
+/// A checked policy that reports what its checker found to the test through `seen`.
+struct Watched {
+    policy: Checked<Box<dyn Policy>>,
+    seen: Arc<Mutex<Inner>>,
+}
+
+impl Policy for Watched {
+    fn name(&self) -> &'static str {
+        self.policy.name()
+    }
+    fn workers(&self) -> usize {
+        self.policy.workers()
+    }
+    fn queued(&self) -> usize {
+        self.policy.queued()
+    }
+    fn local_order(&self) -> LocalOrder {
+        self.policy.local_order()
+    }
+    fn stats(&self) -> PolicyStats {
+        self.policy.stats()
+    }
+    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
+        self.policy.on_event(now, event, out);
+        let mut seen = self.seen.lock().unwrap();
+        seen.violation = self.policy.violation().cloned();
+        seen.end = self.policy.end().err();
+    }
+}
 
 /// What the driver has to do at some time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -36,6 +78,13 @@ struct OnWorker {
 
 struct Driver {
     policy: Checked<Box<dyn Policy>>,
+    /// With the uLL lane: what the inner policy's checker found (it is checked inside the lane).
+    inner: Option<Arc<Mutex<Inner>>>,
+    /// Which requests a uLL lane takes (with or without one), and those waiting for a worker.
+    ull: UllConfig,
+    ull_waiting: BTreeSet<RequestId>,
+    /// Runs of other requests started while a uLL request waited.
+    ahead_of_ull: usize,
     rng: u64,
     now: Nanos,
     seq: u64,
@@ -91,6 +140,9 @@ impl Driver {
         for action in out {
             match action {
                 Action::Run { worker, req } => {
+                    if !self.ull_waiting.remove(&req.id) && !self.ull_waiting.is_empty() {
+                        self.ahead_of_ull += 1;
+                    }
                     self.unbind(req.id);
                     self.runs += 1;
                     let run = self.runs;
@@ -114,6 +166,7 @@ impl Driver {
                     self.bound[worker].insert(id);
                 }
                 Action::Reject { req, reason } => {
+                    self.ull_waiting.remove(&req.id);
                     self.unbind(req.id);
                     if reason == RejectReason::Late {
                         self.late += 1;
@@ -177,7 +230,13 @@ impl Driver {
 
     fn step(&mut self, due: Due) {
         match due {
-            Due::Arrival(i) => self.feed(Event::Arrival(self.requests[i as usize])),
+            Due::Arrival(i) => {
+                let req = self.requests[i as usize];
+                if self.ull.is_ull(&req) {
+                    self.ull_waiting.insert(req.id);
+                }
+                self.feed(Event::Arrival(req));
+            }
             Due::Start { worker, run } => {
                 let Some(mut on) = self.current(worker, run) else { return };
                 on.since = Some(self.now);
@@ -224,6 +283,8 @@ struct Drove {
     stopped: usize,
     /// Requests answered `Late`.
     late: usize,
+    /// See [`Driver::ahead_of_ull`].
+    ahead_of_ull: usize,
     /// See [`Driver::late_waits`].
     late_waits: usize,
     /// Requests demoted, demoted ones that completed, and demoted ones answered instead.
@@ -244,13 +305,39 @@ fn drive(
     admission: bool,
     (runaways, demote): (bool, bool),
 ) -> Drove {
+    drive_with(policy, seed, (workers, load), admission, (runaways, demote), false)
+}
+
+/// [`drive`], with `lane`, behind a uLL lane that takes the short requests (20 µs) and, declared,
+/// one request in seven of the long ones.
+fn drive_with(
+    policy: PolicyKind,
+    seed: u64,
+    (workers, load): (usize, f64),
+    admission: bool,
+    (runaways, demote): (bool, bool),
+    lane: bool,
+) -> Drove {
     let mut config = PolicyConfig::papers(workers);
     if admission {
         config.admission = Admission { max_queued: Some(LANE), ..Admission::default() };
     }
     config.sledge_batch = 1 + (seed % 5) as usize;
+    let ull = UllConfig { threshold: 20_000, slice: 100_000, admission: config.admission };
+    let (built, inner): (Box<dyn Policy>, _) = if lane {
+        let seen = Arc::new(Mutex::new(Inner::default()));
+        let inner =
+            Watched { policy: Checked::new(policy.build(&config)), seen: Arc::clone(&seen) };
+        (Box::new(UllLane::new(inner, ull)), Some(seen))
+    } else {
+        (policy.build(&config), None)
+    };
     let mut d = Driver {
-        policy: Checked::new(policy.build(&config)),
+        policy: Checked::new(built),
+        inner,
+        ull,
+        ull_waiting: BTreeSet::new(),
+        ahead_of_ull: 0,
         rng: seed | 1,
         now: 0,
         seq: 0,
@@ -285,7 +372,8 @@ fn drive(
         let overrun = if demote { Overrun::Demote } else { Overrun::Kill };
         let req = Request::new(RequestId(id), FunctionId(u32::from(long)), t, deadline, expected)
             .with_class(class)
-            .with_overrun(overrun);
+            .with_overrun(overrun)
+            .with_ull(long && id % 7 == 0);
         d.requests.push(req);
         d.execution.push(actual);
         d.at(t, Due::Arrival(id));
@@ -296,6 +384,9 @@ fn drive(
         if let Some(v) = d.policy.violation() {
             panic!("{policy}: {v} at t={at} ns");
         }
+        if let Some(v) = d.inner.as_ref().and_then(|i| i.lock().unwrap().violation.clone()) {
+            panic!("{policy} inside the uLL lane: {v} at t={at} ns");
+        }
         if matches!(due, Due::Arrival(_) | Due::Tick) {
             d.late_waits += d.waiting_behind_late();
         }
@@ -303,11 +394,15 @@ fn drive(
     if let Err(v) = d.policy.end() {
         panic!("{policy}: {v}");
     }
+    if let Some(v) = d.inner.as_ref().and_then(|i| i.lock().unwrap().end.clone()) {
+        panic!("{policy} inside the uLL lane: {v}");
+    }
     Drove {
         completed: d.completed,
         stopped: d.stopped,
         late: d.late,
         late_waits: d.late_waits,
+        ahead_of_ull: d.ahead_of_ull,
         demoted: d.demoted.len(),
         demoted_completed: d.demoted_completed,
         demoted_rejected: d.demoted_rejected,
@@ -382,4 +477,39 @@ fn demoted_requests_run_late_and_never_keep_on_time_requests_waiting() {
         }
     }
     assert!(demoted > 0, "requests were demoted");
+}
+
+#[test]
+fn behind_the_ull_lane_every_policy_keeps_the_contract_and_nothing_starts_while_ull_waits() {
+    // HORSE §3: with the lane, a uLL request waits only for the uLL requests ahead of it; every
+    // policy, checked outside the lane and inside it, with the short requests (and one long
+    // request in seven, declared) in the lane, and runaways that outrun the lane's slice.
+    let mut stopped = 0;
+    for seed in 1..=16u64 {
+        let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
+        let (workers, load) = (1 + (x % 4) as usize, 0.3 + (x / 4 % 13) as f64 / 10.0);
+        for policy in PolicyKind::ALL {
+            let (admission, runaways) = (seed % 2 == 0, seed % 3 == 0);
+            let d = drive_with(policy, x, (workers, load), admission, (runaways, false), true);
+            assert_eq!(d.ahead_of_ull, 0, "{policy} seed {seed}: {d:?}");
+            if !admission {
+                assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
+            }
+            stopped += d.stopped;
+        }
+    }
+    assert!(stopped > 100, "the lane borrowed workers: {stopped} preemptions");
+}
+
+#[test]
+fn without_the_lane_other_requests_start_while_ull_requests_wait() {
+    // The property above is not vacuous: the same loads without the lane start other requests
+    // ahead of waiting short ones.
+    let mut ahead = 0;
+    for seed in 1..=8u64 {
+        let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
+        let d = drive(PolicyKind::SledgeScale, x, 1, 1.1, false, (false, false));
+        ahead += d.ahead_of_ull;
+    }
+    assert!(ahead > 0);
 }

@@ -1,0 +1,521 @@
+//! The uLL lane (HORSE §3): ultra-low-latency requests — functions of a few µs, declared
+//! (`Request::ull`) or estimated within a threshold — wait in a run queue of their own, ahead of
+//! every other request, and never behind another request's time slice.
+//!
+//! [`UllLane`] wraps any policy. The wrapped ("inner") policy schedules everything else as if
+//! the lane did not exist; the lane takes workers from it for short moments:
+//! - a uLL arrival runs at once on an idle worker; with none idle, the lane preempts the inner
+//!   policy's run with the most slack (the latest deadline) and holds it back — the inner policy
+//!   is not told, it sees its request as still running — runs the lane's requests there, first
+//!   in first out, and then resumes the held request;
+//! - an inner `Run` for a worker the lane occupies waits until the lane lets the worker go (to
+//!   the inner policy it is a run that has not started yet), and an inner `Preempt` of a run the
+//!   lane holds back is answered to it at once;
+//! - a uLL request still running after the lane's slice is preempted and handed to the inner
+//!   policy as an ordinary arrival with its execution so far: a function that is not short after
+//!   all cannot hold a worker from the lane.
+//!
+//! So a uLL request waits for at most the other uLL requests ahead of it and one preemption
+//! (the next epoch tick of a running guest, in the runtime), whatever the inner policy queued.
+//! The price is the inner policy's view of time: a run it believes running made no progress
+//! while the lane held it back, so its estimate of that run's remaining work is short by the
+//! lane's work, at most one slice per uLL request. The lane refuses what the inner policy's
+//! admission would refuse on the request alone (infeasible, more than `max_queued` waiting) and,
+//! with shedding on, answers a uLL request whose deadline it can no longer meet before it runs.
+//!
+//! To a driver the wrapper is one policy of the same contract. Its workers no longer run their
+//! own queue's EDF head first (the lane comes first), so it reports [`LocalOrder::Central`]; the
+//! inner policy's own contract can be checked by wrapping it in [`Checked`](crate::Checked)
+//! inside the lane, as the conformance tests do.
+
+use std::collections::VecDeque;
+
+use crate::policy::{Action, Admission, Event, LocalOrder, Policy, PolicyStats, RejectReason};
+use crate::request::{Nanos, Request, RequestId};
+
+/// Settings of the uLL lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UllConfig {
+    /// A request whose known estimate is at most this is ultra-low-latency even if its function
+    /// is not declared so (HORSE §3: 20 µs). 0 = only declared functions.
+    pub threshold: Nanos,
+    /// How long a uLL request may run before it is handed to the inner policy (100 µs).
+    pub slice: Nanos,
+    /// Refusal and shedding of uLL requests (the inner policy's, usually).
+    pub admission: Admission,
+}
+
+impl Default for UllConfig {
+    fn default() -> Self {
+        Self { threshold: 20_000, slice: 100_000, admission: Admission::default() }
+    }
+}
+
+impl UllConfig {
+    /// Whether `req` belongs in the lane: declared uLL, or a known estimate within the threshold.
+    pub fn is_ull(&self, req: &Request) -> bool {
+        req.ull || (req.estimate_known && req.expected <= self.threshold)
+    }
+}
+
+/// What the lane did, beyond the inner policy's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UllStats {
+    /// uLL arrivals.
+    pub arrivals: u64,
+    /// uLL requests run to completion.
+    pub completed: u64,
+    /// Inner runs preempted and held back for the lane.
+    pub borrowed: u64,
+    /// uLL requests refused on arrival or shed.
+    pub rejected: u64,
+    /// uLL requests that outran the slice and went to the inner policy.
+    pub overran: u64,
+}
+
+/// The inner policy's run on a worker.
+#[derive(Debug, Clone, Copy)]
+struct InnerRun {
+    /// The request as last run, with its execution so far.
+    req: Request,
+    state: InnerState,
+    /// The inner policy asked to preempt it.
+    preempt: bool,
+    /// The inner policy was told it started.
+    started: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InnerState {
+    /// The inner policy ran it, the lane has the worker: not handed to the driver yet.
+    Waiting,
+    /// The driver runs it.
+    Out,
+    /// Preempted for the lane; the inner policy believes it runs.
+    HeldBack,
+}
+
+/// What the driver runs on a worker, as the wrapper told it.
+#[derive(Debug, Clone, Copy)]
+struct Outer {
+    id: RequestId,
+    /// A request of the lane (else the inner policy's).
+    ull: bool,
+    /// When the driver reported it started.
+    since: Option<Nanos>,
+    /// A `Preempt` of it is on its way.
+    preempt_asked: bool,
+    /// That preemption was the lane's (to borrow the worker or end a uLL slice).
+    by_lane: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Worker {
+    outer: Option<Outer>,
+    inner: Option<InnerRun>,
+}
+
+/// A policy with a uLL lane in front of it (module doc).
+#[derive(Debug, Clone)]
+pub struct UllLane<P> {
+    inner: P,
+    config: UllConfig,
+    /// uLL requests waiting, first in first out.
+    lane: VecDeque<Request>,
+    /// The uLL requests running, by id (their full request, for an overrun hand-over).
+    running: Vec<Option<Request>>,
+    workers: Vec<Worker>,
+    stats: UllStats,
+    /// Events for the inner policy that arose while handling its actions.
+    pending: VecDeque<Event>,
+    /// The slice end a tick was last asked for ([`UllLane::arm`]).
+    armed: Option<Nanos>,
+}
+
+impl<P: Policy> UllLane<P> {
+    /// `inner` behind a lane of `config`; `inner` has not been fed any event yet.
+    pub fn new(inner: P, config: UllConfig) -> Self {
+        let workers = inner.workers().max(1);
+        Self {
+            inner,
+            config,
+            lane: VecDeque::new(),
+            running: vec![None; workers],
+            workers: vec![Worker::default(); workers],
+            stats: UllStats::default(),
+            pending: VecDeque::new(),
+            armed: None,
+        }
+    }
+
+    /// The wrapped policy.
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+
+    /// The lane's own counters.
+    pub fn ull_stats(&self) -> UllStats {
+        self.stats
+    }
+
+    /// uLL requests waiting in the lane.
+    pub fn waiting(&self) -> usize {
+        self.lane.len()
+    }
+
+    fn arrival(&mut self, now: Nanos, req: Request, out: &mut Vec<Action>) {
+        self.stats.arrivals += 1;
+        if let Some(reason) = self.config.admission.check(now, &req, self.lane.len()) {
+            self.stats.rejected += 1;
+            out.push(Action::Reject { req, reason });
+            return;
+        }
+        self.lane.push_back(req);
+        if let Some(w) = self.workers.iter().position(|w| w.outer.is_none()) {
+            self.next(now, w, out);
+            return;
+        }
+        // No idle worker: borrow one more unless enough borrows are on their way already.
+        let borrowing = self.workers.iter().filter(|w| w.outer.is_some_and(|o| o.by_lane)).count();
+        if borrowing >= self.lane.len() {
+            return;
+        }
+        let victim = (0..self.workers.len())
+            .filter(|&w| {
+                self.workers[w].outer.is_some_and(|o| !o.ull && !o.preempt_asked)
+                    && self.workers[w].inner.is_some_and(|i| i.state == InnerState::Out)
+            })
+            .max_by_key(|&w| self.workers[w].inner.map_or(0, |i| i.req.absolute_deadline));
+        if let Some(w) = victim
+            && let Some(o) = self.workers[w].outer.as_mut()
+        {
+            o.preempt_asked = true;
+            o.by_lane = true;
+            self.stats.borrowed += 1;
+            out.push(Action::Preempt { worker: w, id: o.id });
+        }
+    }
+
+    /// Gives the idle worker `w` its next run: the lane's head (shedding the lost on the way),
+    /// else the inner policy's run there, held back or waiting, if any.
+    fn next(&mut self, now: Nanos, w: usize, out: &mut Vec<Action>) {
+        debug_assert!(self.workers[w].outer.is_none());
+        while let Some(req) = self.lane.pop_front() {
+            let admission = &self.config.admission;
+            if admission.shed && now.saturating_add(req.own_work()) > req.absolute_deadline {
+                self.stats.rejected += 1;
+                out.push(Action::Reject { req, reason: RejectReason::Shed });
+                continue;
+            }
+            let outer =
+                Outer { id: req.id, ull: true, since: None, preempt_asked: false, by_lane: false };
+            self.workers[w].outer = Some(outer);
+            self.running[w] = Some(req);
+            out.push(Action::Run { worker: w, req });
+            return;
+        }
+        let slot = &mut self.workers[w];
+        if let Some(inner) = slot.inner.as_mut() {
+            inner.state = InnerState::Out;
+            let id = inner.req.id;
+            slot.outer =
+                Some(Outer { id, ull: false, since: None, preempt_asked: false, by_lane: false });
+            out.push(Action::Run { worker: w, req: inner.req });
+        }
+    }
+
+    /// Feeds `event` to the inner policy and passes its actions on, with whatever they set off.
+    fn feed(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
+        self.pending.push_back(event);
+        let mut actions = Vec::new();
+        while let Some(event) = self.pending.pop_front() {
+            actions.clear();
+            self.inner.on_event(now, event, &mut actions);
+            for &action in &actions {
+                self.pass(now, action, out);
+            }
+        }
+    }
+
+    /// One action of the inner policy.
+    fn pass(&mut self, now: Nanos, action: Action, out: &mut Vec<Action>) {
+        match action {
+            Action::Run { worker, req } => {
+                let Some(slot) = self.workers.get_mut(worker) else {
+                    out.push(action);
+                    return;
+                };
+                slot.inner = Some(InnerRun {
+                    req,
+                    state: InnerState::Waiting,
+                    preempt: false,
+                    started: false,
+                });
+                if slot.outer.is_none() {
+                    self.next(now, worker, out);
+                }
+            }
+            Action::Preempt { worker, id } => {
+                let Some(slot) = self.workers.get_mut(worker) else {
+                    out.push(action);
+                    return;
+                };
+                let Some(inner) = slot.inner.as_mut().filter(|i| i.req.id == id) else {
+                    out.push(action);
+                    return;
+                };
+                match inner.state {
+                    InnerState::Waiting => {
+                        // It never reached the driver: it starts and stops at once, unchanged.
+                        let executed = inner.req.executed;
+                        if !inner.started {
+                            self.pending.push_back(Event::Started { worker, id });
+                        }
+                        slot.inner = None;
+                        self.pending.push_back(Event::Preempted { worker, id, executed });
+                    }
+                    InnerState::HeldBack => {
+                        let executed = inner.req.executed;
+                        slot.inner = None;
+                        self.pending.push_back(Event::Preempted { worker, id, executed });
+                    }
+                    InnerState::Out => {
+                        inner.preempt = true;
+                        if let Some(o) = slot.outer.as_mut().filter(|o| !o.preempt_asked) {
+                            o.preempt_asked = true;
+                            out.push(action);
+                        }
+                    }
+                }
+            }
+            other => out.push(other),
+        }
+    }
+
+    /// The worker `w` is free of the driver's run: the inner policy hears `event` (if any), and
+    /// the worker gets its next run ([`UllLane::next`]: the lane first, also if the inner policy's
+    /// reaction to `event` is a run there).
+    fn freed(&mut self, now: Nanos, w: usize, event: Option<Event>, out: &mut Vec<Action>) {
+        self.workers[w].outer = None;
+        if let Some(event) = event {
+            self.feed(now, event, out);
+        }
+        if self.workers[w].outer.is_none() {
+            self.next(now, w, out);
+        }
+    }
+
+    /// Whether anything waits for a worker the lane holds: a uLL request, or a run of the inner
+    /// policy that the lane keeps waiting or holds back.
+    fn contended(&self) -> bool {
+        !self.lane.is_empty()
+            || self.workers.iter().any(|w| w.inner.is_some_and(|i| i.state != InnerState::Out))
+    }
+
+    /// The end of the earliest slice of a uLL run not asked to stop yet (a run not started yet
+    /// counts from `now`).
+    fn slice_end(&self, now: Nanos) -> Option<Nanos> {
+        let runs =
+            self.workers.iter().filter_map(|w| w.outer.filter(|o| o.ull && !o.preempt_asked));
+        runs.map(|o| o.since.unwrap_or(now).saturating_add(self.config.slice)).min()
+    }
+
+    /// Asks for a tick at the end of the earliest uLL slice while something waits: an
+    /// uncontended uLL run needs no timer (most of them: they are short), so an idle node is
+    /// not woken for nothing.
+    fn arm(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        if !self.contended() {
+            return;
+        }
+        if let Some(end) = self.slice_end(now)
+            && self.armed.is_none_or(|at| at > end)
+        {
+            self.armed = Some(end);
+            out.push(Action::WakeAt(end));
+        }
+    }
+
+    /// At a tick: while something waits, ends the slice of every uLL run that outran it.
+    fn tick(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        if self.armed.is_some_and(|at| at <= now) {
+            self.armed = None;
+        }
+        if !self.contended() {
+            return;
+        }
+        let slice = self.config.slice;
+        for (w, slot) in self.workers.iter_mut().enumerate() {
+            if let Some(o) = slot.outer.as_mut().filter(|o| o.ull && !o.preempt_asked)
+                && o.since.is_some_and(|since| now >= since.saturating_add(slice))
+            {
+                o.preempt_asked = true;
+                o.by_lane = true;
+                out.push(Action::Preempt { worker: w, id: o.id });
+            }
+        }
+    }
+}
+
+impl<P: Policy> Policy for UllLane<P> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    fn queued(&self) -> usize {
+        self.inner.queued() + self.lane.len()
+    }
+
+    fn local_order(&self) -> LocalOrder {
+        LocalOrder::Central
+    }
+
+    fn stats(&self) -> PolicyStats {
+        let mut stats = self.inner.stats();
+        // An overrun uLL request reached the inner policy as an arrival too.
+        stats.arrivals += self.stats.arrivals - self.stats.overran;
+        stats.preemptions += self.stats.borrowed + self.stats.overran;
+        stats.rejected += self.stats.rejected;
+        stats
+    }
+
+    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
+        self.handle(now, event, out);
+        self.arm(now, out);
+    }
+}
+
+impl<P: Policy> UllLane<P> {
+    /// One event from the driver ([`Policy::on_event`] before the slice timer is armed).
+    fn handle(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
+        match event {
+            Event::Arrival(req) if self.config.is_ull(&req) => self.arrival(now, req, out),
+            Event::Arrival(_) => self.feed(now, event, out),
+            Event::Started { worker, id } => {
+                let Some(slot) = self.workers.get_mut(worker) else { return };
+                match slot.outer.as_mut() {
+                    Some(o) if o.id == id => o.since = Some(now),
+                    _ => return,
+                }
+                if let Some(inner) = slot.inner.as_mut().filter(|i| i.req.id == id && !i.started) {
+                    inner.started = true;
+                    self.feed(now, event, out);
+                }
+            }
+            Event::Completed { worker, id, .. } => {
+                let Some(slot) = self.workers.get_mut(worker) else { return };
+                if slot.outer.is_none_or(|o| o.id != id) {
+                    return;
+                }
+                if slot.outer.is_some_and(|o| o.ull) {
+                    self.stats.completed += 1;
+                    self.running[worker] = None;
+                    self.freed(now, worker, None, out);
+                } else {
+                    slot.inner = None;
+                    self.freed(now, worker, Some(event), out);
+                }
+            }
+            Event::Preempted { worker, id, executed } => {
+                let Some(slot) = self.workers.get_mut(worker) else { return };
+                let Some(o) = slot.outer.filter(|o| o.id == id) else { return };
+                if o.ull {
+                    // Outran its slice: the inner policy takes it as an ordinary request.
+                    self.stats.overran += 1;
+                    let req = self.running[worker].take().map(|r| Request { executed, ..r });
+                    self.freed(now, worker, req.map(Event::Arrival), out);
+                    return;
+                }
+                let Some(inner) = slot.inner.as_mut() else { return };
+                inner.req.executed = executed;
+                if inner.preempt {
+                    slot.inner = None;
+                    self.freed(now, worker, Some(event), out);
+                } else {
+                    inner.state = InnerState::HeldBack;
+                    self.freed(now, worker, None, out);
+                }
+            }
+            Event::Tick => {
+                self.tick(now, out);
+                self.feed(now, event, out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{PolicyConfig, PolicyKind};
+    use crate::request::FunctionId;
+
+    fn lane() -> UllLane<Box<dyn Policy>> {
+        let config = PolicyConfig::papers(1);
+        let ull = UllConfig { admission: config.admission, ..UllConfig::default() };
+        UllLane::new(PolicyKind::SledgeScale.build(&config), ull)
+    }
+
+    fn step(p: &mut UllLane<Box<dyn Policy>>, now: Nanos, event: Event) -> Vec<Action> {
+        let mut out = Vec::new();
+        p.on_event(now, event, &mut out);
+        out.retain(|a| !matches!(a, Action::Enqueue { .. } | Action::WakeAt(_)));
+        out
+    }
+
+    #[test]
+    fn a_ull_arrival_borrows_the_worker_and_gives_it_back() {
+        let mut p = lane();
+        // A 1 ms request with a loose deadline runs; a 5 µs one arrives with a looser one still:
+        // EDF alone would keep it waiting, the lane preempts the long one for it.
+        let long = Request::new(RequestId(1), FunctionId(0), 0, 100_000_000, 1_000_000);
+        assert_eq!(step(&mut p, 0, Event::Arrival(long)), [Action::Run { worker: 0, req: long }]);
+        step(&mut p, 1_000, Event::Started { worker: 0, id: RequestId(1) });
+        let short = Request::new(RequestId(2), FunctionId(1), 2_000, 200_000_000, 5_000);
+        let preempt = Action::Preempt { worker: 0, id: RequestId(1) };
+        assert_eq!(step(&mut p, 2_000, Event::Arrival(short)), [preempt]);
+        let stopped = Event::Preempted { worker: 0, id: RequestId(1), executed: 2_000 };
+        assert_eq!(step(&mut p, 3_000, stopped), [Action::Run { worker: 0, req: short }]);
+        assert_eq!(p.waiting(), 0);
+        step(&mut p, 3_100, Event::Started { worker: 0, id: RequestId(2) });
+        let done = Event::Completed { worker: 0, id: RequestId(2), executed: 5_000 };
+        let resumed = Request { executed: 2_000, ..long };
+        assert_eq!(step(&mut p, 8_100, done), [Action::Run { worker: 0, req: resumed }]);
+        // The resumed run's start is not news to the inner policy; its completion is.
+        assert!(step(&mut p, 8_200, Event::Started { worker: 0, id: RequestId(1) }).is_empty());
+        let done = Event::Completed { worker: 0, id: RequestId(1), executed: 1_000_000 };
+        assert!(step(&mut p, 1_000_000, done).is_empty());
+        let s = p.ull_stats();
+        assert_eq!((s.arrivals, s.completed, s.borrowed), (1, 1, 1));
+        assert_eq!(p.queued(), 0);
+    }
+
+    #[test]
+    fn a_ull_request_that_outruns_its_slice_while_others_wait_goes_to_the_inner_policy() {
+        let mut p = lane();
+        let short = Request::new(RequestId(1), FunctionId(1), 0, 100_000_000, 5_000);
+        let mut out = Vec::new();
+        p.on_event(0, Event::Arrival(short), &mut out);
+        // Nothing waits: no timer, the uLL run may take as long as it needs.
+        assert_eq!(out, [Action::Run { worker: 0, req: short }]);
+        step(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        // Another request arrives: the inner policy runs it on the worker the lane holds, which
+        // arms the slice.
+        let long = Request::new(RequestId(2), FunctionId(0), 50_000, 50_000_000, 1_000_000);
+        out.clear();
+        p.on_event(50_000, Event::Arrival(long), &mut out);
+        assert!(out.contains(&Action::WakeAt(100_000)), "{out:?}");
+        assert!(!out.iter().any(|a| matches!(a, Action::Run { .. })), "{out:?}");
+        let preempt = Action::Preempt { worker: 0, id: RequestId(1) };
+        assert_eq!(step(&mut p, 100_000, Event::Tick), [preempt]);
+        // The waiting run (the earlier deadline) goes first; the overrun uLL request joins the
+        // inner policy's queue as an ordinary request.
+        let stopped = Event::Preempted { worker: 0, id: RequestId(1), executed: 100_000 };
+        assert_eq!(step(&mut p, 100_500, stopped), [Action::Run { worker: 0, req: long }]);
+        assert_eq!(p.ull_stats().overran, 1);
+        assert_eq!(p.queued(), 1);
+    }
+}
