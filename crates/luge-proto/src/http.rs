@@ -56,6 +56,9 @@ pub struct FunctionInfo {
     /// once) or `demote` (run late, in the best-effort lane).
     #[serde(default = "kill")]
     pub on_overrun: String,
+    /// `ull` (declared ultra-low-latency: its requests take the uLL lane) or `standard`.
+    #[serde(default = "standard")]
+    pub class: String,
     /// SHA-256 of the module, hex.
     pub module_sha256: String,
 }
@@ -63,6 +66,10 @@ pub struct FunctionInfo {
 /// The default of [`FunctionInfo::on_overrun`], for answers of nodes that predate it.
 fn kill() -> String {
     "kill".to_owned()
+}
+
+fn standard() -> String {
+    "standard".to_owned()
 }
 
 /// A chain as the admin API reports it (`GET /admin/chains`, `GET|PUT /admin/chains/<name>`).
@@ -122,6 +129,7 @@ mod tests {
             max_output_bytes: 1 << 16,
             tenant: 7,
             on_overrun: "demote".into(),
+            class: "ull".into(),
             module_sha256: "00ff".into(),
         };
         let json = serde_json::to_string(&info).unwrap();

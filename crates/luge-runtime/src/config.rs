@@ -110,6 +110,17 @@ pub struct RuntimeConfig {
     /// that a burst costs one wake-up instead of one each, and such an arrival waits at most
     /// about this long to be seen. Arrivals with less slack are notified at once.
     pub notify_interval: Duration,
+    /// The uLL lane (HORSE §3; `luge_sched::UllLane`): ultra-low-latency requests — functions
+    /// declared so (`FunctionConfig::ull`) or whose known estimate is at most `ull_threshold` —
+    /// run ahead of every other request, on a worker taken from a running request at its next
+    /// epoch tick if none is idle. On by default.
+    pub ull_lane: bool,
+    /// The estimate at or under which a function's requests take the uLL lane without being
+    /// declared (HORSE §3: 20 µs); zero = only declared functions.
+    pub ull_threshold: Duration,
+    /// How long a uLL request may run while others wait before it is handed to the policy as
+    /// an ordinary request (100 µs).
+    pub ull_slice: Duration,
     /// Submissions a dispatcher can hold before `submit` answers `Overloaded`.
     pub submit_queue: usize,
     /// Sandboxes alive at once (running plus preempted) across the runtime: the pool size.
@@ -163,6 +174,9 @@ impl Default for RuntimeConfig {
             layout: Layout::Auto,
             tick: Duration::from_millis(1),
             notify_interval: Duration::ZERO,
+            ull_lane: true,
+            ull_threshold: Duration::from_micros(20),
+            ull_slice: Duration::from_micros(100),
             submit_queue: 4096,
             max_sandboxes: 256,
             max_memory_bytes: 64 << 20,
@@ -225,6 +239,9 @@ pub struct FunctionConfig {
     /// best-effort lane, run only when a worker has nothing on time to run and answered late
     /// (`Demote`, Edge-RT §IV-D). Either way it is still killed at `limits.max_execution`.
     pub on_overrun: Overrun,
+    /// Declared ultra-low-latency (`class = "ull"` in a manifest): its requests take the uLL lane
+    /// (`RuntimeConfig::ull_lane`) whatever their estimate.
+    pub ull: bool,
 }
 
 impl FunctionConfig {
@@ -238,6 +255,7 @@ impl FunctionConfig {
             tenant: 0,
             trust_client_estimate: false,
             on_overrun: Overrun::Kill,
+            ull: false,
         }
     }
 }

@@ -39,6 +39,7 @@ use crossbeam_queue::ArrayQueue;
 use luge_proto::nanos;
 use luge_sched::{
     Action, Estimator, Event, FunctionId, Nanos, Overrun, Policy, RejectReason, Request, RequestId,
+    UllConfig,
 };
 
 use crate::config::WaitMode;
@@ -106,6 +107,10 @@ pub(crate) struct GroupShared {
     pub queued: AtomicUsize,
     /// Requests demoted to the best-effort lane so far (`Runtime::group_stats`).
     pub demoted: AtomicU64,
+    /// The uLL lane in front of the group's policy, if on (`RuntimeConfig::ull_lane`).
+    pub ull_lane: Option<UllConfig>,
+    /// Arrivals that took the uLL lane so far (`Runtime::group_stats`).
+    pub ull: AtomicU64,
     /// Set by a submitter that left its arrival's notification to the ticker
     /// (`RuntimeConfig::notify_interval`); the ticker clears it and notifies.
     pub deferred: AtomicBool,
@@ -384,9 +389,13 @@ impl Dispatcher {
         let arrival = arrived.min(now);
         let mut request = Request::new(id, function, arrival, relative_deadline, expected)
             .with_tenant(tenant)
-            .with_overrun(on_overrun);
+            .with_overrun(on_overrun)
+            .with_ull(task.function.config.ull);
         if !known {
             request = request.with_guessed_estimate();
+        }
+        if self.shared.ull_lane.is_some_and(|lane| lane.is_ull(&request)) {
+            self.shared.ull.fetch_add(1, Ordering::Relaxed);
         }
         self.pending.insert(id, task);
         self.feed(now, Event::Arrival(request));

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use luge_sched::{Estimator, EstimatorConfig, PolicyConfig, RequestId};
+use luge_sched::{Estimator, EstimatorConfig, Policy, PolicyConfig, RequestId, UllConfig, UllLane};
 
 use luge_proto::{TraceContext, nanos};
 
@@ -124,6 +124,12 @@ impl Runtime {
                     shutdown: AtomicBool::new(false),
                     queued: AtomicUsize::new(0),
                     demoted: AtomicU64::new(0),
+                    ull_lane: config.ull_lane.then(|| UllConfig {
+                        threshold: nanos(config.ull_threshold),
+                        slice: nanos(config.ull_slice),
+                        admission: config.policy_config.admission,
+                    }),
+                    ull: AtomicU64::new(0),
                     deferred: AtomicBool::new(false),
                     deferred_total: AtomicU64::new(0),
                     grace_ns: AtomicU64::new(u64::MAX),
@@ -179,7 +185,7 @@ impl Runtime {
             let dispatcher = Dispatcher::new(
                 Arc::clone(group),
                 workers,
-                config.policy.build(&policy_config),
+                with_ull_lane(config.policy.build(&policy_config), group.ull_lane),
                 estimator,
                 Arc::clone(&signals),
                 config.wait,
@@ -373,6 +379,7 @@ impl Runtime {
                     + workers.iter().map(|w| w.notify.wakeups()).sum::<u64>(),
                 sleeps: g.notify.sleeps() + workers.iter().map(|w| w.notify.sleeps()).sum::<u64>(),
                 deferred: g.deferred_total.load(Ordering::Relaxed),
+                ull: g.ull.load(Ordering::Relaxed),
             })
             .collect()
     }
@@ -614,5 +621,13 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// `policy` behind the uLL lane of `lane`, if the lane is on.
+fn with_ull_lane(policy: Box<dyn Policy>, lane: Option<UllConfig>) -> Box<dyn Policy> {
+    match lane {
+        Some(lane) => Box::new(UllLane::new(policy, lane)),
+        None => policy,
     }
 }

@@ -41,4 +41,6 @@ pub struct GroupStats {
     /// Arrivals whose wake-up was left to the periodic notification (`notify_interval`,
     /// Edge-RT §IV-B's Δtimer) because they had slack for it.
     pub deferred: u64,
+    /// Arrivals that took the uLL lane (HORSE §3; `RuntimeConfig::ull_lane`).
+    pub ull: u64,
 }

@@ -422,6 +422,67 @@ fn urgent_requests_preempt(rt: Runtime) {
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
 }
 
+/// Which of a long `spin` request (deadline 20 s) and a no-op submitted while it runs (deadline
+/// 30 s, its config `tune`d) is answered first, the long one's preemptions, and the arrivals the
+/// group counted in the uLL lane.
+fn ull_beside_a_long_request(
+    config: RuntimeConfig,
+    tune: fn(&mut FunctionConfig),
+) -> (Vec<&'static str>, u32, u64) {
+    let rt = Runtime::start(config).unwrap();
+    register(&rt, "spin", SPIN, |c| {
+        c.expected_execution = Some(Duration::from_millis(200));
+        c.relative_deadline = Duration::from_secs(20);
+        c.limits.max_execution = Duration::from_secs(20);
+    });
+    register(&rt, "noop", NOOP, |c| {
+        c.relative_deadline = Duration::from_secs(30);
+        tune(c);
+    });
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let answer = |name: &'static str| {
+        let (order, (tx, rx)) = (Arc::clone(&order), std::sync::mpsc::channel());
+        let payload = if name == "spin" { b"100000000".to_vec() } else { Vec::new() };
+        rt.submit_with(name, payload, SubmitOptions::default(), move |o| {
+            order.lock().unwrap().push(name);
+            tx.send(o).unwrap();
+        });
+        rx
+    };
+    let long = answer("spin");
+    until_running(&rt, "long request never started");
+    let short = answer("noop");
+    ok(short.recv_timeout(Duration::from_secs(30)).unwrap());
+    let long = long.recv_timeout(Duration::from_secs(30)).unwrap();
+    let preemptions = long.timing.preemptions;
+    ok(long);
+    let order = order.lock().unwrap().clone();
+    (order, preemptions, rt.group_stats()[0].ull)
+}
+
+#[test]
+fn a_ull_request_does_not_wait_for_a_running_long_one_in_either_layout() {
+    // HORSE §3: a declared uLL function runs at the next epoch tick of a long request, even with
+    // a later deadline (EDF alone would let it wait ~0.2 s).
+    let declared: fn(&mut FunctionConfig) = |c| c.ull = true;
+    // Undeclared, with an estimate within the lane's threshold (20 µs), it is uLL too.
+    let short: fn(&mut FunctionConfig) = |c| c.expected_execution = Some(Duration::from_micros(5));
+    for (layout, tune) in
+        [(Layout::Threads, declared), (Layout::Inline, declared), (Layout::Auto, short)]
+    {
+        let config = RuntimeConfig { layout, ..RuntimeConfig::default() };
+        let (order, preemptions, ull) = ull_beside_a_long_request(config, tune);
+        assert_eq!(order, ["noop", "spin"], "{layout:?}");
+        assert_eq!((preemptions, ull), (1, 1), "{layout:?}");
+    }
+    // Without the lane, or neither declared nor known to be short (never run, not seeded), it
+    // waits.
+    let config = RuntimeConfig { ull_lane: false, ..RuntimeConfig::default() };
+    assert_eq!(ull_beside_a_long_request(config, declared), (vec!["spin", "noop"], 0, 0));
+    let unknown = ull_beside_a_long_request(RuntimeConfig::default(), |_| {});
+    assert_eq!(unknown, (vec!["spin", "noop"], 0, 0));
+}
+
 #[test]
 fn every_policy_serves_a_mixed_load() {
     let layouts = PolicyKind::ALL

@@ -426,7 +426,7 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
         let _ = writeln!(out, "luge_worker_segments_total{{worker=\"{}\"}} {n}", w.index);
     }
     let groups = runtime.group_stats();
-    let families: [GroupFamily; 5] = [
+    let families: [GroupFamily; 6] = [
         (
             "luge_group_queued",
             "gauge",
@@ -456,6 +456,12 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
             "counter",
             "Arrivals whose wake-up was left to the periodic notification (notify_interval_us).",
             |g| g.deferred,
+        ),
+        (
+            "luge_group_ull_total",
+            "counter",
+            "Arrivals that took the uLL lane (class = ull, or an estimate within ull_threshold_us).",
+            |g| g.ull,
         ),
     ];
     for (name, kind, help, value) in families {

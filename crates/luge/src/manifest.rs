@@ -134,6 +134,8 @@ struct RawServer {
     layout: Option<Spanned<String>>,
     tick_us: Option<u64>,
     notify_interval_us: Option<u64>,
+    ull_lane: Option<bool>,
+    ull_threshold_us: Option<u64>,
     max_sandboxes: Option<u32>,
     max_memory_bytes: Option<u64>,
     cache_dir: Option<String>,
@@ -206,6 +208,7 @@ struct RawFunction {
     tenant: Option<u32>,
     trust_client_estimate: Option<bool>,
     on_overrun: Option<Spanned<String>>,
+    class: Option<Spanned<String>>,
     max_execution_us: Option<u64>,
     max_memory_bytes: Option<u64>,
     max_request_bytes: Option<u64>,
@@ -401,6 +404,16 @@ impl Manifest {
                 config.on_overrun =
                     overrun.get_ref().parse().map_err(|e| at(overrun.span(), format!("{e}")))?;
             }
+            if let Some(class) = &f.class {
+                config.ull = match class.get_ref().as_str() {
+                    "ull" => true,
+                    "standard" => false,
+                    other => {
+                        let why = format!("expected `ull` or `standard`, not `{other}`");
+                        return Err(at(class.span(), why));
+                    }
+                };
+            }
             functions.push(FunctionEntry { config, route, module, source });
         }
         let chains = chains(raw.chains, &functions, text, file)?;
@@ -571,6 +584,10 @@ fn settings(
     if let Some(t) = raw.notify_interval_us {
         // 0 = off; otherwise at least the ticker's floor.
         runtime.notify_interval = Duration::from_micros(if t == 0 { 0 } else { t.max(10) });
+    }
+    runtime.ull_lane = raw.ull_lane.unwrap_or(runtime.ull_lane);
+    if let Some(t) = raw.ull_threshold_us {
+        runtime.ull_threshold = Duration::from_micros(t);
     }
     if let Some(n) = raw.max_sandboxes {
         runtime.max_sandboxes = n.max(1);
@@ -750,6 +767,11 @@ policy = "fifo"
         assert_eq!(m.server.runtime.notify_interval, Duration::ZERO);
         let m = parse("[server]\nnotify_interval_us = 250\n").unwrap();
         assert_eq!(m.server.runtime.notify_interval, Duration::from_micros(250));
+        assert!(m.server.runtime.ull_lane);
+        assert_eq!(m.server.runtime.ull_threshold, Duration::from_micros(20));
+        let m = parse("[server]\null_lane = false\null_threshold_us = 5\n").unwrap();
+        assert!(!m.server.runtime.ull_lane);
+        assert_eq!(m.server.runtime.ull_threshold, Duration::from_micros(5));
         let m = parse("[server]\nworkers = 2\nlayout = \"auto\"\n").unwrap();
         assert_eq!(m.server.runtime.effective_layout(), Layout::Threads);
         let m = parse("[server]\nrequest_log = \"100\"\n").unwrap();
@@ -774,11 +796,13 @@ max_execution_us = 100000
 max_memory_bytes = 1048576
 tenant = 3
 on_overrun = "demote"
+class = "ull"
 "#,
         )
         .unwrap();
         let f = &m.functions[0];
         assert_eq!(f.config.on_overrun, luge_runtime::Overrun::Demote);
+        assert!(f.config.ull);
         assert_eq!(f.route, "/greet");
         assert_eq!(f.config.relative_deadline, Duration::from_millis(5));
         assert_eq!(f.config.expected_execution, Some(Duration::from_micros(20)));
@@ -810,6 +834,7 @@ on_overrun = "demote"
         fails_at(&format!("{function}module = \"builtin:nope\"\n"), 3, "no built-in");
         let noop = format!("{function}module = \"builtin:noop\"\n");
         fails_at(&format!("{noop}on_overrun = \"pause\"\n"), 4, "expected kill or demote");
+        fails_at(&format!("{noop}class = \"fast\"\n"), 4, "expected `ull` or `standard`");
         fails_at(&format!("{noop}route = \"x\"\n"), 4, "must start with `/`");
         fails_at(&format!("{noop}{function}module = \"builtin:echo\"\n"), 5, "defined twice");
         fails_at(&format!("{noop}max_execution_us = \"soon\"\n"), 4, "invalid type");

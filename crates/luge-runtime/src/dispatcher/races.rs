@@ -59,6 +59,8 @@ impl Rig {
             shutdown: AtomicBool::new(false),
             queued: Default::default(),
             demoted: Default::default(),
+            ull_lane: None,
+            ull: Default::default(),
             deferred: Default::default(),
             deferred_total: Default::default(),
             grace_ns: std::sync::atomic::AtomicU64::new(u64::MAX),

@@ -135,6 +135,8 @@ pub(super) struct PutQuery {
     pub(super) expected: Option<Duration>,
     pub(super) tenant: Option<u32>,
     pub(super) on_overrun: Option<Overrun>,
+    /// `class=ull`: declared ultra-low-latency (the uLL lane).
+    pub(super) ull: Option<bool>,
 }
 
 pub(super) fn parse_put_query(query: &str) -> Result<PutQuery, String> {
@@ -169,10 +171,17 @@ pub(super) fn parse_put_query(query: &str) -> Result<PutQuery, String> {
             "on_overrun" => {
                 q.on_overrun = Some(value.parse().map_err(|e| format!("`{key}`: {e}"))?);
             }
+            "class" => {
+                q.ull = Some(match value.as_str() {
+                    "ull" => true,
+                    "standard" => false,
+                    _ => return Err(format!("`{key}`: expected `ull` or `standard`")),
+                });
+            }
             _ => {
                 return Err(format!(
                     "unknown parameter `{key}` (known: route, deadline_us, expected_us, tenant, \
-                     on_overrun)"
+                     on_overrun, class)"
                 ));
             }
         }
@@ -235,6 +244,7 @@ pub(super) async fn put_function(
     config.expected_execution = query.expected;
     config.tenant = query.tenant.unwrap_or(0);
     config.on_overrun = query.on_overrun.unwrap_or_default();
+    config.ull = query.ull.unwrap_or(false);
     let runtime = Arc::clone(&shared.runtime);
     let registered = tokio::task::spawn_blocking(move || runtime.register(config, &module)).await;
     let function = match registered {
@@ -328,6 +338,7 @@ pub(super) fn function_info(f: &Function, route: String) -> FunctionInfo {
         max_output_bytes: c.limits.max_output_bytes,
         tenant: c.tenant,
         on_overrun: c.on_overrun.to_string(),
+        class: if c.ull { "ull" } else { "standard" }.into(),
         module_sha256: f.module_hash.clone(),
     }
 }
@@ -360,6 +371,8 @@ mod tests {
         assert_eq!(q.expected, Some(Duration::from_micros(10)));
         assert_eq!(q.on_overrun, None);
         assert_eq!(parse_put_query("on_overrun=demote").unwrap().on_overrun, Some(Overrun::Demote));
+        assert_eq!(parse_put_query("class=ull").unwrap().ull, Some(true));
+        assert!(parse_put_query("class=fast").is_err());
         assert!(parse_put_query("").is_ok());
         for bad in [
             "nope=1",
