@@ -121,6 +121,13 @@ pub struct RuntimeConfig {
     /// How long a uLL request may run while others wait before it is handed to the policy as
     /// an ordinary request (100 µs).
     pub ull_slice: Duration,
+    /// Ready sandboxes (HORSE §3) each worker keeps instantiated ahead of arrival per uLL
+    /// function, at most (how many adapts to its arrivals, `ready.rs`); 0 = none. With the uLL
+    /// lane only.
+    pub ready_sandboxes: usize,
+    /// Ready sandboxes each worker keeps in all, at most (also capped at half the pool's slots
+    /// over all workers).
+    pub ready_sandboxes_max: usize,
     /// Submissions a dispatcher can hold before `submit` answers `Overloaded`.
     pub submit_queue: usize,
     /// Sandboxes alive at once (running plus preempted) across the runtime: the pool size.
@@ -177,6 +184,8 @@ impl Default for RuntimeConfig {
             ull_lane: true,
             ull_threshold: Duration::from_micros(20),
             ull_slice: Duration::from_micros(100),
+            ready_sandboxes: 2,
+            ready_sandboxes_max: 16,
             submit_queue: 4096,
             max_sandboxes: 256,
             max_memory_bytes: 64 << 20,

@@ -396,6 +396,7 @@ impl Dispatcher {
         }
         if self.shared.ull_lane.is_some_and(|lane| lane.is_ull(&request)) {
             self.shared.ull.fetch_add(1, Ordering::Relaxed);
+            task.ull = true;
         }
         self.pending.insert(id, task);
         self.feed(now, Event::Arrival(request));

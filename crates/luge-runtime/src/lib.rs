@@ -15,7 +15,7 @@
 //!
 //! Modules are layered, each using only those below it (no import cycles): `tenants` · `config`,
 //! `outcome`, `error` · `signals` (clock, epoch, flags), `notify`, `reply`, `turnaround`, `engine`,
-//! `stderr_log`, `stats` · `wasi` · `store` · `registry` · `chain` · `sandbox` · `task` · `dispatcher`
+//! `stderr_log`, `stats` · `wasi` · `store` · `registry` · `chain` · `sandbox` · `task` · `ready` · `dispatcher`
 //! (knows tasks, not sandboxes) · `worker` · `runtime` · `chain_run`. The clock, the epoch and the epoch hook are injected through `signals`,
 //! so `races.rs` drives a dispatcher and a worker deterministically under a manual clock.
 
@@ -30,6 +30,7 @@ mod error;
 mod limits;
 mod notify;
 mod outcome;
+mod ready;
 mod registry;
 mod reply;
 mod runtime;

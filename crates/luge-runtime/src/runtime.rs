@@ -142,7 +142,11 @@ impl Runtime {
             .map(|g| {
                 let size = config.workers / config.dispatchers
                     + usize::from(g < config.workers % config.dispatchers);
-                let workers = (first..first + size).map(|i| Arc::new(WorkerShared::new(i)));
+                let workers = (first..first + size).map(|i| {
+                    let mut worker = WorkerShared::new(i);
+                    worker.ready_limits = ready_limits(&config);
+                    Arc::new(worker)
+                });
                 first += size;
                 workers.collect()
             })
@@ -306,6 +310,7 @@ impl Runtime {
             id: 0,
             signals: Arc::clone(&self.inner.signals),
             clock,
+            ready: None,
         });
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         loop {
@@ -321,8 +326,15 @@ impl Runtime {
         self.inner.registry.engine()
     }
 
-    /// Sandboxes alive right now (running or preempted), from the pooling allocator.
+    /// Sandboxes alive right now serving requests (running or preempted): the pooling
+    /// allocator's instances less the ready sandboxes the workers hold (`ready.rs`).
     pub fn live_sandboxes(&self) -> u64 {
+        let ready: u64 = self.worker_stats().iter().map(|w| w.ready).sum();
+        self.pool_instances().saturating_sub(ready)
+    }
+
+    /// Instances the pooling allocator holds: live and ready sandboxes.
+    fn pool_instances(&self) -> u64 {
         self.inner.registry.engine().pooling_allocator_metrics().map_or(0, |m| m.core_instances())
     }
 
@@ -343,7 +355,7 @@ impl Runtime {
         if saturated {
             return Health::NotReady("saturated: the submission queues are 90 % full");
         }
-        if self.live_sandboxes() >= u64::from(inner.config.max_sandboxes) {
+        if self.pool_instances() >= u64::from(inner.config.max_sandboxes) {
             return Health::NotReady("saturated: every sandbox slot is in use");
         }
         Health::Ready
@@ -358,6 +370,8 @@ impl Runtime {
                     group,
                     busy: Duration::from_nanos(w.busy_ns.load(Ordering::Relaxed)),
                     segments: w.segments.load(Ordering::Relaxed),
+                    ready: w.ready.load(Ordering::Relaxed),
+                    ready_bytes: w.ready_bytes.load(Ordering::Relaxed),
                 })
             })
             .collect();
@@ -539,6 +553,7 @@ impl Runtime {
             first_run: None,
             executed: 0,
             preemptions: 0,
+            ull: false,
             state: TaskState::Fresh(payload),
             clock: Arc::new(TaskClock::default()),
         });
@@ -630,4 +645,15 @@ fn with_ull_lane(policy: Box<dyn Policy>, lane: Option<UllConfig>) -> Box<dyn Po
         Some(lane) => Box::new(UllLane::new(policy, lane)),
         None => policy,
     }
+}
+
+/// Ready sandboxes a worker keeps per uLL function and in all (`ready.rs`): as configured, with
+/// the total capped so that all workers' ready sandboxes hold at most half of the pool's slots.
+fn ready_limits(config: &RuntimeConfig) -> (usize, usize) {
+    if !config.ull_lane {
+        return (0, 0);
+    }
+    let half_pool = usize::try_from(config.max_sandboxes / 2).unwrap_or(usize::MAX);
+    let max = config.ready_sandboxes_max.min(half_pool / config.workers.max(1));
+    (config.ready_sandboxes, max)
 }

@@ -48,7 +48,7 @@ use std::time::Duration;
 
 use luge_proto::nanos;
 use luge_sched::Nanos;
-use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime::{Instance, Store, Trap, UpdateDeadline};
 
 use crate::config::Limits;
 use crate::outcome::{Failure, Rejection, TrapKind};
@@ -105,41 +105,94 @@ pub(crate) struct Spec {
     pub id: u64,
     pub signals: Arc<Signals>,
     pub clock: Arc<TaskClock>,
+    /// A sandbox of `function` built ahead of the request (`ready.rs`), else it is built now.
+    pub ready: Option<Ready>,
 }
 
-/// Builds the future that instantiates the function and runs `_start` with the payload on stdin.
+/// A sandbox built ahead of its request (HORSE §3's ready sandboxes, `ready.rs`): a fresh store
+/// with the function instantiated and not a single instruction of `_start` run. It serves
+/// exactly one request.
+pub(crate) struct Ready {
+    store: Store<SandboxState>,
+    instance: Instance,
+}
+
+impl Ready {
+    /// Bytes of linear memory it holds (its instance's memory size).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.store.data().wasi.memory.map_or(0, |m| m.data_size(&self.store))
+    }
+}
+
+/// Builds the future that instantiates the function (unless `spec.ready` brings it built) and
+/// runs `_start` with the payload on stdin.
 pub(crate) fn start(spec: Spec) -> SandboxFuture {
     Box::pin(run(spec))
 }
 
-async fn run(spec: Spec) -> SandboxResult {
-    let Spec { function, payload, guest, id, signals, clock } = spec;
-    let limits = function.config.limits;
-    let name = function.config.name.as_str();
-    let wasi = WasiCtx {
-        stdin: payload,
-        stdout_cap: usize::try_from(limits.max_output_bytes).unwrap_or(usize::MAX),
-        args: vec![name.as_bytes().to_vec()],
-        env: [
-            Some(format!("LUGE_FUNCTION={name}")),
-            Some(format!("LUGE_REQUEST_ID={}", guest.request_id)),
-            Some(format!("LUGE_DEADLINE_US={}", guest.deadline_unix_us)),
-            guest.trace.map(|t| format!("TRACEPARENT={t}")),
-        ]
-        .into_iter()
-        .flatten()
-        .map(String::into_bytes)
-        .collect(),
-        ..WasiCtx::default()
-    };
-    let cap = usize::try_from(limits.max_memory_bytes).unwrap_or(usize::MAX);
-    let state = SandboxState { wasi, limiter: MemoryLimiter { cap, hit: false } };
+/// A fresh store for one sandbox of `function`, with its memory cap.
+fn new_store(function: &Function) -> Store<SandboxState> {
+    let cap = usize::try_from(function.config.limits.max_memory_bytes).unwrap_or(usize::MAX);
+    let state =
+        SandboxState { wasi: WasiCtx::default(), limiter: MemoryLimiter { cap, hit: false } };
     let mut store = Store::new(function.pre.module().engine(), state);
     store.limiter(|s| &mut s.limiter);
     // A preemption whose epoch bump was spent before this deadline was armed is re-bumped by
     // the dispatcher until it lands (`Dispatcher::step`); checking at deadline 0 instead would
     // cost every request a callback (~0.3 µs, measured by `benches/runtime.rs`).
     store.set_epoch_deadline(1);
+    store
+}
+
+/// Builds a sandbox of `function` ahead of any request, on the calling thread: a fresh store and
+/// the instantiation (which runs the module's Wasm `start` function, if it has one — wasi-libc
+/// programs have none; their code runs from `_start`). A `start` function that runs past the
+/// function's execution budget in wall time, or a runtime shutting down, ends the build. `None`
+/// when it fails (the request that would have used it builds its own and reports why).
+pub(crate) fn prepare(function: &Function, signals: &Arc<Signals>) -> Option<Ready> {
+    let mut store = new_store(function);
+    let end = signals.clock.now().saturating_add(nanos(function.config.limits.max_execution));
+    let signals = Arc::clone(signals);
+    store.epoch_deadline_callback(move |_| {
+        if signals.abort.load(Ordering::Relaxed) || signals.clock.now() >= end {
+            return Err(wasmtime::Error::new(Stopped::Aborted));
+        }
+        Ok(UpdateDeadline::Continue(1))
+    });
+    let mut building = Box::pin(function.pre.instantiate_async(&mut store));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let instance = loop {
+        if let std::task::Poll::Ready(built) = building.as_mut().poll(&mut cx) {
+            break built.ok()?;
+        }
+    };
+    drop(building);
+    store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
+    Some(Ready { store, instance })
+}
+
+async fn run(spec: Spec) -> SandboxResult {
+    let Spec { function, payload, guest, id, signals, clock, ready } = spec;
+    let limits = function.config.limits;
+    let name = function.config.name.as_str();
+    let (mut store, instance) = match ready {
+        Some(Ready { store, instance }) => (store, Some(instance)),
+        None => (new_store(&function), None),
+    };
+    let wasi = &mut store.data_mut().wasi;
+    wasi.stdin = payload;
+    wasi.stdout_cap = usize::try_from(limits.max_output_bytes).unwrap_or(usize::MAX);
+    wasi.args = vec![name.as_bytes().to_vec()];
+    wasi.env = [
+        Some(format!("LUGE_FUNCTION={name}")),
+        Some(format!("LUGE_REQUEST_ID={}", guest.request_id)),
+        Some(format!("LUGE_DEADLINE_US={}", guest.deadline_unix_us)),
+        guest.trace.map(|t| format!("TRACEPARENT={t}")),
+    ]
+    .into_iter()
+    .flatten()
+    .map(String::into_bytes)
+    .collect();
     let (task_clock, timer) = (Arc::clone(&clock), Arc::clone(&signals));
     store.epoch_deadline_callback(move |_ctx| {
         if let Some(hook) = signals.on_epoch {
@@ -162,12 +215,20 @@ async fn run(spec: Spec) -> SandboxResult {
         Ok(UpdateDeadline::Continue(1))
     });
     let outcome = async {
-        // On the worker's thread, like the rest of the segment: CPU, as `Timing::executed`.
-        let building = timer.clock.cpu();
-        let instance = function.pre.instantiate_async(&mut store).await.map_err(Stage::Start)?;
-        let built = timer.clock.cpu().saturating_sub(building);
-        task_clock.instantiation.store(built, Ordering::Relaxed);
-        store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
+        let instance = match instance {
+            Some(ready) => ready,
+            None => {
+                // On the worker's thread, like the rest of the segment: CPU, as
+                // `Timing::executed`.
+                let building = timer.clock.cpu();
+                let instance =
+                    function.pre.instantiate_async(&mut store).await.map_err(Stage::Start)?;
+                let built = timer.clock.cpu().saturating_sub(building);
+                task_clock.instantiation.store(built, Ordering::Relaxed);
+                store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
+                instance
+            }
+        };
         let entry =
             instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(Stage::Start)?;
         entry.call_async(&mut store, ()).await.map_err(Stage::Run)

@@ -16,6 +16,11 @@ pub struct WorkerStats {
     pub busy: Duration,
     /// Run segments it ended: one per completed request, plus one per preemption.
     pub segments: u64,
+    /// Ready sandboxes it holds for uLL functions (HORSE §3; `RuntimeConfig::ready_sandboxes`),
+    /// each a slot of the sandbox pool.
+    pub ready: u64,
+    /// The linear memory those hold, bytes (their memories' sizes; resident only as touched).
+    pub ready_bytes: u64,
 }
 
 /// One dispatcher group's queue, as of the dispatcher's last round.

@@ -35,6 +35,8 @@ pub(crate) struct Task {
     /// behind it. The CPU it had — its budget, what it reports — is `clock.cpu`.
     pub executed: Nanos,
     pub preemptions: u32,
+    /// It takes the uLL lane (HORSE §3): a worker starts it in a ready sandbox if it has one.
+    pub ull: bool,
     pub state: TaskState,
     pub clock: Arc<TaskClock>,
 }
@@ -83,6 +85,12 @@ pub(crate) struct WorkerShared {
     pub busy_ns: AtomicU64,
     /// Run segments ended (completions and preemptions).
     pub segments: AtomicU64,
+    /// Ready sandboxes it keeps per uLL function and in all (`RuntimeConfig::ready_sandboxes`,
+    /// `ready_sandboxes_max`; `ready.rs`).
+    pub ready_limits: (usize, usize),
+    /// Ready sandboxes it holds, and their linear memory in bytes (`Runtime::worker_stats`).
+    pub ready: AtomicU64,
+    pub ready_bytes: AtomicU64,
 }
 
 impl WorkerShared {
@@ -95,6 +103,9 @@ impl WorkerShared {
             stop: AtomicBool::new(false),
             busy_ns: AtomicU64::new(0),
             segments: AtomicU64::new(0),
+            ready_limits: (0, 0),
+            ready: AtomicU64::new(0),
+            ready_bytes: AtomicU64::new(0),
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::notify::Notify;
 use crate::outcome::Failure;
 use luge_sched::Nanos;
 
+use crate::ready::ReadyPool;
 use crate::sandbox::{self, GuestContext, SandboxFuture};
 use crate::signals::Signals;
 use crate::task::{Task, TaskState, WorkerEvent, WorkerShared};
@@ -32,6 +33,26 @@ use crate::task::{Task, TaskState, WorkerEvent, WorkerShared};
 thread_local! {
     /// The dispatcher of an inline worker (dispatcher and worker on one thread).
     static INLINE: RefCell<Option<Dispatcher>> = const { RefCell::new(None) };
+    /// The ready sandboxes of the worker on this thread (`ready.rs`); none until it starts.
+    static READY: RefCell<ReadyPool> = RefCell::new(ReadyPool::new(0, 0));
+}
+
+/// Sets up this thread's ready sandboxes for worker `me`.
+fn init_ready(me: &WorkerShared) {
+    let (per_function, max) = me.ready_limits;
+    READY.with(|pool| *pool.borrow_mut() = ReadyPool::new(per_function, max));
+}
+
+/// Builds one ready sandbox this worker lacks, if any (it has nothing to run); whether it did.
+fn refill_ready(me: &WorkerShared, signals: &Arc<Signals>) -> bool {
+    READY.with(|pool| {
+        pool.try_borrow_mut().is_ok_and(|mut p| p.enabled() && p.refill_one(signals, me))
+    })
+}
+
+/// Drops this worker's ready sandboxes (it stops).
+fn clear_ready(me: &WorkerShared) {
+    READY.with(|pool| pool.borrow_mut().clear(me));
 }
 
 /// Lets the inline dispatcher of this thread handle arrivals and events, and enforce a shutdown's
@@ -62,6 +83,7 @@ pub(crate) fn run_inline(
     let notify = Arc::clone(&dispatcher.shared.notify);
     notify.bind_current();
     me.notify.bind_current();
+    init_ready(&me);
     INLINE.with(|cell| *cell.borrow_mut() = Some(dispatcher));
     loop {
         let step = INLINE.with(|cell| cell.borrow_mut().as_mut().map_or(Step::Done, |d| d.step()));
@@ -72,6 +94,7 @@ pub(crate) fn run_inline(
         match step {
             Step::Busy => {}
             Step::Done => break,
+            Step::Idle(_) if refill_ready(&me, &signals) => {}
             Step::Idle(timeout) => notify.wait(mode, timeout, || {
                 !me.inbox.is_empty()
                     || INLINE.with(|cell| cell.borrow().as_ref().is_some_and(|d| d.has_input()))
@@ -79,6 +102,7 @@ pub(crate) fn run_inline(
         }
     }
     INLINE.with(|cell| cell.borrow_mut().take());
+    clear_ready(&me);
 }
 
 /// The worker thread's body.
@@ -93,13 +117,18 @@ pub(crate) fn run(
         crate::engine::pin_current_thread(cpu);
     }
     me.notify.bind_current();
+    init_ready(&me);
     loop {
         if let Some(task) = me.inbox.pop() {
             execute(&me, &dispatcher, &signals, task);
             continue;
         }
         if me.stop.load(Ordering::Acquire) {
+            clear_ready(&me);
             return;
+        }
+        if refill_ready(&me, &signals) {
+            continue;
         }
         me.notify.wait(mode, None, || !me.inbox.is_empty() || me.stop.load(Ordering::Acquire));
     }
@@ -173,6 +202,10 @@ pub(crate) fn begin(
     let future = match std::mem::replace(&mut task.state, TaskState::Running) {
         TaskState::Suspended(f) => f,
         TaskState::Fresh(payload) => sandbox::start(sandbox::Spec {
+            ready: task
+                .ull
+                .then(|| READY.with(|pool| pool.borrow_mut().take(&task.function, start, me)))
+                .flatten(),
             function: Arc::clone(&task.function),
             payload,
             guest: GuestContext {

@@ -212,6 +212,44 @@ fn sandboxes_never_see_a_previous_request() {
 }
 
 #[test]
+fn ready_sandboxes_serve_one_request_each_and_never_show_a_previous_one() {
+    // HORSE §3: a uLL function's requests start in sandboxes built ahead of them (no
+    // instantiation on their path) — each fresh: request n's write is never seen by n + 1.
+    for layout in [Layout::Threads, Layout::Inline] {
+        let rt = Runtime::start(RuntimeConfig { layout, ..RuntimeConfig::default() }).unwrap();
+        register(&rt, "leak", LEAK, |c| c.ull = true);
+        let mut ready = 0;
+        for i in 0..50u8 {
+            let outcome = call(&rt, "leak", &[i.wrapping_add(1); 16]);
+            let built_for_it = outcome.timing.instantiation;
+            assert_eq!(ok(outcome), [0u8; 16], "{layout:?} request {i}");
+            ready += usize::from(built_for_it.is_zero());
+        }
+        // Between two requests the worker is idle and builds the next one's sandbox.
+        assert!(ready >= 25, "{layout:?}: only {ready} of 50 requests found a ready sandbox");
+        // The worker refills once it has answered: wait for it.
+        let start = Instant::now();
+        while rt.worker_stats()[0].ready_bytes == 0 {
+            assert!(start.elapsed() < Duration::from_secs(10), "{layout:?}: no ready sandbox");
+            std::thread::yield_now();
+        }
+        let held = rt.worker_stats()[0].ready;
+        assert!((1..=2).contains(&held), "{layout:?}: {held} ready sandboxes");
+        assert!(rt.worker_stats()[0].ready_bytes >= 65_536, "{layout:?}: one page each at least");
+        // Ready sandboxes are not live ones.
+        assert_eq!(rt.live_sandboxes(), 0, "{layout:?}");
+    }
+    // Without the lane there are none: every request builds its own.
+    let rt = Runtime::start(RuntimeConfig { ull_lane: false, ..RuntimeConfig::default() }).unwrap();
+    register(&rt, "leak", LEAK, |c| c.ull = true);
+    for i in 0..5u8 {
+        let outcome = call(&rt, "leak", &[i; 16]);
+        assert!(!outcome.timing.instantiation.is_zero());
+    }
+    assert_eq!(rt.worker_stats()[0].ready, 0);
+}
+
+#[test]
 fn an_urgent_request_preempts_a_long_one() {
     urgent_requests_preempt(runtime(1, PolicyKind::SledgeScale));
 }

@@ -425,6 +425,15 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
         let n = w.segments;
         let _ = writeln!(out, "luge_worker_segments_total{{worker=\"{}\"}} {n}", w.index);
     }
+    out.push_str("# HELP luge_worker_ready_sandboxes Sandboxes the worker keeps instantiated ahead of uLL requests.\n# TYPE luge_worker_ready_sandboxes gauge\n");
+    for w in &workers {
+        let _ = writeln!(out, "luge_worker_ready_sandboxes{{worker=\"{}\"}} {}", w.index, w.ready);
+    }
+    out.push_str("# HELP luge_worker_ready_bytes Linear memory of those ready sandboxes, bytes.\n# TYPE luge_worker_ready_bytes gauge\n");
+    for w in &workers {
+        let _ =
+            writeln!(out, "luge_worker_ready_bytes{{worker=\"{}\"}} {}", w.index, w.ready_bytes);
+    }
     let groups = runtime.group_stats();
     let families: [GroupFamily; 6] = [
         (

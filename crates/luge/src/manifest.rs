@@ -136,6 +136,8 @@ struct RawServer {
     notify_interval_us: Option<u64>,
     ull_lane: Option<bool>,
     ull_threshold_us: Option<u64>,
+    ready_sandboxes: Option<usize>,
+    ready_sandboxes_max: Option<usize>,
     max_sandboxes: Option<u32>,
     max_memory_bytes: Option<u64>,
     cache_dir: Option<String>,
@@ -589,6 +591,8 @@ fn settings(
     if let Some(t) = raw.ull_threshold_us {
         runtime.ull_threshold = Duration::from_micros(t);
     }
+    runtime.ready_sandboxes = raw.ready_sandboxes.unwrap_or(runtime.ready_sandboxes);
+    runtime.ready_sandboxes_max = raw.ready_sandboxes_max.unwrap_or(runtime.ready_sandboxes_max);
     if let Some(n) = raw.max_sandboxes {
         runtime.max_sandboxes = n.max(1);
     }
@@ -772,6 +776,15 @@ policy = "fifo"
         let m = parse("[server]\null_lane = false\null_threshold_us = 5\n").unwrap();
         assert!(!m.server.runtime.ull_lane);
         assert_eq!(m.server.runtime.ull_threshold, Duration::from_micros(5));
+        assert_eq!(
+            (m.server.runtime.ready_sandboxes, m.server.runtime.ready_sandboxes_max),
+            (2, 16)
+        );
+        let m = parse("[server]\nready_sandboxes = 0\nready_sandboxes_max = 4\n").unwrap();
+        assert_eq!(
+            (m.server.runtime.ready_sandboxes, m.server.runtime.ready_sandboxes_max),
+            (0, 4)
+        );
         let m = parse("[server]\nworkers = 2\nlayout = \"auto\"\n").unwrap();
         assert_eq!(m.server.runtime.effective_layout(), Layout::Threads);
         let m = parse("[server]\nrequest_log = \"100\"\n").unwrap();

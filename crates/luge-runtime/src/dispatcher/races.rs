@@ -112,6 +112,7 @@ impl Rig {
             first_run: None,
             executed: 0,
             preemptions: 0,
+            ull: false,
             state: TaskState::Fresh(format!("request {id}").into_bytes()),
             clock: Arc::new(TaskClock::default()),
         });

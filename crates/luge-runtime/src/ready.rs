@@ -1,0 +1,162 @@
+//! Ready sandboxes (HORSE §3): for ultra-low-latency functions, each worker keeps a few
+//! sandboxes instantiated ahead of their requests, so that such a request starts at its first
+//! guest instruction instead of at a store and an instantiation.
+//!
+//! Isolation is unchanged: a ready sandbox is a fresh store and instance that no request has
+//! touched, and it serves exactly one request, which drops it as any sandbox is dropped. What
+//! moves is only *when* it is built: by the worker's own thread when it has nothing to run
+//! ([`ReadyPool::refill_one`], called before the worker sleeps), never while a request waits.
+//!
+//! How many a worker keeps per function adapts to its arrivals: the first uLL request of a
+//! function asks for one; a request that finds none ready (a burst used them up before the
+//! worker was idle again) asks for one more, up to `per_function`; a function whose ready
+//! sandboxes sit unused for [`SHRINK_AFTER`] keeps one fewer, and one unused for
+//! [`FORGET_AFTER`] none. All of a worker's ready sandboxes together are at most `max` (each
+//! holds a slot of the pooling allocator); their number and linear memory are counted in
+//! `WorkerShared` for `/metrics`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use luge_sched::{FunctionId, Nanos};
+
+use crate::registry::Function;
+use crate::sandbox::{self, Ready};
+use crate::signals::Signals;
+use crate::task::WorkerShared;
+
+/// Unused for this long, a function's ready sandboxes shrink by one.
+pub(crate) const SHRINK_AFTER: Nanos = 1_000_000_000;
+/// Unused for this long, a function keeps none.
+pub(crate) const FORGET_AFTER: Nanos = 10_000_000_000;
+
+/// One function's ready sandboxes on one worker.
+struct Entry {
+    function: Arc<Function>,
+    ready: Vec<Ready>,
+    /// How many it should have.
+    want: usize,
+    /// When one was last taken, or the entry last shrank.
+    used: Nanos,
+}
+
+/// A worker's ready sandboxes, by function (module doc).
+pub(crate) struct ReadyPool {
+    entries: HashMap<FunctionId, Entry>,
+    per_function: usize,
+    max: usize,
+    /// Ready sandboxes held, and their linear memory in bytes.
+    held: usize,
+    bytes: usize,
+}
+
+impl ReadyPool {
+    /// A pool keeping up to `per_function` sandboxes per function and `max` in all (either 0:
+    /// none).
+    pub(crate) fn new(per_function: usize, max: usize) -> Self {
+        Self { entries: HashMap::new(), per_function, max, held: 0, bytes: 0 }
+    }
+
+    /// Whether the pool keeps any.
+    pub(crate) fn enabled(&self) -> bool {
+        self.per_function > 0 && self.max > 0
+    }
+
+    /// A ready sandbox for a uLL request of `function` at `now`, if one is; either way the
+    /// function is remembered so that the worker builds it more when idle.
+    pub(crate) fn take(
+        &mut self,
+        function: &Arc<Function>,
+        now: Nanos,
+        me: &WorkerShared,
+    ) -> Option<Ready> {
+        if !self.enabled() {
+            return None;
+        }
+        let per_function = self.per_function;
+        let entry = self.entries.entry(function.id).or_insert_with(|| Entry {
+            function: Arc::clone(function),
+            ready: Vec::new(),
+            want: 0,
+            used: now,
+        });
+        entry.used = now;
+        let ready = entry.ready.pop();
+        match &ready {
+            Some(r) => {
+                self.held -= 1;
+                self.bytes -= r.memory_bytes();
+                self.publish(me);
+            }
+            // None ready: the arrivals outran the refills (or this is the first): keep one more.
+            None => entry.want = (entry.want + 1).min(per_function),
+        }
+        ready
+    }
+
+    /// Builds one sandbox for a function that has fewer ready than it wants, if any and if the
+    /// pool has room; first drops what went unused ([`ReadyPool::expire`]). Returns whether it
+    /// did work (the worker then looks at its inbox again before building another).
+    pub(crate) fn refill_one(&mut self, signals: &Arc<Signals>, me: &WorkerShared) -> bool {
+        let now = signals.clock.now();
+        self.expire(now);
+        let mut worked = false;
+        if self.held < self.max
+            && let Some(entry) = self.entries.values_mut().find(|e| e.ready.len() < e.want)
+        {
+            // Counted before it exists, so that `Runtime::live_sandboxes` (the pool's instances
+            // less the ready ones) never counts a sandbox being built as running.
+            me.ready.fetch_add(1, Ordering::Relaxed);
+            match sandbox::prepare(&entry.function, signals) {
+                Some(ready) => {
+                    self.held += 1;
+                    self.bytes += ready.memory_bytes();
+                    entry.ready.push(ready);
+                }
+                // It cannot be built ahead (a pool slot short, a `start` that fails or runs
+                // long): stop trying; its requests build their own and report why.
+                None => entry.want = entry.ready.len(),
+            }
+            worked = true;
+        }
+        self.publish(me);
+        worked
+    }
+
+    /// Drops the ready sandboxes nobody used for a while (module doc).
+    fn expire(&mut self, now: Nanos) {
+        let mut dropped = Vec::new();
+        self.entries.retain(|_, e| {
+            let idle = now.saturating_sub(e.used);
+            if idle >= FORGET_AFTER {
+                dropped.append(&mut e.ready);
+                return false;
+            }
+            if idle >= SHRINK_AFTER && e.want > 0 {
+                e.want -= 1;
+                e.used = now;
+                let keep = e.ready.len().min(e.want);
+                dropped.extend(e.ready.drain(keep..));
+            }
+            true
+        });
+        for r in dropped {
+            self.held -= 1;
+            self.bytes -= r.memory_bytes();
+        }
+    }
+
+    /// Publishes the count and linear memory held to `me` (`Runtime::worker_stats`).
+    fn publish(&self, me: &WorkerShared) {
+        me.ready.store(self.held as u64, Ordering::Relaxed);
+        me.ready_bytes.store(self.bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Drops every ready sandbox (the worker is stopping).
+    pub(crate) fn clear(&mut self, me: &WorkerShared) {
+        self.entries.clear();
+        (self.held, self.bytes) = (0, 0);
+        self.publish(me);
+    }
+}
