@@ -1,6 +1,6 @@
 //! The benchmark scenarios of issue #6 (`luge bench
 //! compare|noop|policies|density|sim-vs-real|overload|slow-clients|tenants|backpressure|tracing|
-//! isolation|soak|edge-rt|chain`).
+//! isolation|soak|edge-rt|chain|horse`).
 //!
 //! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
 //! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
@@ -27,6 +27,7 @@
 //! | [`slow-clients`](Scenario::SlowClients) | HTTP no-op latency and throughput while thousands of slow ("slowloris") connections are open, ÷ the same node quiet, interleaved trials |
 //! | [`isolation`](Scenario::Isolation) | a well-behaved tenant's no-op beside 0, 1, 4 and 16 hostile tenants (infinite loop, clock spinning, memory to the cap, recursion, output flooding): deadlines met and p99 ÷ alone, interleaved trials |
 //! | [`edge-rt`](Scenario::EdgeRt) | Edge-RT Fig. 14: well-behaved requests beside k infinite-loop tasks per worker, loops demoted, killed, or under plain EDF; Fig. 11: bimodal 4-stage chains at rising utilisation, Luge vs EDF, FIFO and fair share: deadlines met, interleaved trials |
+//! | [`horse`](Scenario::Horse) | HORSE §3: an ultra-short function (no-op, 5 µs, 20 µs) alone and beside a saturating load of 2 ms requests, with no uLL lane, the lane, and the lane with ready sandboxes: latency, readiness (mean and share of the trigger), the long requests' throughput, interleaved trials |
 //! | [`chain`](Scenario::Chain) | a chain of real functions end to end ÷ the sum of its stages called one by one (p99, one in flight, HTTP and UDP-RPC), after checking it answers byte for byte what they give by hand |
 //! | [`soak`](Scenario::Soak) | mixed good and hostile load for a long time: RSS, open fds and threads sampled, the slope after warm-up |
 //! | [`tracing`](Scenario::Tracing) | HTTP no-op throughput and latency with request spans exported over OTLP (1 % and all sampled), ÷ without, interleaved trials |
@@ -41,6 +42,7 @@ mod density;
 mod edge_rt;
 mod edge_rt_fig11;
 mod edge_rt_fig6;
+mod horse;
 mod isolation;
 mod machine;
 mod measure;
@@ -366,6 +368,19 @@ pub struct EdgeRtOptions {
     pub trials: Option<usize>,
 }
 
+/// `horse` settings (`None` takes the default of the mode).
+#[derive(Debug, Clone, Default)]
+pub struct HorseOptions {
+    /// The short function's offered rate (default 2 000/s; quick 500/s).
+    pub rate: Option<f64>,
+    /// The long load's utilisation of the worker (default 0.9).
+    pub load: Option<f64>,
+    /// Time per point (default 3 s; quick 300 ms).
+    pub duration: Option<Duration>,
+    /// Trials of every point (default 3; quick 1).
+    pub trials: Option<usize>,
+}
+
 /// `chain` settings (`None` takes the default of the mode).
 #[derive(Debug, Clone)]
 pub struct ChainOptions {
@@ -426,6 +441,9 @@ pub enum Scenario {
     EdgeRt(EdgeRtOptions),
     /// A chain end to end ÷ its stages one by one.
     Chain(ChainOptions),
+    /// HORSE: ultra-short functions with and without the uLL lane and ready sandboxes, alone
+    /// and beside long ones.
+    Horse(HorseOptions),
 }
 
 impl Scenario {
@@ -446,6 +464,7 @@ impl Scenario {
             Scenario::Soak(_) => "soak",
             Scenario::EdgeRt(_) => "edge-rt",
             Scenario::Chain(_) => "chain",
+            Scenario::Horse(_) => "horse",
         }
     }
 }
@@ -490,6 +509,7 @@ pub fn run_scenario(
         Scenario::Isolation(i) => isolation::run(i, opts, pin, &mut out),
         Scenario::Soak(s) => soak::run(s, opts, pin, &mut out),
         Scenario::EdgeRt(e) => edge_rt::run(e, opts, pin, &mut out),
+        Scenario::Horse(h) => horse::run(h, opts, pin, &mut out),
         Scenario::Chain(c) => chain::run(c, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {

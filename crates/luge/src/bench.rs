@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
-    BackpressureOptions, ChainOptions, CompareOptions, DensityOptions, EdgeRtOptions,
+    BackpressureOptions, ChainOptions, CompareOptions, DensityOptions, EdgeRtOptions, HorseOptions,
     IsolationOptions, OverloadOptions, Pin, PoliciesOptions, Protocol, Scenario, ScenarioOptions,
     SimRealOptions, SlowClientsOptions, SoakOptions, TenantsOptions, TracingOptions, blobs_image,
     run_scenario,
@@ -83,6 +83,10 @@ enum BenchCommand {
     /// called one by one (p99, one in flight, HTTP and UDP-RPC), after checking that it answers
     /// byte for byte what they give by hand.
     Chain(ChainArgs),
+    /// HORSE: an ultra-short function (no-op, 5 µs, 20 µs) alone and beside a saturating load
+    /// of 2 ms requests, with no uLL lane, the lane, and the lane with ready sandboxes:
+    /// latency, readiness and its share of the trigger, the long requests' throughput.
+    Horse(HorseArgs),
     /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
     #[command(hide = true)]
     HoldSlowConnections(HoldArgs),
@@ -465,6 +469,24 @@ struct EdgeRtArgs {
 }
 
 #[derive(Debug, Args)]
+struct HorseArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The short function's offered rate, requests/s [default: 2000; quick: 500].
+    #[arg(long)]
+    rate: Option<f64>,
+    /// The long load's utilisation of the worker [default: 0.9].
+    #[arg(long)]
+    load: Option<f64>,
+    /// Time per point [default: 3s; quick 300ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Trials of every point [default: 3; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
+}
+
+#[derive(Debug, Args)]
 struct ChainArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -664,6 +686,11 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 trials: a.trials,
             };
             scenario(Scenario::EdgeRt(e), &a.common)
+        }
+        BenchCommand::Horse(a) => {
+            let h =
+                HorseOptions { rate: a.rate, load: a.load, duration: a.duration, trials: a.trials };
+            scenario(Scenario::Horse(h), &a.common)
         }
         BenchCommand::Chain(a) => {
             let manifest = Manifest::load(&a.manifest)

@@ -278,6 +278,33 @@ fn tenants_measures_one_tenant_beside_another_over_its_limit() {
 }
 
 #[test]
+fn horse_measures_ull_readiness_with_and_without_the_lane_and_ready_sandboxes() {
+    let (dir, report, summary) = quick("horse", &["horse"]);
+    let r = &report["results"];
+    let trials = r["trials"].as_array().unwrap();
+    // Quick: the no-op only, three conditions, alone and beside the long load.
+    assert_eq!(trials.len(), 6, "{trials:?}");
+    for t in trials {
+        assert!(t["short"]["planned"].as_u64().unwrap() > 0, "{t}");
+        // The node measured readiness for the requests that ran: within the whole trigger.
+        let share = t["readiness_share"].as_f64().unwrap();
+        assert!(share > 0.0 && share <= 1.0, "{t}");
+        assert!(t["readiness_us"].as_f64().unwrap() > 0.0, "{t}");
+        let beside = t["background"] == "beside";
+        assert_eq!(t["long"].is_object(), beside, "{t}");
+        if beside {
+            assert!(t["long"]["throughput_rps"].as_f64().unwrap() > 0.0, "{t}");
+        }
+    }
+    for condition in ["off", "lane", "lane+ready"] {
+        assert!(trials.iter().any(|t| t["condition"] == condition), "{condition}");
+    }
+    assert!(r["ratios"]["no-op"]["readiness_off_over_shipped_alone"].is_f64(), "{r}");
+    assert!(summary.contains("readiness `off` ÷ `lane+ready`"), "{summary}");
+    done(&dir);
+}
+
+#[test]
 fn isolation_answers_every_hostile_request_with_its_typed_error() {
     let (dir, report, summary) = quick("isolation", &["isolation"]);
     let r = &report["results"];

@@ -120,6 +120,12 @@ pub(crate) struct NodeSpec {
     /// Periodic notification of arrivals (`notify_interval_us`; off, as `luge serve` ships,
     /// except in `luge bench edge-rt --figures 6b`).
     pub notify_interval: Duration,
+    /// The uLL lane (`ull_lane`; on, as `luge serve` ships, except in `luge bench horse`'s
+    /// `off` condition).
+    pub ull_lane: bool,
+    /// Ready sandboxes per uLL function (`ready_sandboxes`; 2, as `luge serve` ships, except
+    /// in `luge bench horse`'s `lane` condition).
+    pub ready_sandboxes: usize,
 }
 
 impl NodeSpec {
@@ -138,6 +144,8 @@ impl NodeSpec {
             tracing: None,
             chains: Vec::new(),
             notify_interval: Duration::ZERO,
+            ull_lane: RuntimeConfig::default().ull_lane,
+            ready_sandboxes: RuntimeConfig::default().ready_sandboxes,
         }
     }
 
@@ -212,6 +220,8 @@ impl LugeNode {
             cpus: spec.pin.map(|p| vec![p.server]).unwrap_or_default(),
             shutdown_grace: GRACE,
             notify_interval: spec.notify_interval,
+            ull_lane: spec.ull_lane,
+            ready_sandboxes: spec.ready_sandboxes,
             tenants: spec.tenants.clone(),
             ..RuntimeConfig::default()
         };
@@ -260,6 +270,11 @@ impl LugeNode {
 
     pub(crate) fn runtime(&self) -> &Arc<Runtime> {
         self.node.runtime()
+    }
+
+    /// The metrics both front ends record into.
+    pub(crate) fn metrics(&self) -> &Arc<luge_server::Metrics> {
+        self.node.metrics()
     }
 
     /// The HTTP front end, if the node has one.

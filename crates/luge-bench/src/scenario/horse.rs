@@ -1,0 +1,313 @@
+//! `luge bench horse`: HORSE (§2 Table 1, §3) on the real runtime — what the uLL lane and ready
+//! sandboxes do for ultra-short functions, alone and beside a saturating load of long ones.
+//!
+//! An ultra-short function — the no-op, or `spin` at 5 µs or 20 µs of guest work, declared
+//! `class = "ull"` — is called over UDP-RPC at a fixed Poisson rate, alone and then beside a
+//! second load generator that keeps the worker busy with 2 ms `spin` requests (at 0.9 of its
+//! capacity by default), each on a fresh node per condition:
+//! - `off`: no uLL lane (`ull_lane = false`): every request is scheduled by deadline alone;
+//! - `lane`: the lane without ready sandboxes (`ready_sandboxes = 0`);
+//! - `lane+ready`: both, as `luge serve` ships.
+//!
+//! Per point: the short function's latency (client, p50/p99), its readiness as HORSE §2 defines
+//! it — from the datagram's receipt to its first guest instruction, the node's own measurement
+//! (`luge_readiness_seconds`), as a mean and as a share of the whole trigger (receipt to
+//! answer) — and, beside the long load, the long requests answered per second. Trials are
+//! interleaved (each trial runs every condition once); medians.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::measure::{Driver, Point, calibrate_once, median, median_ratio};
+use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
+use super::output::{Results, Table, ratio, rps, us};
+use super::{HorseOptions, Protocol, ScenarioOptions, layout_name, wait_name};
+use crate::calibrate::Calibration;
+use crate::error::BenchError;
+use crate::plan::Mapping;
+
+/// The short function: the no-op, or `spin` declared uLL at a guest work of so many ns.
+const SHORT: [(&str, Option<u64>); 3] =
+    [("no-op", None), ("5 µs", Some(5_000)), ("20 µs", Some(20_000))];
+/// The declared-uLL copy of `spin`.
+const ULL_SPIN: &str = "spin-ull";
+/// The long requests' guest work.
+const LONG: Duration = Duration::from_millis(2);
+
+/// One node configuration compared: (label, uLL lane, ready sandboxes per function).
+const CONDITIONS: [(&str, bool, usize); 3] =
+    [("off", false, 0), ("lane", true, 0), ("lane+ready", true, 2)];
+
+#[derive(Debug, Clone, Serialize)]
+struct Trial {
+    function: &'static str,
+    condition: &'static str,
+    /// `alone` or `beside`.
+    background: &'static str,
+    trial: usize,
+    /// The short function's run.
+    short: Point,
+    /// Its readiness: mean (µs) and share of receipt to answer, over the requests that ran.
+    readiness_us: Option<f64>,
+    readiness_share: Option<f64>,
+    /// The long load's run (`beside` only).
+    long: Option<Point>,
+}
+
+pub(crate) fn run(
+    h: &HorseOptions,
+    opts: &ScenarioOptions,
+    pin: Option<Pinning>,
+    _out: &mut Results,
+) -> Result<(String, serde_json::Value), BenchError> {
+    let rate = h.rate.unwrap_or(if opts.quick { 500.0 } else { 2_000.0 });
+    let load = h.load.unwrap_or(0.9);
+    let duration = opts.duration_or(h.duration, Duration::from_millis(300), Duration::from_secs(3));
+    let trials = h.trials.unwrap_or(if opts.quick { 1 } else { 3 }).max(1);
+    let shorts: &[(&str, Option<u64>)] = if opts.quick { &SHORT[..1] } else { &SHORT };
+    let (wait, layout) = (opts.first_mode(), opts.first_layout());
+    let functions = node_functions(opts)?;
+    let mut calibration = None;
+    let mut results = Vec::new();
+    for trial in 0..trials {
+        for &(function, work) in shorts {
+            for (condition, ull_lane, ready_sandboxes) in CONDITIONS {
+                let spec = NodeSpec {
+                    ull_lane,
+                    ready_sandboxes,
+                    ..NodeSpec::of(opts, wait, layout, Protocol::Udp, pin)
+                };
+                let point = Point3 { function, work, condition, trial };
+                let got = LugeNode::with(&spec, &functions, |node| {
+                    measure(node, opts, point, (rate, load, duration), &mut calibration)
+                })?;
+                for t in &got {
+                    opts.say(format!(
+                        "horse: trial {} {function} {condition} {}: p50 {} µs, p99 {} µs, \
+                         readiness {} µs ({}), errors {}{}",
+                        trial + 1,
+                        t.background,
+                        us(t.short.p50_us),
+                        us(t.short.p99_us),
+                        us(t.readiness_us),
+                        share(t.readiness_share),
+                        t.short.errors,
+                        t.long.as_ref().map_or(String::new(), |l| format!(
+                            "; long answered {} /s",
+                            rps(l.throughput_rps)
+                        )),
+                    ));
+                }
+                results.extend(got);
+            }
+        }
+    }
+    Ok(summarise(&results, shorts, (rate, load, duration, trials), (wait, layout)))
+}
+
+/// Which point of the sweep.
+#[derive(Clone, Copy)]
+struct Point3 {
+    function: &'static str,
+    work: Option<u64>,
+    condition: &'static str,
+    trial: usize,
+}
+
+/// The node's functions: the scenario's own (the no-op declared uLL) and a declared-uLL copy
+/// of `spin`; the long load calls `spin` itself.
+fn node_functions(opts: &ScenarioOptions) -> Result<Vec<NodeFunction>, BenchError> {
+    let mut functions = opts.functions.clone();
+    let missing =
+        |name: &str| BenchError::Scenario(format!("the node's functions have no `{name}`"));
+    let noop =
+        functions.iter_mut().find(|f| f.config.name == "noop").ok_or_else(|| missing("noop"))?;
+    noop.config.ull = true;
+    let spin = functions.iter().find(|f| f.config.name == "spin").ok_or_else(|| missing("spin"))?;
+    let mut ull = spin.clone();
+    ull.config.name = ULL_SPIN.into();
+    ull.config.ull = true;
+    ull.route = format!("/{ULL_SPIN}");
+    functions.push(ull);
+    Ok(functions)
+}
+
+/// One condition on its fresh node: the short function alone, then beside the long load.
+fn measure(
+    node: &LugeNode,
+    opts: &ScenarioOptions,
+    p: Point3,
+    (rate, load, duration): (f64, f64, Duration),
+    calibration: &mut Option<Calibration>,
+) -> Result<Vec<Trial>, BenchError> {
+    let target = node.target(Protocol::Udp)?;
+    let spin = node.function("spin")?;
+    let timeout = Duration::from_secs(if opts.quick { 3 } else { 5 });
+    let cal = calibrate_once(calibration, &target, &spin, timeout, opts, "horse")?;
+    let (name, short) = match p.work {
+        None => ("noop", node.noop()?),
+        Some(ns) => {
+            // Guest work only: the sandbox's fixed cost is what the lane and ready sandboxes
+            // are about, so it is not part of the function's size.
+            let k = (ns as f64 / cal.ns_per_iteration).round().max(1.0) as u64;
+            let function = node.function(ULL_SPIN)?;
+            (ULL_SPIN, Mapping::Fixed { function, payload: k.to_string().into_bytes() })
+        }
+    };
+    let short = Driver::fixed(target.clone(), short, opts.seed + p.trial as u64);
+    let k_long = (LONG.as_nanos() as f64 / cal.ns_per_iteration).round() as u64;
+    let long = Driver::fixed(
+        target,
+        Mapping::Fixed { function: spin, payload: k_long.to_string().into_bytes() },
+        opts.seed + 1 + p.trial as u64,
+    );
+    let long_rate = load / LONG.as_secs_f64();
+    // Warm-up: the estimates settle and, with them, the lane's and the admission's view.
+    short.open(rate, duration.min(Duration::from_millis(500)))?;
+    let metrics = node.metrics();
+    let mut out = Vec::new();
+    for background in ["alone", "beside"] {
+        let before = metrics.readiness(name);
+        let (short_run, long_run) = if background == "alone" {
+            (short.open(rate, duration)?, None)
+        } else {
+            std::thread::scope(|s| {
+                let long_run = s.spawn(|| long.open(long_rate, duration));
+                let short_run = short.open(rate, duration);
+                let long_run = long_run.join().unwrap_or_else(|_| {
+                    Err(BenchError::Scenario("the long load's generator panicked".into()))
+                });
+                Ok::<_, BenchError>((short_run?, Some(long_run?)))
+            })?
+        };
+        let after = metrics.readiness(name);
+        let ran = after.ran.saturating_sub(before.ran);
+        let readiness = after.readiness_ns.saturating_sub(before.readiness_ns) as f64;
+        let total = after.total_ns.saturating_sub(before.total_ns) as f64;
+        out.push(Trial {
+            function: p.function,
+            condition: p.condition,
+            background,
+            trial: p.trial,
+            short: Point::of(&short_run),
+            readiness_us: (ran > 0).then(|| readiness / ran as f64 / 1e3),
+            readiness_share: (total > 0.0).then(|| readiness / total),
+            long: long_run.as_ref().map(Point::of),
+        });
+    }
+    Ok(out)
+}
+
+fn share(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.1} %", 100.0 * v))
+}
+
+/// The summary's section and the report's part.
+fn summarise(
+    results: &[Trial],
+    shorts: &[(&'static str, Option<u64>)],
+    (rate, load, duration, trials): (f64, f64, Duration, usize),
+    (wait, layout): (luge_runtime::WaitMode, luge_runtime::Layout),
+) -> (String, serde_json::Value) {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "HORSE §3 on the runtime: an ultra-short function declared `class = \"ull\"` — the \
+         no-op, or `spin` at 5 µs or 20 µs of guest work — over UDP-RPC at {} /s (Poisson, \
+         100 ms deadline, {:.1} s per point), alone and beside a second load generator keeping \
+         the worker {:.0} % busy with {} ms `spin` requests (same deadline); a fresh node per \
+         condition: `off` (no uLL lane), `lane` (lane, no ready sandboxes), `lane+ready` (as \
+         `luge serve` ships). 1 worker, {} layout, {} wait. Readiness: the node's own \
+         measurement from the datagram's receipt to the first guest instruction (mean, and \
+         share of receipt to answer: HORSE §2, Table 1). {trials} interleaved trials; medians.\n",
+        rps(rate),
+        duration.as_secs_f64(),
+        100.0 * load,
+        LONG.as_millis(),
+        layout_name(layout),
+        wait_name(wait)
+    );
+    let mut table = Table::new(&[
+        "function",
+        "condition",
+        ">alone p50 µs",
+        ">alone p99 µs",
+        ">alone readiness µs",
+        ">share",
+        ">beside p50 µs",
+        ">beside p99 µs",
+        ">beside readiness µs",
+        ">share",
+        ">long answered /s",
+    ]);
+    let of = |f: &str, c: &str, b: &str| -> Vec<&Trial> {
+        results
+            .iter()
+            .filter(|t| t.function == f && t.condition == c && t.background == b)
+            .collect()
+    };
+    let mut ratios = serde_json::Map::new();
+    for &(function, _) in shorts {
+        for (condition, _, _) in CONDITIONS {
+            let (alone, beside) =
+                (of(function, condition, "alone"), of(function, condition, "beside"));
+            table.row(vec![
+                function.into(),
+                condition.into(),
+                us(median(&alone, |t| t.short.p50_us)),
+                us(median(&alone, |t| t.short.p99_us)),
+                us(median(&alone, |t| t.readiness_us)),
+                share(median(&alone, |t| t.readiness_share)),
+                us(median(&beside, |t| t.short.p50_us)),
+                us(median(&beside, |t| t.short.p99_us)),
+                us(median(&beside, |t| t.readiness_us)),
+                share(median(&beside, |t| t.readiness_share)),
+                median(&beside, |t| t.long.as_ref().map(|l| l.throughput_rps))
+                    .map_or("-".into(), rps),
+            ]);
+        }
+        let shipped = "lane+ready";
+        let r = |over: (&str, &str), base: (&str, &str), f: &dyn Fn(&Trial) -> Option<f64>| {
+            median_ratio(&of(function, over.0, over.1), &of(function, base.0, base.1), f)
+        };
+        let readiness = |t: &Trial| t.readiness_us;
+        let p99 = |t: &Trial| t.short.p99_us;
+        let long = |t: &Trial| t.long.as_ref().map(|l| l.throughput_rps);
+        let numbers = json!({
+            "readiness_off_over_shipped_alone": r(("off", "alone"), (shipped, "alone"), &readiness),
+            "readiness_off_over_shipped_beside": r(("off", "beside"), (shipped, "beside"), &readiness),
+            "readiness_lane_over_shipped_alone": r(("lane", "alone"), (shipped, "alone"), &readiness),
+            "p99_beside_over_alone_shipped": r((shipped, "beside"), (shipped, "alone"), &p99),
+            "p99_beside_over_alone_off": r(("off", "beside"), ("off", "alone"), &p99),
+            "long_throughput_shipped_over_off": r((shipped, "beside"), ("off", "beside"), &long),
+        });
+        let get = |k: &str| numbers.get(k).and_then(serde_json::Value::as_f64);
+        let _ = writeln!(
+            md,
+            "- {function}: readiness `off` ÷ `lane+ready` {} alone, {} beside the long load \
+             (`lane` ÷ `lane+ready` alone: {}, what ready sandboxes save); p99 beside ÷ alone {} \
+             with `lane+ready` (goal ≤ 2×), {} with `off`; long requests answered with \
+             `lane+ready` ÷ `off` {} (goal: a drop < 10 %).",
+            ratio(get("readiness_off_over_shipped_alone")),
+            ratio(get("readiness_off_over_shipped_beside")),
+            ratio(get("readiness_lane_over_shipped_alone")),
+            ratio(get("p99_beside_over_alone_shipped")),
+            ratio(get("p99_beside_over_alone_off")),
+            ratio(get("long_throughput_shipped_over_off")),
+        );
+        ratios.insert(function.into(), numbers);
+    }
+    let _ = writeln!(md, "\n{}", table.render());
+    let part = json!({
+        "rate_rps": rate,
+        "long_load": load,
+        "long_ms": LONG.as_secs_f64() * 1e3,
+        "duration_s": duration.as_secs_f64(),
+        "trials": results,
+        "ratios": ratios,
+    });
+    (md, part)
+}
