@@ -359,6 +359,18 @@ fn sandbox(c: &mut Criterion) {
             ran("sandbox", param, "luge_async");
             b.iter(|| black_box(rt.run_here(&luge, payload.clone()).unwrap()))
         });
+        // A uLL request in a ready sandbox (HORSE §3): the build happens before the timed
+        // region, as a worker builds it while idle; the request and the sandbox's drop are
+        // timed, as on the worker.
+        group.bench_function(BenchmarkId::new("luge_ready", param), |b| {
+            ran("sandbox", param, "luge_ready");
+            b.iter_batched(
+                || rt.prepare_here(&luge).unwrap(),
+                |ready| black_box(rt.run_here_in(&luge, payload.clone(), Some(ready)).unwrap()),
+                // At most 32 built at once: each holds a pool slot.
+                criterion::BatchSize::NumIterations(32),
+            )
+        });
         group.bench_function(BenchmarkId::new("bare_sync", param), |b| {
             ran("sandbox", param, "bare_sync");
             b.iter(|| black_box(bare::run(&bare, payload.clone())))
@@ -556,7 +568,7 @@ fn report() {
             .filter_map(|f| median_ns(group, f, param).map(|m| (f.clone(), m)))
             .collect();
         let baselines: &[&str] = match group.as_str() {
-            "sandbox" => &["bare_sync"],
+            "sandbox" => &["bare_sync", "luge_async"],
             _ => &["handoff", "handoff_sync_noop"],
         };
         for (f, m) in &medians {

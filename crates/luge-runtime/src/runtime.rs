@@ -49,6 +49,10 @@ pub enum Health {
     NotReady(&'static str),
 }
 
+/// A sandbox built ahead of its request ([`Runtime::prepare_here`]): benchmarks only.
+#[doc(hidden)]
+pub struct PreparedSandbox(crate::sandbox::Ready);
+
 /// A running Luge runtime. Dropping it shuts it down (as [`Runtime::shutdown`]).
 pub struct Runtime {
     inner: Arc<Inner>,
@@ -296,6 +300,25 @@ impl Runtime {
     /// that isolate the sandbox's cost (`benches/runtime.rs`); the runtime never calls it.
     #[doc(hidden)]
     pub fn run_here(&self, function: &Arc<Function>, payload: Vec<u8>) -> Result<Vec<u8>, Failure> {
+        self.run_here_in(function, payload, None)
+    }
+
+    /// A sandbox of `function` built ahead of its request, as a worker builds its ready
+    /// sandboxes (`ready.rs`), for [`Runtime::run_here_in`]; `None` if it cannot be built.
+    /// Benchmarks only.
+    #[doc(hidden)]
+    pub fn prepare_here(&self, function: &Arc<Function>) -> Option<PreparedSandbox> {
+        crate::sandbox::prepare(function, &self.inner.signals).map(PreparedSandbox)
+    }
+
+    /// [`Runtime::run_here`] in `prepared`, if given (a ready sandbox), else in a fresh one.
+    #[doc(hidden)]
+    pub fn run_here_in(
+        &self,
+        function: &Arc<Function>,
+        payload: Vec<u8>,
+        prepared: Option<PreparedSandbox>,
+    ) -> Result<Vec<u8>, Failure> {
         let clock = Arc::new(TaskClock::default());
         // No worker: no preemption flag can name it.
         clock.worker.store(usize::MAX, Ordering::Relaxed);
@@ -310,7 +333,7 @@ impl Runtime {
             id: 0,
             signals: Arc::clone(&self.inner.signals),
             clock,
-            ready: None,
+            ready: prepared.map(|p| p.0),
         });
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         loop {
