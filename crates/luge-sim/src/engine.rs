@@ -21,7 +21,8 @@ use std::collections::{BTreeSet, BinaryHeap};
 
 use luge_sched::{
     Action, ContractChecker, ContractViolation, Estimator, EstimatorConfig, Event, FunctionId,
-    Nanos, Overrun, Policy, PolicyConfig, PolicyKind, RejectReason, Request, RequestId,
+    Nanos, Overrun, Policy, PolicyConfig, PolicyKind, RejectReason, Request, RequestId, UllConfig,
+    UllLane,
 };
 
 use crate::overheads::Overheads;
@@ -117,6 +118,9 @@ pub struct SimConfig {
     /// interval is notified at once (Luge's rule, the default). Off, every arrival waits for
     /// the next period, as Edge-RT's timer-polled scheduler does.
     pub notify_urgent: bool,
+    /// The uLL lane (HORSE §3) in front of every group's policy, as the runtime's `ull_lane`
+    /// (`luge_sched::UllLane`); `None` (the default, as in the papers' experiments): none.
+    pub ull_lane: Option<UllConfig>,
 }
 
 impl SimConfig {
@@ -134,6 +138,7 @@ impl SimConfig {
             estimate_start_cost: true,
             notify_interval: 0,
             notify_urgent: true,
+            ull_lane: None,
         }
     }
 }
@@ -304,7 +309,10 @@ impl<'a> Sim<'a> {
                 cfg.workers / cfg.dispatchers + usize::from(g < cfg.workers % cfg.dispatchers);
             let mut pc = cfg.policy_config.clone();
             pc.workers = size;
-            let policy = cfg.policy.build(&pc);
+            let mut policy = cfg.policy.build(&pc);
+            if let Some(lane) = cfg.ull_lane {
+                policy = Box::new(UllLane::new(policy, lane));
+            }
             groups.push(Group {
                 checker: cfg.check_contract.then(|| ContractChecker::for_policy(&policy)),
                 policy,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use luge_sched::{Admission, Overrun, PolicyKind};
+use luge_sched::{Admission, Overrun, PolicyKind, UllConfig};
 use luge_sim::{
     EstimatorMode, Experiment, ExperimentOptions, JobShape, Overheads, Report, SimConfig,
     max_sustainable, run_experiment, run_point, sweep,
@@ -135,6 +135,13 @@ struct RunArgs {
     /// slack than the interval (Edge-RT's timer-polled rule; Luge notifies those at once).
     #[arg(long, requires = "notify_interval_us")]
     notify_periodic: bool,
+    /// The uLL lane (HORSE §3), as the runtime's `ull_lane`: requests whose estimate is at most
+    /// --ull-threshold-us run ahead of every other request.
+    #[arg(long)]
+    ull_lane: bool,
+    /// With --ull-lane: the estimate at or under which a request takes the lane.
+    #[arg(long, default_value_t = 20, requires = "ull_lane")]
+    ull_threshold_us: u64,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -241,6 +248,11 @@ fn adhoc(a: RunArgs) -> Result<()> {
     };
     cfg.notify_interval = a.notify_interval_us.saturating_mul(1_000);
     cfg.notify_urgent = !a.notify_periodic;
+    cfg.ull_lane = a.ull_lane.then(|| UllConfig {
+        threshold: a.ull_threshold_us.saturating_mul(1_000),
+        admission: cfg.policy_config.admission,
+        ..UllConfig::default()
+    });
     let shape = JobShape { stages: a.stages, on_overrun: a.on_overrun };
     let at_load = |load: f64| {
         let s = spec.clone().with_rate(Rate::Load { load, workers: workers as u32 });

@@ -423,6 +423,27 @@ fn sim_holds_arrivals_for_the_notification_period() {
     assert!(!out.status.success(), "--notify-periodic needs an interval");
 }
 
+/// `luge sim --ull-lane`: the 10 µs requests of `extreme-bimodal` under one deadline for all run
+/// ahead of the 10 ms ones (HORSE §3) instead of queueing behind them.
+#[test]
+fn sim_runs_short_requests_ahead_with_the_ull_lane() {
+    let p50 = |extra: &[&str]| -> f64 {
+        let out = Command::new(LUGE)
+            .args(["sim", "--workload", "extreme-bimodal,deadline=50ms", "--load", "0.9"])
+            .args(["--requests", "20000", "--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["latency_us"]["p50"].as_f64().unwrap_or(f64::INFINITY)
+    };
+    let (off, lane) = (p50(&[]), p50(&["--ull-lane"]));
+    assert!(off > 400.0 && lane < 100.0, "p50 without the lane {off} µs, with it {lane} µs");
+    // A threshold under the short requests' 10 µs leaves them to EDF again.
+    assert!(p50(&["--ull-lane", "--ull-threshold-us", "5"]) > 400.0);
+}
+
 /// `luge sim --on-overrun demote`: past capacity, requests that would be refused for their
 /// deadline complete late in the best-effort lane instead.
 #[test]
