@@ -195,6 +195,12 @@ impl Registry {
             }
             _ => return Err(reject(name, RegisterError::MissingExport("memory"))),
         }
+        // Build the copy-on-write memory image now, not at the function's first instantiation
+        // on a worker, where it costs a request tens of µs (a memfd written with the module's
+        // data). A failure here (no memfd) is left to that first instantiation to retry.
+        if let Err(e) = module.initialize_copy_on_write_image() {
+            tracing::warn!(function = name, "memory image not built ahead: {e:#}");
+        }
         let pre = self
             .linker
             .instantiate_pre(&module)
