@@ -41,6 +41,10 @@ pub(crate) struct NodeStatus {
     pub health: String,
     pub policy: String,
     pub layout: String,
+    /// The uLL lane's threshold, µs (`ull_threshold_us`), or `None` with the lane off.
+    pub ull_threshold_us: Option<u64>,
+    /// Ready sandboxes per uLL function (`ready_sandboxes`; 0 with the lane off).
+    pub ready_sandboxes: usize,
     pub workers: usize,
     pub dispatchers: usize,
     pub max_sandboxes: u32,
@@ -101,6 +105,9 @@ pub(crate) struct WorkerStatus {
     /// Wall time it ran sandboxes, ns: utilisation is its growth over an interval.
     pub busy_ns: u64,
     pub segments: u64,
+    /// Ready sandboxes it holds for uLL functions, and their linear memory, bytes.
+    pub ready: u64,
+    pub ready_bytes: u64,
 }
 
 /// One dispatcher group.
@@ -166,6 +173,8 @@ pub(crate) fn take(
             group: w.group,
             busy_ns: luge_proto::nanos(w.busy),
             segments: w.segments,
+            ready: w.ready,
+            ready_bytes: w.ready_bytes,
         })
         .collect();
     let groups = runtime
@@ -183,6 +192,10 @@ pub(crate) fn take(
             },
             policy: config.policy.to_string(),
             layout: config.effective_layout().name().to_owned(),
+            ull_threshold_us: config
+                .ull_lane
+                .then(|| u64::try_from(config.ull_threshold.as_micros()).unwrap_or(u64::MAX)),
+            ready_sandboxes: if config.ull_lane { config.ready_sandboxes } else { 0 },
             workers: config.workers,
             dispatchers: config.dispatchers,
             max_sandboxes: config.max_sandboxes,

@@ -82,6 +82,10 @@ fn the_status_snapshot_counts_what_was_served() {
     let s: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(s["node"]["health"], "ready", "{s}");
     assert_eq!(s["node"]["workers"], 1);
+    assert_eq!(
+        (&s["node"]["ull_threshold_us"], &s["node"]["ready_sandboxes"]),
+        (&20.into(), &2.into())
+    );
     assert!(s["uptime_ns"].as_u64().unwrap() > 0);
     let functions = s["functions"].as_array().unwrap();
     let echo = functions.iter().find(|f| f["name"] == "echo").expect("echo is listed");
@@ -98,6 +102,7 @@ fn the_status_snapshot_counts_what_was_served() {
     assert!(0 < readiness && readiness < total, "readiness {readiness} of {total} ns");
     let [worker] = &s["workers"].as_array().unwrap()[..] else { panic!("one worker: {s}") };
     assert!(worker["segments"].as_u64().unwrap() >= 5, "{worker}");
+    assert!(worker["ready"].is_u64() && worker["ready_bytes"].is_u64(), "{worker}");
     assert!(worker["busy_ns"].as_u64().unwrap() > 0, "{worker}");
     assert_eq!(s["groups"][0]["queued"], 0);
     node.shutdown();

@@ -307,6 +307,14 @@ fn print_banner(
         config.dispatchers,
         config.effective_layout().name()
     );
+    if config.ull_lane {
+        println!(
+            "  uLL lane on: class = \"ull\" functions and those estimated ≤ {} µs run first, {} \
+             ready sandbox(es) each",
+            config.ull_threshold.as_micros(),
+            config.ready_sandboxes
+        );
+    }
     println!("  HTTP     http://{http}/<route>   (metrics: http://{http}/metrics)");
     println!("  UDP-RPC  {rpc}");
     match admin {
