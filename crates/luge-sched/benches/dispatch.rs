@@ -1,6 +1,8 @@
 //! One dispatch decision vs worker count (1 … 64): SledgeScale's Algorithm 2 (a `work_before`
 //! tree query per worker) beside LL(D) (the same scan reading one cached total per worker) and a
-//! naive Algorithm 2 that sums each worker's queue from a `BTreeMap`, all in the same run.
+//! naive Algorithm 2 that sums each worker's queue from a `BTreeMap`, all in the same run; and
+//! SledgeScale behind the uLL lane (HORSE §3, on by default in the runtime): an ordinary arrival
+//! passing through it, and a uLL arrival borrowing a worker.
 
 #![allow(missing_docs, clippy::unwrap_used)]
 
@@ -13,7 +15,7 @@ use criterion::{
 };
 use luge_sched::{
     EarlyBinding, EarlyChoice, Event, FunctionId, Policy, PolicyConfig, QueueKey, Request,
-    RequestId, SledgeScale,
+    RequestId, SledgeScale, UllConfig, UllLane,
 };
 
 mod common;
@@ -24,7 +26,9 @@ const WORKERS: [usize; 5] = [1, 4, 16, 32, 64];
 
 /// Benches the arrival of `req` at the loaded policy `p`, as `name`: every iteration decides on a
 /// fresh clone of `p` (the clone is set-up, not measured), so queues keep DEPTH entries instead of
-/// growing by one per iteration.
+/// growing by one per iteration. One clone per timed batch: with many clones made ahead (criterion's
+/// small-input batches) the decision read cold memory, and the lane's larger clone made it look
+/// up to 2× slower than the same decision without the lane.
 fn arrival<P: Policy + Clone>(
     group: &mut BenchmarkGroup<'_, WallTime>,
     (name, n): (&str, usize),
@@ -38,7 +42,7 @@ fn arrival<P: Policy + Clone>(
                 p.on_event(0, Event::Arrival(req), out);
                 black_box(&out);
             },
-            BatchSize::SmallInput,
+            BatchSize::NumIterations(1),
         )
     });
 }
@@ -52,6 +56,12 @@ fn decision(c: &mut Criterion) {
         arrival(&mut group, ("sledgescale", n), &loaded(SledgeScale::new(&cfg)), late);
         let lld = loaded(EarlyBinding::new(EarlyChoice::LeastLoaded, &cfg));
         arrival(&mut group, ("lld", n), &lld, late);
+        // Behind the lane (declared uLL only, so that the loaded requests are ordinary ones):
+        // the same arrival passes through; a declared uLL one preempts the latest deadline.
+        let lane = UllConfig { threshold: 0, ..UllConfig::default() };
+        let behind = loaded(UllLane::new(SledgeScale::new(&cfg), lane));
+        arrival(&mut group, ("sledgescale_lane", n), &behind, late);
+        arrival(&mut group, ("sledgescale_lane_ull", n), &behind, late.with_ull(true));
         // Naive Algorithm 2 line 6: an O(queue) range sum per worker from a BTreeMap.
         let queues: Vec<BTreeMap<QueueKey, u64>> = (0..n)
             .map(|w| {

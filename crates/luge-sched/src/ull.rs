@@ -130,6 +130,8 @@ pub struct UllLane<P> {
     pending: VecDeque<Event>,
     /// The slice end a tick was last asked for ([`UllLane::arm`]).
     armed: Option<Nanos>,
+    /// Buffer for the inner policy's actions ([`UllLane::feed`]).
+    scratch: Vec<Action>,
 }
 
 impl<P: Policy> UllLane<P> {
@@ -145,6 +147,7 @@ impl<P: Policy> UllLane<P> {
             stats: UllStats::default(),
             pending: VecDeque::new(),
             armed: None,
+            scratch: Vec::new(),
         }
     }
 
@@ -227,7 +230,8 @@ impl<P: Policy> UllLane<P> {
     /// Feeds `event` to the inner policy and passes its actions on, with whatever they set off.
     fn feed(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
         self.pending.push_back(event);
-        let mut actions = Vec::new();
+        // The inner policy's actions, in a buffer kept across calls (no allocation per event).
+        let mut actions = std::mem::take(&mut self.scratch);
         while let Some(event) = self.pending.pop_front() {
             actions.clear();
             self.inner.on_event(now, event, &mut actions);
@@ -235,6 +239,8 @@ impl<P: Policy> UllLane<P> {
                 self.pass(now, action, out);
             }
         }
+        actions.clear();
+        self.scratch = actions;
     }
 
     /// One action of the inner policy.
