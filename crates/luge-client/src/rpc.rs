@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use luge_proto::{
     Backoff, DecodeError, Echo, Flags, Kind, MAX_DATAGRAM, Message, Request, RequestHeader,
-    Response, StageTimes, Status, StatusClass, decode, split_stage_table,
+    Response, StageTimes, Status, StatusClass, decode, split_readiness, split_stage_table,
 };
 
 use crate::error::ClientError;
@@ -32,6 +32,9 @@ pub struct CallOptions {
     /// UDP-RPC: ask for a chain's per-stage times ([`RpcResponse::stages`]; `docs/protocol.md`
     /// §1.5). HTTP always sends them (`Luge-Stages`).
     pub stages: bool,
+    /// UDP-RPC: ask for the request's readiness ([`RpcResponse::readiness`]; `docs/protocol.md`
+    /// §1.6). HTTP always sends it (`Luge-Readiness-Ns`).
+    pub readiness: bool,
 }
 
 impl Default for CallOptions {
@@ -43,6 +46,7 @@ impl Default for CallOptions {
             timeout: Duration::from_secs(1),
             backoff: Backoff::default(),
             stages: false,
+            readiness: false,
         }
     }
 }
@@ -71,6 +75,11 @@ impl CallOptions {
     /// Asking for a chain's per-stage times (UDP-RPC).
     pub fn with_stages(self) -> Self {
         Self { stages: true, ..self }
+    }
+
+    /// Asking for the request's readiness (UDP-RPC).
+    pub fn with_readiness(self) -> Self {
+        Self { readiness: true, ..self }
     }
 
     /// The wait after attempt `attempt`, `remaining` before the timeout: the backoff's delay,
@@ -114,6 +123,10 @@ pub struct RpcResponse {
     /// for a refusal, and from a server that does not send them. A table that does not parse
     /// leaves this empty and the payload whole.
     pub stages: Vec<StageTimes>,
+    /// The answer to a call made with [`CallOptions::readiness`] that ran: from the datagram's
+    /// receipt to the request's first guest instruction (HORSE §2; `docs/protocol.md` §1.6).
+    /// `None` otherwise, for a refusal, and from a server that does not send it.
+    pub readiness: Option<Duration>,
 }
 
 impl RpcResponse {
@@ -134,10 +147,17 @@ impl RpcResponse {
 
     pub(crate) fn from_wire(response: &Response<'_>, attempts: u32) -> Self {
         let h = &response.header;
-        let split = h.flags.contains(Flags::STAGES).then(|| split_stage_table(response.payload));
+        let mut payload = response.payload;
+        let mut readiness = None;
+        if h.flags.contains(Flags::READINESS)
+            && let Ok((ns, rest)) = split_readiness(payload)
+        {
+            (readiness, payload) = (Some(Duration::from_nanos(ns)), rest);
+        }
+        let split = h.flags.contains(Flags::STAGES).then(|| split_stage_table(payload));
         let (stages, payload) = match split {
             Some(Ok((table, rest))) => (table.iter().collect(), rest),
-            _ => (Vec::new(), response.payload),
+            _ => (Vec::new(), payload),
         };
         Self {
             status: h.status,
@@ -149,6 +169,7 @@ impl RpcResponse {
             load: h.flags.load(),
             attempts,
             stages,
+            readiness,
         }
     }
 }
@@ -203,7 +224,9 @@ pub(crate) fn encode_request(
     buf.clear();
     let header = RequestHeader {
         request_id,
-        flags: if opts.stages { Flags::STAGES } else { Flags::NONE },
+        flags: Flags::NONE
+            .with(if opts.stages { Flags::STAGES } else { Flags::NONE })
+            .with(if opts.readiness { Flags::READINESS } else { Flags::NONE }),
         function,
         deadline_us: micros(opts.deadline),
         expected_us: micros(opts.expected),

@@ -28,6 +28,7 @@ mod dedup;
 mod fields;
 mod http;
 mod load;
+mod readiness;
 mod stages;
 mod status;
 mod trace;
@@ -45,6 +46,7 @@ pub use crate::http::{
     STAGE_HEADER, STAGES_HEADER, micros, nanos,
 };
 pub use crate::load::{LOAD_REFUSED, LOAD_WAITED_ALL, load_signal};
+pub use crate::readiness::{READINESS_LEN, ReadinessTruncated, encode_readiness, split_readiness};
 pub use crate::stages::{
     MAX_TABLE_STAGES, STAGE_ENTRY_LEN, StageTable, StageTableError, StageTimes, encode_stage_table,
     split_stage_table, stage_table_len,

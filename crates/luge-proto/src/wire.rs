@@ -86,6 +86,10 @@ impl Flags {
     /// table ([`split_stage_table`](crate::split_stage_table)); set only in answer to a request
     /// that asked.
     pub const STAGES: Flags = Flags(1 << 2);
+    /// Request: answer the request's readiness. Response: the payload begins with it
+    /// ([`split_readiness`](crate::split_readiness)), before a stage table; set only in answer
+    /// to a request that asked and ran.
+    pub const READINESS: Flags = Flags(1 << 3);
     /// Response: bits 8–15 hold the load signal ([`Flags::load`]).
     const LOAD_MASK: u32 = 0xff << 8;
 

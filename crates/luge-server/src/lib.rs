@@ -18,7 +18,7 @@ mod udp;
 pub use crate::http::{
     AdminConfig, AdminToken, HttpConfig, HttpError, HttpServer, MIN_TOKEN_LEN, fuzz_request_head,
 };
-pub use crate::metrics::{Answer, Metrics, Protocol, Readiness};
+pub use crate::metrics::{Answer, Metrics, Protocol};
 pub use crate::node::{Node, NodeChain, NodeConfig, NodeError, NodeFunction, ShutdownReport};
 pub use crate::otlp::OtlpError;
 pub use crate::request_log::{BadRequestLog, RequestLog};

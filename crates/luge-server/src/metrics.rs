@@ -134,18 +134,6 @@ pub(crate) struct FunctionCounters {
     pub ran_total_ns: u64,
 }
 
-/// One function's readiness counters ([`Metrics::readiness`]): cumulative, so a reader takes
-/// the difference of two reads.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Readiness {
-    /// Requests answered after running.
-    pub ran: u64,
-    /// Their readiness (receipt to first guest instruction), summed, ns.
-    pub readiness_ns: u64,
-    /// Their receipt to answer, summed, ns.
-    pub total_ns: u64,
-}
-
 /// What [`Metrics::record`] needs to know about an answered request beyond its outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answer {
@@ -217,18 +205,6 @@ impl Metrics {
         functions
             .get(function)
             .map_or(0, |f| f.requests[o].iter().map(|n| n.load(Ordering::Relaxed)).sum())
-    }
-
-    /// `function`'s readiness so far: the requests that ran, their readiness and their receipt
-    /// to answer, summed (HORSE §2's readiness share is the second over the third; `luge bench
-    /// horse` reads it).
-    pub fn readiness(&self, function: &str) -> Readiness {
-        let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
-        functions.get(function).map_or_else(Readiness::default, |m| Readiness {
-            ran: m.readiness.count.load(Ordering::Relaxed),
-            readiness_ns: m.readiness.sum_ns.load(Ordering::Relaxed),
-            total_ns: m.ran_total_ns.load(Ordering::Relaxed),
-        })
     }
 
     /// Every function's counters so far, by name (the status page's snapshot).

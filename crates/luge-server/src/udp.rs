@@ -95,7 +95,8 @@ use std::time::{Duration, Instant};
 use luge_proto::nanos;
 use luge_proto::{
     DecodeError, DedupCache, Echo, Flags, MAX_DATAGRAM, Message, RESPONSE_HEADER_LEN, Response,
-    ResponseHeader, Seen, Status, StatusClass, decode, encode_stage_table, reply_to_invalid,
+    ResponseHeader, Seen, Status, StatusClass, decode, encode_readiness, encode_stage_table,
+    reply_to_invalid,
 };
 use luge_runtime::{Outcome, Runtime};
 
@@ -385,19 +386,28 @@ impl Shared {
     fn answer(
         &self,
         peer: SocketAddr,
-        request: (u64, usize, bool),
+        request: (u64, usize, Flags),
         deadline: Duration,
         outcome: Outcome,
     ) {
-        let (request_id, request_len, want_stages) = request;
+        let (request_id, request_len, asked) = request;
         let mut status = rpc_status(&outcome.result);
         let refusal = matches!(status.class(), StatusClass::Client | StatusClass::Refused);
+        // What goes before the body, as asked (`docs/protocol.md` §1.5, §1.6): the readiness of
+        // a request that ran, then a chain's stage table.
         let mut table = Vec::new();
-        if want_stages && !refusal && !outcome.stages.is_empty() {
+        let mut added = Flags::NONE;
+        if asked.contains(Flags::READINESS) && !refusal && !outcome.timing.executed.is_zero() {
+            encode_readiness(nanos(outcome.timing.readiness()), &mut table);
+            added = added.with(Flags::READINESS);
+        }
+        if asked.contains(Flags::STAGES) && !refusal && !outcome.stages.is_empty() {
             let times: Vec<_> = outcome.stages.iter().map(stage_times).collect();
             // Unreachable: a chain has at most 16 stages, the table's limit; an error writes
             // nothing, and the answer goes without a table.
-            let _ = encode_stage_table(&times, &mut table);
+            if encode_stage_table(&times, &mut table).is_ok() {
+                added = added.with(Flags::STAGES);
+            }
         }
         let room = MAX_RESPONSE_PAYLOAD - table.len();
         let message;
@@ -423,7 +433,7 @@ impl Shared {
         let payload: &[u8] = if table.is_empty() {
             body
         } else {
-            flags = flags.with(Flags::STAGES);
+            flags = flags.with(added);
             table.extend_from_slice(body);
             joined = table;
             &joined

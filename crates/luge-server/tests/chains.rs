@@ -156,6 +156,30 @@ fn a_chain_answers_its_stage_times_over_udp_rpc_when_asked() {
 }
 
 #[test]
+fn a_request_answers_its_readiness_over_udp_rpc_when_asked() {
+    // HORSE §2's readiness, as HTTP's `Luge-Readiness-Ns` gives it (`docs/protocol.md` §1.6).
+    let node = node();
+    let mut rpc = RpcClient::connect(node.rpc_addr().unwrap()).unwrap();
+    let spin = node.runtime().function("spin").unwrap().id.0;
+    let r = rpc.call(spin, b"1000", opts().with_readiness()).unwrap();
+    assert_eq!((r.status, r.payload.as_slice()), (Status::Ok, SPIN_1000));
+    let readiness = r.readiness.expect("asked and ran: readiness given");
+    // Receipt to first instruction: some of the queueing and instantiation, never the whole.
+    assert!(!readiness.is_zero() && readiness < r.queueing + r.execution, "{r:?}");
+    // Not asked: nothing added, the same stdout.
+    let r = rpc.call(spin, b"1000", opts()).unwrap();
+    assert_eq!((r.payload.as_slice(), r.readiness), (SPIN_1000, None));
+    // With a chain's stage table too: readiness first, then the table, then the stdout.
+    let chain = node.runtime().chain("pipeline").unwrap().id.0;
+    let r = rpc.call(chain, b"1000", opts().with_readiness().with_stages()).unwrap();
+    assert_eq!((r.payload.as_slice(), r.stages.len()), (SPIN_1000, 3));
+    assert!(r.readiness.is_some_and(|d| !d.is_zero()), "{r:?}");
+    // A refusal ran nothing: no readiness, and no larger than before.
+    let unknown = rpc.call(u32::MAX - 1, b"0123456789abcdef", opts().with_readiness()).unwrap();
+    assert_eq!(unknown.readiness, None, "{unknown:?}");
+}
+
+#[test]
 fn chains_are_added_and_removed_through_the_admin_api() {
     let node = node();
     let admin = format!("http://{}", node.http().unwrap().admin_addr().unwrap());

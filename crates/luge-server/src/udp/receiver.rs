@@ -262,10 +262,11 @@ impl Receiver {
             // UDP-RPC carries no trace context: a new trace when the node exports spans and samples it.
             trace: shared.gate.traced(None),
         };
-        let want_stages = header.flags.contains(Flags::STAGES);
+        // What the client asked to have added to the answer (stage table, readiness).
+        let asked = Flags(header.flags.0 & (Flags::STAGES.0 | Flags::READINESS.0));
         let callback_shared = Arc::clone(shared);
         shared.gate.submit(call, move |outcome| {
-            callback_shared.answer(peer, (id, len, want_stages), deadline, outcome)
+            callback_shared.answer(peer, (id, len, asked), deadline, outcome)
         });
     }
 }
