@@ -188,6 +188,8 @@ pub(crate) struct Reply {
     pub execution_ns: Option<u64>,
     /// Server-reported queueing (ns).
     pub queueing_ns: Option<u64>,
+    /// Server-reported readiness (ns): receipt to the first guest instruction (HORSE §2).
+    pub readiness_ns: Option<u64>,
 }
 
 /// Makes one call and waits for its reply (used before the load starts).
@@ -271,7 +273,12 @@ mod tests {
             if self.calls.is_multiple_of(5) {
                 e *= 3;
             }
-            Ok(Reply { error: None, execution_ns: Some(e), queueing_ns: Some(0) })
+            Ok(Reply {
+                error: None,
+                execution_ns: Some(e),
+                queueing_ns: Some(0),
+                readiness_ns: None,
+            })
         }
     }
 

@@ -36,6 +36,7 @@ use crate::ledger::Ledger;
 use crate::plan::Planned;
 use luge_proto::{
     DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, OUTCOME_HEADER, QUEUEING_HEADER,
+    READINESS_HEADER,
 };
 
 use crate::sample::ErrorKind;
@@ -154,6 +155,7 @@ async fn exchange(pool: &Pool, req: Request<Full<Bytes>>, timeout: Duration) -> 
             error: failure,
             execution_ns: number(EXECUTION_HEADER),
             queueing_ns: number(QUEUEING_HEADER),
+            readiness_ns: number(READINESS_HEADER),
         }
     };
     tokio::time::timeout(timeout, fut).await.unwrap_or_else(|_| error(ErrorKind::Timeout))

@@ -174,6 +174,7 @@ impl Ledger {
             error: reply.error,
             server_execution_ns: reply.execution_ns,
             server_queueing_ns: reply.queueing_ns,
+            server_readiness_ns: reply.readiness_ns,
             nominal_execution_ns: p.nominal_ns,
             deadline_ns: p.deadline_ns,
         };
@@ -206,6 +207,7 @@ impl Ledger {
             error: Some(ErrorKind::Unsent),
             server_execution_ns: None,
             server_queueing_ns: None,
+            server_readiness_ns: None,
             nominal_execution_ns: p.execution_ns,
             deadline_ns: p.deadline_ns,
         };
@@ -255,6 +257,7 @@ impl Ledger {
             error: Some(kind),
             server_execution_ns: None,
             server_queueing_ns: None,
+            server_readiness_ns: None,
             nominal_execution_ns: p.nominal_ns,
             deadline_ns: p.deadline_ns,
         }

@@ -115,9 +115,17 @@ impl Report {
             ("latency µs", &s.latency_us, any),
             ("slowdown", &s.slowdown, any),
             ("queueing µs", &s.server_queueing_us, false),
+            ("readiness µs", &s.server_readiness_us, false),
             ("send lag µs", &s.send_lag_us, false),
         ] {
             let _ = writeln!(out, "{}", row(name, p, inf));
+        }
+        if let Some(share) = s.readiness_share {
+            let _ = writeln!(
+                out,
+                "readiness     {:.1} % of the server's receipt-to-answer (HORSE §2)",
+                100.0 * share
+            );
         }
         let _ = writeln!(
             out,

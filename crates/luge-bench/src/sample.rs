@@ -158,6 +158,9 @@ pub struct Sample {
     pub server_execution_ns: Option<u64>,
     /// Queueing time reported by the server (ns), if it reported one.
     pub server_queueing_ns: Option<u64>,
+    /// Readiness reported by the server (ns), if it reported one: from its receipt of the
+    /// request to the first guest instruction (HORSE §2).
+    pub server_readiness_ns: Option<u64>,
     /// The workload's execution time for this request (ns).
     pub nominal_execution_ns: u64,
     /// Relative deadline (ns), counted from the intended send time.
@@ -212,7 +215,8 @@ impl Sample {
 
     /// The CSV header matching [`write_csv_row`](Self::write_csv_row).
     pub const CSV_HEADER: &'static str = "seq,class,intended_ns,sent_ns,latency_ns,outcome,\
-        server_execution_ns,server_queueing_ns,nominal_execution_ns,deadline_ns,met_deadline";
+        server_execution_ns,server_queueing_ns,server_readiness_ns,nominal_execution_ns,deadline_ns,\
+        met_deadline";
 
     /// Writes one CSV row (empty fields for unknown values).
     pub fn write_csv_row(&self, w: &mut impl Write) -> io::Result<()> {
@@ -222,7 +226,7 @@ impl Sample {
         let outcome = self.error.map_or(Cow::Borrowed("ok"), |e| e.label());
         writeln!(
             w,
-            "{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
             self.seq,
             self.class,
             self.intended_ns,
@@ -231,6 +235,7 @@ impl Sample {
             outcome,
             opt(self.server_execution_ns),
             opt(self.server_queueing_ns),
+            opt(self.server_readiness_ns),
             self.nominal_execution_ns,
             self.deadline_ns,
             u8::from(self.met_deadline()),
@@ -294,6 +299,7 @@ mod tests {
             error: None,
             server_execution_ns: Some(1_000),
             server_queueing_ns: Some(500),
+            server_readiness_ns: Some(300),
             nominal_execution_ns: 2_000,
             deadline_ns: 4_000,
         };
@@ -306,6 +312,9 @@ mod tests {
         assert_eq!((s.slowdown(), s.rte(), s.ok()), (Some(f64::INFINITY), Some(0.0), false));
         let mut row = Vec::new();
         s.write_csv_row(&mut row).unwrap();
-        assert_eq!(String::from_utf8(row).unwrap(), "0,0,0,0,4001,overloaded,,500,2000,4000,0\n");
+        assert_eq!(
+            String::from_utf8(row).unwrap(),
+            "0,0,0,0,4001,overloaded,,500,300,2000,4000,0\n"
+        );
     }
 }

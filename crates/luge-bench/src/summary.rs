@@ -100,6 +100,12 @@ pub struct Summary {
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Queueing time reported by the server for successes, µs.
     pub server_queueing_us: Percentiles,
+    /// Readiness reported by the server for successes (receipt to the first guest instruction,
+    /// HORSE §2), µs; empty where the server reports none.
+    pub server_readiness_us: Percentiles,
+    /// Readiness ÷ the server's whole trigger (queueing + execution), summed over the successes
+    /// that reported all three: HORSE's readiness share (Table 1). `None` without any.
+    pub readiness_share: Option<f64>,
     /// Actual − intended send time, µs: how far the client itself lagged (late wake-ups, a full
     /// window). Already included in the latency; large values mean the client, not the server,
     /// limited the run.
@@ -215,6 +221,9 @@ pub(crate) struct Recorder {
     slowdown: Dist,
     rte: Dist,
     queueing: Dist,
+    readiness: Dist,
+    /// Σ readiness and Σ (queueing + execution) of the successes that reported all three, ns.
+    readiness_sum: (f64, f64),
     send_lag: Dist,
     classes: BTreeMap<u16, ClassRecord>,
     last_event_ns: u64,
@@ -239,6 +248,8 @@ impl Recorder {
             slowdown: Dist::new(MILLI),
             rte: Dist::new(MICRO),
             queueing: Dist::new(NS),
+            readiness: Dist::new(NS),
+            readiness_sum: (0.0, 0.0),
             send_lag: Dist::new(NS),
             classes: BTreeMap::new(),
             last_event_ns: 0,
@@ -284,6 +295,13 @@ impl Recorder {
             class.completed += 1;
             if let Some(q) = s.server_queueing_ns {
                 self.queueing.record(q as f64);
+            }
+            if let Some(r) = s.server_readiness_ns {
+                self.readiness.record(r as f64);
+                if let (Some(q), Some(e)) = (s.server_queueing_ns, s.server_execution_ns) {
+                    self.readiness_sum.0 += r as f64;
+                    self.readiness_sum.1 += (q + e) as f64;
+                }
             }
         } else {
             *self.errors.entry(s.error.unwrap_or(ErrorKind::Timeout)).or_default() += 1;
@@ -349,6 +367,9 @@ impl Recorder {
             deadline_miss_rate: miss(self.planned, self.met),
             errors_by_kind,
             server_queueing_us: self.queueing.percentiles(1e-3),
+            server_readiness_us: self.readiness.percentiles(1e-3),
+            readiness_share: (self.readiness_sum.1 > 0.0)
+                .then(|| self.readiness_sum.0 / self.readiness_sum.1),
             send_lag_us: self.send_lag.percentiles(1e-3),
             per_class,
         };
@@ -375,6 +396,7 @@ mod tests {
             error: None,
             server_execution_ns: Some(exec_us * 1_000),
             server_queueing_ns: Some(1_000),
+            server_readiness_ns: Some(500),
             nominal_execution_ns: exec_us * 1_000,
             deadline_ns: 10 * exec_us * 1_000,
         }
@@ -406,6 +428,9 @@ mod tests {
         // RTE ascends as latency descends: rank 500 is latency 501 µs.
         assert!(close(s.rte.p50, 10.0 / 501.0), "{:?}", s.rte);
         assert!(close(s.server_queueing_us.p99, 1.0));
+        // Readiness 0.5 µs of a 1 µs + 10 µs trigger on every request.
+        assert!(close(s.server_readiness_us.p50, 0.5), "{:?}", s.server_readiness_us);
+        assert!(s.readiness_share.is_some_and(|r| (r - 0.5 / 11.0).abs() < 1e-12));
         assert_eq!(s.send_lag_us.max, Some(0.0));
     }
 

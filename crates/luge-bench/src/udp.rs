@@ -20,7 +20,9 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use luge_proto::{Flags, MAX_DATAGRAM, Message, Request, RequestHeader, Response, Status, decode};
+use luge_proto::{
+    Flags, MAX_DATAGRAM, Message, Request, RequestHeader, Response, Status, decode, split_readiness,
+};
 
 use crate::calibrate::{CALIBRATION_DEADLINE_US, Caller, Reply};
 use crate::drive::Transport;
@@ -48,12 +50,14 @@ pub(crate) fn connect(target: SocketAddr) -> Result<UdpSocket, BenchError> {
     Ok(sock)
 }
 
-/// The reply carried by a Response.
+/// The reply carried by a Response (its readiness, when the server gave it: every request asks).
 fn reply_of(r: &Response<'_>) -> Reply {
+    let readiness = r.header.flags.contains(Flags::READINESS).then(|| split_readiness(r.payload));
     Reply {
         error: (r.header.status != Status::Ok).then_some(ErrorKind::Status(r.header.status)),
         execution_ns: Some(r.header.execution_ns),
         queueing_ns: Some(r.header.queueing_ns),
+        readiness_ns: readiness.and_then(Result::ok).map(|(ns, _)| ns),
     }
 }
 
@@ -81,7 +85,8 @@ impl Transport for UdpTransport {
         let msg = Message::Request(Request {
             header: RequestHeader {
                 request_id: self.base.wrapping_add(p.seq),
-                flags: Flags::NONE,
+                // The node's readiness for the summary (8 more bytes per answer).
+                flags: Flags::READINESS,
                 function: function.rpc_id,
                 deadline_us: p.deadline_us(),
                 expected_us: if self.send_expected { p.expected_us() } else { 0 },

@@ -67,7 +67,10 @@ async fn handle(
         }
     };
     tokio::time::sleep(delay).await;
-    let mut b = Response::builder().status(status).header(luge_proto::QUEUEING_HEADER, "500");
+    let mut b = Response::builder()
+        .status(status)
+        .header(luge_proto::QUEUEING_HEADER, "500")
+        .header(luge_proto::READINESS_HEADER, "300");
     if let Some(o) = outcome {
         b = b.header(luge_proto::OUTCOME_HEADER, o);
     }
@@ -128,6 +131,8 @@ fn open_loop_reads_luge_headers_and_names_errors() {
     assert!(ok.latency_us.p50.unwrap() >= 1_000.0, "{:?}", ok.latency_us);
     assert!(ok.slowdown.p50.unwrap() >= 1_000.0, "{:?}", ok.slowdown);
     assert!((s.server_queueing_us.p50.unwrap() - 0.5).abs() < 0.01);
+    // `Luge-Readiness-Ns` is read too.
+    assert!((s.server_readiness_us.p50.unwrap() - 0.3).abs() < 0.01, "{:?}", s.server_readiness_us);
     let ok_samples = r.samples.iter().filter(|x| x.ok());
     assert!(ok_samples.clone().all(|x| x.server_execution_ns == Some(1_000)));
     assert_eq!(server.stats.without_deadline.load(Ordering::SeqCst), 0);

@@ -10,10 +10,10 @@
 //! - `lane+ready`: both, as `luge serve` ships.
 //!
 //! Per point: the short function's latency (client, p50/p99), its readiness as HORSE §2 defines
-//! it — from the datagram's receipt to its first guest instruction, the node's own measurement
-//! (`luge_readiness_seconds`), as a mean and as a share of the whole trigger (receipt to
-//! answer) — and, beside the long load, the long requests answered per second. Trials are
-//! interleaved (each trial runs every condition once); medians.
+//! it — from the datagram's receipt to its first guest instruction, as the node reports it on
+//! every answer (`docs/protocol.md` §1.6) — as a median and as a share of the whole trigger (the
+//! node's receipt to answer), and, beside the long load, the long requests answered per second.
+//! Trials are interleaved (each trial runs every condition once); medians.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -48,11 +48,8 @@ struct Trial {
     /// `alone` or `beside`.
     background: &'static str,
     trial: usize,
-    /// The short function's run.
+    /// The short function's run (its readiness too: `readiness_p50_us`, `readiness_share`).
     short: Point,
-    /// Its readiness: mean (µs) and share of receipt to answer, over the requests that ran.
-    readiness_us: Option<f64>,
-    readiness_share: Option<f64>,
     /// The long load's run (`beside` only).
     long: Option<Point>,
 }
@@ -92,8 +89,8 @@ pub(crate) fn run(
                         t.background,
                         us(t.short.p50_us),
                         us(t.short.p99_us),
-                        us(t.readiness_us),
-                        share(t.readiness_share),
+                        us(t.short.readiness_p50_us),
+                        share(t.short.readiness_share),
                         t.short.errors,
                         t.long.as_ref().map_or(String::new(), |l| format!(
                             "; long answered {} /s",
@@ -147,14 +144,14 @@ fn measure(
     let spin = node.function("spin")?;
     let timeout = Duration::from_secs(if opts.quick { 3 } else { 5 });
     let cal = calibrate_once(calibration, &target, &spin, timeout, opts, "horse")?;
-    let (name, short) = match p.work {
-        None => ("noop", node.noop()?),
+    let short = match p.work {
+        None => node.noop()?,
         Some(ns) => {
             // Guest work only: the sandbox's fixed cost is what the lane and ready sandboxes
             // are about, so it is not part of the function's size.
             let k = (ns as f64 / cal.ns_per_iteration).round().max(1.0) as u64;
             let function = node.function(ULL_SPIN)?;
-            (ULL_SPIN, Mapping::Fixed { function, payload: k.to_string().into_bytes() })
+            Mapping::Fixed { function, payload: k.to_string().into_bytes() }
         }
     };
     let short = Driver::fixed(target.clone(), short, opts.seed + p.trial as u64);
@@ -167,10 +164,8 @@ fn measure(
     let long_rate = load / LONG.as_secs_f64();
     // Warm-up: the estimates settle and, with them, the lane's and the admission's view.
     short.open(rate, duration.min(Duration::from_millis(500)))?;
-    let metrics = node.metrics();
     let mut out = Vec::new();
     for background in ["alone", "beside"] {
-        let before = metrics.readiness(name);
         let (short_run, long_run) = if background == "alone" {
             (short.open(rate, duration)?, None)
         } else {
@@ -183,18 +178,12 @@ fn measure(
                 Ok::<_, BenchError>((short_run?, Some(long_run?)))
             })?
         };
-        let after = metrics.readiness(name);
-        let ran = after.ran.saturating_sub(before.ran);
-        let readiness = after.readiness_ns.saturating_sub(before.readiness_ns) as f64;
-        let total = after.total_ns.saturating_sub(before.total_ns) as f64;
         out.push(Trial {
             function: p.function,
             condition: p.condition,
             background,
             trial: p.trial,
             short: Point::of(&short_run),
-            readiness_us: (ran > 0).then(|| readiness / ran as f64 / 1e3),
-            readiness_share: (total > 0.0).then(|| readiness / total),
             long: long_run.as_ref().map(Point::of),
         });
     }
@@ -221,8 +210,9 @@ fn summarise(
          the worker {:.0} % busy with {} ms `spin` requests (same deadline); a fresh node per \
          condition: `off` (no uLL lane), `lane` (lane, no ready sandboxes), `lane+ready` (as \
          `luge serve` ships). 1 worker, {} layout, {} wait. Readiness: the node's own \
-         measurement from the datagram's receipt to the first guest instruction (mean, and \
-         share of receipt to answer: HORSE §2, Table 1). {trials} interleaved trials; medians.\n",
+         measurement from the datagram's receipt to the first guest instruction, on every \
+         answer (p50, and share of the node's receipt to answer: HORSE §2, Table 1). {trials} \
+         interleaved trials; medians.\n",
         rps(rate),
         duration.as_secs_f64(),
         100.0 * load,
@@ -235,11 +225,11 @@ fn summarise(
         "condition",
         ">alone p50 µs",
         ">alone p99 µs",
-        ">alone readiness µs",
+        ">alone readiness p50 µs",
         ">share",
         ">beside p50 µs",
         ">beside p99 µs",
-        ">beside readiness µs",
+        ">beside readiness p50 µs",
         ">share",
         ">long answered /s",
     ]);
@@ -259,12 +249,12 @@ fn summarise(
                 condition.into(),
                 us(median(&alone, |t| t.short.p50_us)),
                 us(median(&alone, |t| t.short.p99_us)),
-                us(median(&alone, |t| t.readiness_us)),
-                share(median(&alone, |t| t.readiness_share)),
+                us(median(&alone, |t| t.short.readiness_p50_us)),
+                share(median(&alone, |t| t.short.readiness_share)),
                 us(median(&beside, |t| t.short.p50_us)),
                 us(median(&beside, |t| t.short.p99_us)),
-                us(median(&beside, |t| t.readiness_us)),
-                share(median(&beside, |t| t.readiness_share)),
+                us(median(&beside, |t| t.short.readiness_p50_us)),
+                share(median(&beside, |t| t.short.readiness_share)),
                 median(&beside, |t| t.long.as_ref().map(|l| l.throughput_rps))
                     .map_or("-".into(), rps),
             ]);
@@ -273,7 +263,7 @@ fn summarise(
         let r = |over: (&str, &str), base: (&str, &str), f: &dyn Fn(&Trial) -> Option<f64>| {
             median_ratio(&of(function, over.0, over.1), &of(function, base.0, base.1), f)
         };
-        let readiness = |t: &Trial| t.readiness_us;
+        let readiness = |t: &Trial| t.short.readiness_p50_us;
         let p99 = |t: &Trial| t.short.p99_us;
         let long = |t: &Trial| t.long.as_ref().map(|l| l.throughput_rps);
         let numbers = json!({

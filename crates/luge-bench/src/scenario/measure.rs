@@ -34,6 +34,10 @@ pub struct Point {
     pub p99_us: Option<f64>,
     /// Latency p99.9 (µs).
     pub p999_us: Option<f64>,
+    /// The server's readiness of the successes, p50 (µs), where it reported one.
+    pub readiness_p50_us: Option<f64>,
+    /// Their readiness ÷ their receipt to answer at the server (HORSE §2).
+    pub readiness_share: Option<f64>,
     /// Requests planned.
     pub planned: u64,
     /// Requests failed (any kind).
@@ -59,6 +63,8 @@ impl Point {
             p50_us: s.latency_us.p50,
             p99_us: s.latency_us.p99,
             p999_us: s.latency_us.p999,
+            readiness_p50_us: s.server_readiness_us.p50,
+            readiness_share: s.readiness_share,
             planned: s.planned,
             errors: s.errors,
             deadline_miss_rate: s.deadline_miss_rate,

@@ -272,11 +272,6 @@ impl LugeNode {
         self.node.runtime()
     }
 
-    /// The metrics both front ends record into.
-    pub(crate) fn metrics(&self) -> &Arc<luge_server::Metrics> {
-        self.node.metrics()
-    }
-
     /// The HTTP front end, if the node has one.
     pub(crate) fn http(&self) -> Option<&luge_server::HttpServer> {
         self.node.http()

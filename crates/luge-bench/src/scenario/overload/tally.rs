@@ -221,6 +221,7 @@ mod tests {
             error,
             server_execution_ns: latency_us.map(|_| 175_000),
             server_queueing_ns: None,
+            server_readiness_ns: None,
             nominal_execution_ns: 175_000,
             deadline_ns: 100_000_000,
         }
