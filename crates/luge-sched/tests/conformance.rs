@@ -9,51 +9,11 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
-use std::sync::{Arc, Mutex};
 
 use luge_sched::{
-    Action, Admission, Checked, ContractViolation, Event, FunctionId, LocalOrder, Nanos, Overrun,
-    Policy, PolicyConfig, PolicyKind, PolicyStats, RejectReason, Request, RequestId, UllConfig,
-    UllLane, WorkerId,
+    Action, Admission, Checked, ContractViolation, Event, FunctionId, Nanos, Overrun, Policy,
+    PolicyConfig, PolicyKind, RejectReason, Request, RequestId, UllConfig, UllLane, WorkerId,
 };
-
-/// What the checker of a policy inside the uLL lane found: its first violation, and what
-/// [`Checked::end`] says after the latest call (read once the driver is done).
-#[derive(Debug, Default)]
-struct Inner {
-    violation: Option<ContractViolation>,
-    end: Option<ContractViolation>,
-}
-
-/// A checked policy that reports what its checker found to the test through `seen`.
-struct Watched {
-    policy: Checked<Box<dyn Policy>>,
-    seen: Arc<Mutex<Inner>>,
-}
-
-impl Policy for Watched {
-    fn name(&self) -> &'static str {
-        self.policy.name()
-    }
-    fn workers(&self) -> usize {
-        self.policy.workers()
-    }
-    fn queued(&self) -> usize {
-        self.policy.queued()
-    }
-    fn local_order(&self) -> LocalOrder {
-        self.policy.local_order()
-    }
-    fn stats(&self) -> PolicyStats {
-        self.policy.stats()
-    }
-    fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
-        self.policy.on_event(now, event, out);
-        let mut seen = self.seen.lock().unwrap();
-        seen.violation = self.policy.violation().cloned();
-        seen.end = self.policy.end().err();
-    }
-}
 
 /// What the driver has to do at some time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,10 +36,13 @@ struct OnWorker {
     stop_asked: bool,
 }
 
-struct Driver {
-    policy: Checked<Box<dyn Policy>>,
-    /// With the uLL lane: what the inner policy's checker found (it is checked inside the lane).
-    inner: Option<Arc<Mutex<Inner>>>,
+/// What the checker of a policy inside the uLL lane found: its first violation, and at the end
+/// whether it still holds a request. `None`s without a lane.
+type InnerCheck<P> = fn(&P) -> (Option<ContractViolation>, Option<ContractViolation>);
+
+struct Driver<P: Policy> {
+    policy: Checked<P>,
+    inner: InnerCheck<P>,
     /// Which requests a uLL lane takes (with or without one), and those waiting for a worker.
     ull: UllConfig,
     ull_waiting: BTreeSet<RequestId>,
@@ -116,7 +79,34 @@ struct Driver {
 /// The queue cap with admission on, which also bounds the best-effort lane.
 const LANE: usize = 20;
 
-impl Driver {
+impl<P: Policy> Driver<P> {
+    fn new(policy: P, inner: InnerCheck<P>, seed: u64, workers: usize, ull: UllConfig) -> Self {
+        Self {
+            policy: Checked::new(policy),
+            inner,
+            ull,
+            ull_waiting: BTreeSet::new(),
+            ahead_of_ull: 0,
+            rng: seed | 1,
+            now: 0,
+            seq: 0,
+            runs: 0,
+            due: BinaryHeap::new(),
+            workers: vec![None; workers],
+            execution: Vec::new(),
+            requests: Vec::new(),
+            completed: 0,
+            stopped: 0,
+            bound: vec![BTreeSet::new(); workers],
+            late: 0,
+            late_waits: 0,
+            demoted: BTreeSet::new(),
+            demoted_completed: 0,
+            demoted_rejected: 0,
+            answered_with_room: 0,
+        }
+    }
+
     fn next(&mut self) -> u64 {
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
@@ -324,38 +314,26 @@ fn drive_with(
     }
     config.sledge_batch = 1 + (seed % 5) as usize;
     let ull = UllConfig { threshold: 20_000, slice: 100_000, admission: config.admission };
-    let (built, inner): (Box<dyn Policy>, _) = if lane {
-        let seen = Arc::new(Mutex::new(Inner::default()));
-        let inner =
-            Watched { policy: Checked::new(policy.build(&config)), seen: Arc::clone(&seen) };
-        (Box::new(UllLane::new(inner, ull)), Some(seen))
-    } else {
-        (policy.build(&config), None)
-    };
-    let mut d = Driver {
-        policy: Checked::new(built),
-        inner,
-        ull,
-        ull_waiting: BTreeSet::new(),
-        ahead_of_ull: 0,
-        rng: seed | 1,
-        now: 0,
-        seq: 0,
-        runs: 0,
-        due: BinaryHeap::new(),
-        workers: vec![None; workers],
-        execution: Vec::new(),
-        requests: Vec::new(),
-        completed: 0,
-        stopped: 0,
-        bound: vec![BTreeSet::new(); workers],
-        late: 0,
-        late_waits: 0,
-        demoted: BTreeSet::new(),
-        demoted_completed: 0,
-        demoted_rejected: 0,
-        answered_with_room: 0,
-    };
+    let built = policy.build(&config);
+    if lane {
+        // The policy checked inside the lane too.
+        let behind = UllLane::new(Checked::new(built), ull);
+        let inner: InnerCheck<UllLane<Checked<Box<dyn Policy>>>> =
+            |p| (p.inner().violation().cloned(), p.inner().end().err());
+        let d = Driver::new(behind, inner, seed, workers, ull);
+        return run(d, policy, load, (runaways, demote));
+    }
+    run(Driver::new(built, |_| (None, None), seed, workers, ull), policy, load, (runaways, demote))
+}
+
+/// Runs 300 requests through `d` (module doc), checking the contract at every step.
+fn run<P: Policy>(
+    mut d: Driver<P>,
+    policy: PolicyKind,
+    load: f64,
+    (runaways, demote): (bool, bool),
+) -> Drove {
+    let workers = d.workers.len();
     let gap = (0.8 * 20_000.0 + 0.2 * 500_000.0) / (load * workers as f64);
     let mut t = 0;
     for id in 0..300u64 {
@@ -384,7 +362,7 @@ fn drive_with(
         if let Some(v) = d.policy.violation() {
             panic!("{policy}: {v} at t={at} ns");
         }
-        if let Some(v) = d.inner.as_ref().and_then(|i| i.lock().unwrap().violation.clone()) {
+        if let (Some(v), _) = (d.inner)(d.policy.policy()) {
             panic!("{policy} inside the uLL lane: {v} at t={at} ns");
         }
         if matches!(due, Due::Arrival(_) | Due::Tick) {
@@ -394,7 +372,7 @@ fn drive_with(
     if let Err(v) = d.policy.end() {
         panic!("{policy}: {v}");
     }
-    if let Some(v) = d.inner.as_ref().and_then(|i| i.lock().unwrap().end.clone()) {
+    if let (_, Some(v)) = (d.inner)(d.policy.policy()) {
         panic!("{policy} inside the uLL lane: {v}");
     }
     Drove {
