@@ -160,3 +160,79 @@ impl ReadyPool {
         self.publish(me);
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::config::{FunctionConfig, RuntimeConfig};
+    use crate::registry::Registry;
+    use crate::signals::{Clock, Epoch, WorkerSignals};
+
+    const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
+    const MS: Nanos = 1_000_000;
+
+    fn signals() -> Arc<Signals> {
+        Arc::new(Signals {
+            clock: Clock::manual(),
+            epoch: Epoch::counter(),
+            workers: vec![WorkerSignals::default()],
+            abort: AtomicBool::new(false),
+            on_epoch: None,
+            contract_violation: std::sync::OnceLock::new(),
+        })
+    }
+
+    #[test]
+    fn how_many_are_kept_follows_the_misses_and_idleness() {
+        let config = RuntimeConfig { max_sandboxes: 8, ..RuntimeConfig::default() };
+        let engine = crate::engine::build(&config).unwrap();
+        let registry = Registry::new(engine, None, config.max_memory_bytes).unwrap();
+        let f = registry.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
+        let (signals, me) = (signals(), WorkerShared::new(0));
+        let held = || me.ready.load(Ordering::Relaxed);
+        let mut pool = ReadyPool::new(2, 16);
+        // Unknown function: nothing to build. Its first request misses and asks for one.
+        assert!(!pool.refill_one(&signals, &me));
+        assert!(pool.take(&f, signals.clock.now(), &me).is_none());
+        assert!(pool.refill_one(&signals, &me));
+        assert!(!pool.refill_one(&signals, &me), "one is all it wants");
+        assert_eq!(held(), 1);
+        assert!(me.ready_bytes.load(Ordering::Relaxed) >= 65_536, "one page at least");
+        // Taken and rebuilt; a burst that finds none asks for one more, up to two.
+        assert!(pool.take(&f, signals.clock.now(), &me).is_some());
+        assert_eq!(held(), 0);
+        assert!(pool.take(&f, signals.clock.now(), &me).is_none());
+        while pool.refill_one(&signals, &me) {}
+        assert_eq!(held(), 2);
+        assert!(
+            pool.take(&f, signals.clock.now(), &me).is_some()
+                && pool.take(&f, signals.clock.now(), &me).is_some()
+        );
+        assert!(pool.take(&f, signals.clock.now(), &me).is_none());
+        while pool.refill_one(&signals, &me) {}
+        assert_eq!(held(), 2, "never more than `per_function`");
+        // Unused for a second: one fewer. For ten: none, and the function is forgotten.
+        signals.clock.advance(1_100 * MS);
+        assert!(!pool.refill_one(&signals, &me));
+        assert_eq!(held(), 1);
+        signals.clock.advance(10_000 * MS);
+        assert!(!pool.refill_one(&signals, &me));
+        assert_eq!((held(), me.ready_bytes.load(Ordering::Relaxed)), (0, 0));
+        assert!(pool.entries.is_empty());
+        // The total bound holds across functions; `clear` drops everything.
+        let mut small = ReadyPool::new(2, 1);
+        assert!(small.take(&f, signals.clock.now(), &me).is_none());
+        assert!(small.take(&f, signals.clock.now(), &me).is_none());
+        while small.refill_one(&signals, &me) {}
+        assert_eq!(held(), 1);
+        small.clear(&me);
+        assert_eq!(held(), 0);
+        assert!(
+            !ReadyPool::new(0, 16).enabled()
+                && ReadyPool::new(0, 16).take(&f, signals.clock.now(), &me).is_none()
+        );
+    }
+}
