@@ -7,15 +7,19 @@
 //! moves is only *when* it is built: by the worker's own thread when it has nothing to run
 //! ([`ReadyPool::refill_one`], called before the worker sleeps), never while a request waits.
 //!
-//! How many a worker keeps per function adapts to its arrivals: the first uLL request of a
-//! function asks for one; a request that finds none ready (a burst used them up before the
-//! worker was idle again) asks for one more, up to `per_function`; a function whose ready
-//! sandboxes sit unused for [`SHRINK_AFTER`] keeps one fewer, and one unused for
-//! [`FORGET_AFTER`] none. All of a worker's ready sandboxes together are at most `max` (each
-//! holds a slot of the pooling allocator); their number and linear memory are counted in
-//! `WorkerShared` for `/metrics`.
+//! How many a worker keeps per function adapts to its arrivals: a request that finds none ready
+//! less than [`SHRINK_AFTER`] after the function's previous request on this worker asks for one
+//! more, up to `per_function` — so a function called less than about once a second (one of
+//! thousands in rotation) never has one built for nothing, and a burst that used them up before
+//! the worker was idle again raises the count; a function whose ready sandboxes sit unused for
+//! [`SHRINK_AFTER`] keeps one fewer, and one unused for [`FORGET_AFTER`] none. All of a worker's
+//! ready sandboxes together are at most `max` (each holds a slot of the pooling allocator);
+//! their number and linear memory are counted in `WorkerShared` for `/metrics`. The functions
+//! short of what they want wait in a queue, so an idle worker finds the next one to build
+//! without looking at every function it knows, and the idleness check runs at most every
+//! [`EXPIRE_EVERY`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -30,6 +34,8 @@ use crate::task::WorkerShared;
 pub(crate) const SHRINK_AFTER: Nanos = 1_000_000_000;
 /// Unused for this long, a function keeps none.
 pub(crate) const FORGET_AFTER: Nanos = 10_000_000_000;
+/// How often an idle worker looks for ready sandboxes gone unused.
+pub(crate) const EXPIRE_EVERY: Nanos = 100_000_000;
 
 /// One function's ready sandboxes on one worker.
 struct Entry {
@@ -46,6 +52,11 @@ pub(crate) struct ReadyPool {
     entries: HashMap<FunctionId, Entry>,
     per_function: usize,
     max: usize,
+    /// Functions that may have fewer ready than they want, first come first built (an id may
+    /// be queued more than once, or for an entry gone since: checked when popped).
+    wanting: VecDeque<FunctionId>,
+    /// When the idleness check runs next.
+    next_expiry: Nanos,
     /// Ready sandboxes held, and their linear memory in bytes.
     held: usize,
     bytes: usize,
@@ -55,9 +66,16 @@ impl ReadyPool {
     /// A pool keeping up to `per_function` sandboxes per function and `max` in all (either 0:
     /// none).
     pub(crate) fn new(per_function: usize, max: usize) -> Self {
-        Self { entries: HashMap::new(), per_function, max, held: 0, bytes: 0 }
+        Self {
+            entries: HashMap::new(),
+            per_function,
+            max,
+            wanting: VecDeque::new(),
+            next_expiry: 0,
+            held: 0,
+            bytes: 0,
+        }
     }
-
     /// Whether the pool keeps any.
     pub(crate) fn enabled(&self) -> bool {
         self.per_function > 0 && self.max > 0
@@ -75,22 +93,27 @@ impl ReadyPool {
             return None;
         }
         let per_function = self.per_function;
-        let entry = self.entries.entry(function.id).or_insert_with(|| Entry {
-            function: Arc::clone(function),
-            ready: Vec::new(),
-            want: 0,
-            used: now,
+        let mut first = false;
+        let entry = self.entries.entry(function.id).or_insert_with(|| {
+            first = true;
+            Entry { function: Arc::clone(function), ready: Vec::new(), want: 0, used: now }
         });
+        let again_soon = !first && now.saturating_sub(entry.used) < SHRINK_AFTER;
         entry.used = now;
         let ready = entry.ready.pop();
         match &ready {
             Some(r) => {
                 self.held -= 1;
                 self.bytes -= r.memory_bytes();
+                self.wanting.push_back(function.id);
                 self.publish(me);
             }
-            // None ready: the arrivals outran the refills (or this is the first): keep one more.
-            None => entry.want = (entry.want + 1).min(per_function),
+            // None ready and called again soon: the arrivals outran the refills, keep one more.
+            None if again_soon && entry.want < per_function => {
+                entry.want += 1;
+                self.wanting.push_back(function.id);
+            }
+            None => {}
         }
         ready
     }
@@ -100,11 +123,17 @@ impl ReadyPool {
     /// did work (the worker then looks at its inbox again before building another).
     pub(crate) fn refill_one(&mut self, signals: &Arc<Signals>, me: &WorkerShared) -> bool {
         let now = signals.clock.now();
-        self.expire(now);
+        if now >= self.next_expiry {
+            self.expire(now);
+            self.next_expiry = now.saturating_add(EXPIRE_EVERY);
+        }
         let mut worked = false;
-        if self.held < self.max
-            && let Some(entry) = self.entries.values_mut().find(|e| e.ready.len() < e.want)
+        while self.held < self.max
+            && let Some(id) = self.wanting.pop_front()
         {
+            let Some(entry) = self.entries.get_mut(&id).filter(|e| e.ready.len() < e.want) else {
+                continue;
+            };
             // Counted before it exists, so that `Runtime::live_sandboxes` (the pool's instances
             // less the ready ones) never counts a sandbox being built as running.
             me.ready.fetch_add(1, Ordering::Relaxed);
@@ -118,7 +147,11 @@ impl ReadyPool {
                 // long): stop trying; its requests build their own and report why.
                 None => entry.want = entry.ready.len(),
             }
+            if entry.ready.len() < entry.want {
+                self.wanting.push_back(id);
+            }
             worked = true;
+            break;
         }
         self.publish(me);
         worked
@@ -156,6 +189,7 @@ impl ReadyPool {
     /// Drops every ready sandbox (the worker is stopping).
     pub(crate) fn clear(&mut self, me: &WorkerShared) {
         self.entries.clear();
+        self.wanting.clear();
         (self.held, self.bytes) = (0, 0);
         self.publish(me);
     }
@@ -194,8 +228,13 @@ mod tests {
         let (signals, me) = (signals(), WorkerShared::new(0));
         let held = || me.ready.load(Ordering::Relaxed);
         let mut pool = ReadyPool::new(2, 16);
-        // Unknown function: nothing to build. Its first request misses and asks for one.
+        // Unknown function: nothing to build. Its first request misses and asks for none (one of
+        // thousands in rotation would never be called again here); a second within a second
+        // asks for one.
         assert!(!pool.refill_one(&signals, &me));
+        assert!(pool.take(&f, signals.clock.now(), &me).is_none());
+        assert!(!pool.refill_one(&signals, &me));
+        signals.clock.advance(300 * MS);
         assert!(pool.take(&f, signals.clock.now(), &me).is_none());
         assert!(pool.refill_one(&signals, &me));
         assert!(!pool.refill_one(&signals, &me), "one is all it wants");
@@ -222,6 +261,13 @@ mod tests {
         assert!(!pool.refill_one(&signals, &me));
         assert_eq!((held(), me.ready_bytes.load(Ordering::Relaxed)), (0, 0));
         assert!(pool.entries.is_empty());
+        // Called every two seconds (one of many in rotation): never one built for nothing.
+        let mut rare = ReadyPool::new(2, 16);
+        for _ in 0..3 {
+            assert!(rare.take(&f, signals.clock.now(), &me).is_none());
+            assert!(!rare.refill_one(&signals, &me));
+            signals.clock.advance(2_000 * MS);
+        }
         // The total bound holds across functions; `clear` drops everything.
         let mut small = ReadyPool::new(2, 1);
         assert!(small.take(&f, signals.clock.now(), &me).is_none());
