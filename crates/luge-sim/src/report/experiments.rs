@@ -19,6 +19,7 @@ use crate::sweep::{max_sustainable, sweep};
 mod edgert;
 mod edgert_fig6;
 mod fig13;
+mod horse;
 mod overload;
 mod sfs;
 
@@ -48,11 +49,14 @@ pub enum Experiment {
     /// Luge's overload experiment: goodput at 1–5× capacity with and without admission on the
     /// wait and shedding, and high-bimodal short-request p99 against SRPT near saturation.
     Overload,
+    /// HORSE §3's uLL lane: 10 µs / 10 ms requests under one deadline on 1 and 48 workers at
+    /// rising load, with and without the lane.
+    HorseLane,
 }
 
 impl Experiment {
     /// Every experiment, in documentation order.
-    pub const ALL: [Experiment; 10] = [
+    pub const ALL: [Experiment; 11] = [
         Experiment::Fig8,
         Experiment::Fig9,
         Experiment::Fig10,
@@ -63,6 +67,7 @@ impl Experiment {
         Experiment::EdgeRtFig6,
         Experiment::Sfs,
         Experiment::Overload,
+        Experiment::HorseLane,
     ];
 
     /// Command-line name.
@@ -78,6 +83,7 @@ impl Experiment {
             Experiment::EdgeRtFig6 => "edgert-fig6b",
             Experiment::Sfs => "sfs-azure",
             Experiment::Overload => "overload",
+            Experiment::HorseLane => "horse-lane",
         }
     }
 
@@ -94,6 +100,7 @@ impl Experiment {
             Experiment::EdgeRtFig6 => "Periodic notification, Δtimer (Edge-RT Fig. 6b)",
             Experiment::Sfs => "Azure duration mix, unknown execution times (SFS §VIII)",
             Experiment::Overload => "Goodput under overload with and without admission on the wait",
+            Experiment::HorseLane => "Short requests with and without the uLL lane (HORSE §3)",
         }
     }
 }
@@ -586,6 +593,7 @@ pub fn run_experiment(
         Experiment::Fig13 => fig13::run(&run),
         Experiment::EdgeRt => edgert::run(&run),
         Experiment::EdgeRtFig6 => edgert_fig6::run(&run),
+        Experiment::HorseLane => horse::run(&run),
         Experiment::Sfs => sfs::run(&run),
         Experiment::Overload => overload::run(&run),
     }
