@@ -85,7 +85,7 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
     w.write("results.csv", &t.csv)?;
     for &workers in &worker_counts {
         let chart = Chart::new(
-            &format!("{} ({workers} workers)", run.exp.title()),
+            format!("{} ({workers} workers)", run.exp.title()),
             "load",
             "short-request p99 (µs)",
         );
