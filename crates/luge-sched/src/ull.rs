@@ -41,13 +41,17 @@ pub struct UllConfig {
     pub threshold: Nanos,
     /// How long a uLL request may run before it is handed to the inner policy (100 µs).
     pub slice: Nanos,
+    /// The lane's share bound: on a worker where the inner policy's run waits (held back or
+    /// not started), at most this many uLL requests run in a row; then that run has the worker
+    /// for at least a slice before the lane may take it again (16). 0: no bound.
+    pub burst: u32,
     /// Refusal and shedding of uLL requests (the inner policy's, usually).
     pub admission: Admission,
 }
 
 impl Default for UllConfig {
     fn default() -> Self {
-        Self { threshold: 20_000, slice: 100_000, admission: Admission::default() }
+        Self { threshold: 20_000, slice: 100_000, burst: 16, admission: Admission::default() }
     }
 }
 
@@ -113,6 +117,11 @@ struct Outer {
 struct Worker {
     outer: Option<Outer>,
     inner: Option<InnerRun>,
+    /// uLL requests started here in a row while the inner policy's run waited here.
+    streak: u32,
+    /// The inner policy's run got the worker back from a full burst: the lane does not take it
+    /// before this time.
+    protected_until: Nanos,
 }
 
 /// A policy with a uLL lane in front of it (module doc).
@@ -178,15 +187,23 @@ impl<P: Policy> UllLane<P> {
             self.next(now, w, out);
             return;
         }
-        // No idle worker: borrow one more unless enough borrows are on their way already.
+        self.borrow(now, out);
+    }
+
+    /// With uLL requests waiting and no idle worker, preempts the inner policy's run with the
+    /// latest deadline (not one protected by the share bound) — unless enough borrows are on
+    /// their way already.
+    fn borrow(&mut self, now: Nanos, out: &mut Vec<Action>) {
         let borrowing = self.workers.iter().filter(|w| w.outer.is_some_and(|o| o.by_lane)).count();
         if borrowing >= self.lane.len() {
             return;
         }
         let victim = (0..self.workers.len())
             .filter(|&w| {
-                self.workers[w].outer.is_some_and(|o| !o.ull && !o.preempt_asked)
-                    && self.workers[w].inner.is_some_and(|i| i.state == InnerState::Out)
+                let slot = &self.workers[w];
+                slot.outer.is_some_and(|o| !o.ull && !o.preempt_asked)
+                    && slot.inner.is_some_and(|i| i.state == InnerState::Out)
+                    && now >= slot.protected_until
             })
             .max_by_key(|&w| self.workers[w].inner.map_or(0, |i| i.req.absolute_deadline));
         if let Some(w) = victim
@@ -203,6 +220,17 @@ impl<P: Policy> UllLane<P> {
     /// else the inner policy's run there, held back or waiting, if any.
     fn next(&mut self, now: Nanos, w: usize, out: &mut Vec<Action>) {
         debug_assert!(self.workers[w].outer.is_none());
+        // The share bound: a full burst while the inner policy's run waits here gives it back.
+        let inner_waits = self.workers[w].inner.is_some();
+        let burst = self.config.burst;
+        if !inner_waits {
+            self.workers[w].streak = 0;
+        } else if burst > 0 && self.workers[w].streak >= burst && !self.lane.is_empty() {
+            self.workers[w].protected_until = now.saturating_add(self.config.slice);
+            self.workers[w].streak = 0;
+            self.resume_inner(w, out);
+            return;
+        }
         while let Some(req) = self.lane.pop_front() {
             let admission = &self.config.admission;
             if admission.shed && now.saturating_add(req.own_work()) > req.absolute_deadline {
@@ -213,13 +241,22 @@ impl<P: Policy> UllLane<P> {
             let outer =
                 Outer { id: req.id, ull: true, since: None, preempt_asked: false, by_lane: false };
             self.workers[w].outer = Some(outer);
+            if inner_waits {
+                self.workers[w].streak += 1;
+            }
             self.running[w] = Some(req);
             out.push(Action::Run { worker: w, req });
             return;
         }
+        self.resume_inner(w, out);
+    }
+
+    /// Hands the idle worker `w` to the inner policy's run there, held back or waiting, if any.
+    fn resume_inner(&mut self, w: usize, out: &mut Vec<Action>) {
         let slot = &mut self.workers[w];
         if let Some(inner) = slot.inner.as_mut() {
             inner.state = InnerState::Out;
+            slot.streak = 0;
             let id = inner.req.id;
             slot.outer =
                 Some(Outer { id, ull: false, since: None, preempt_asked: false, by_lane: false });
@@ -333,8 +370,16 @@ impl<P: Policy> UllLane<P> {
         if !self.contended() {
             return;
         }
-        if let Some(end) = self.slice_end(now)
-            && self.armed.is_none_or(|at| at > end)
+        // Also the end of a protection, if uLL requests wait for it to borrow again.
+        let protected = (!self.lane.is_empty())
+            .then(|| self.workers.iter().map(|w| w.protected_until).filter(|&t| t > now).min())
+            .flatten();
+        let end = match (self.slice_end(now), protected) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(end) = end
+            && self.armed.is_none_or(|at| at > end || at <= now)
         {
             self.armed = Some(end);
             out.push(Action::WakeAt(end));
@@ -358,6 +403,10 @@ impl<P: Policy> UllLane<P> {
                 o.by_lane = true;
                 out.push(Action::Preempt { worker: w, id: o.id });
             }
+        }
+        // A protection may have ended: the waiting uLL requests borrow again.
+        if !self.lane.is_empty() && self.workers.iter().all(|w| w.outer.is_some()) {
+            self.borrow(now, out);
         }
     }
 }
@@ -523,5 +572,50 @@ mod tests {
         assert_eq!(step(&mut p, 100_500, stopped), [Action::Run { worker: 0, req: long }]);
         assert_eq!(p.ull_stats().overran, 1);
         assert_eq!(p.queued(), 1);
+    }
+
+    #[test]
+    fn after_a_burst_the_held_back_run_gets_a_slice_before_the_lane_borrows_again() {
+        let config = PolicyConfig::papers(1);
+        let ull = UllConfig { burst: 2, admission: config.admission, ..UllConfig::default() };
+        let mut p: UllLane<Box<dyn Policy>> =
+            UllLane::new(PolicyKind::SledgeScale.build(&config), ull);
+        let long = Request::new(RequestId(1), FunctionId(0), 0, 100_000_000, 1_000_000);
+        step(&mut p, 0, Event::Arrival(long));
+        step(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        let short = |id: u64| Request::new(RequestId(id), FunctionId(1), 1_000, 100_000_000, 5_000);
+        let preempt = Action::Preempt { worker: 0, id: RequestId(1) };
+        assert_eq!(step(&mut p, 1_000, Event::Arrival(short(2))), [preempt]);
+        for id in 3..=5 {
+            assert!(step(&mut p, 1_000, Event::Arrival(short(id))).is_empty(), "one borrow");
+        }
+        let stopped = Event::Preempted { worker: 0, id: RequestId(1), executed: 1_000 };
+        assert_eq!(step(&mut p, 2_000, stopped), [Action::Run { worker: 0, req: short(2) }]);
+        let mut now = 2_000;
+        let mut done = |p: &mut UllLane<Box<dyn Policy>>, id: u64| {
+            step(p, now, Event::Started { worker: 0, id: RequestId(id) });
+            now += 5_000;
+            let mut out = Vec::new();
+            p.on_event(
+                now,
+                Event::Completed { worker: 0, id: RequestId(id), executed: 5_000 },
+                &mut out,
+            );
+            out
+        };
+        assert_eq!(done(&mut p, 2), [Action::Run { worker: 0, req: short(3) }]);
+        // Two in a row: the long run gets the worker back, protected for a slice (100 µs).
+        let resumed = Request { executed: 1_000, ..long };
+        let out = done(&mut p, 3);
+        assert_eq!(out[0], Action::Run { worker: 0, req: resumed }, "{out:?}");
+        assert_eq!(p.waiting(), 2);
+        step(&mut p, 12_500, Event::Started { worker: 0, id: RequestId(1) });
+        // Neither an arrival nor a tick within the slice takes it (a tick re-arms for its
+        // end); the slice's end does.
+        assert!(step(&mut p, 50_000, Event::Arrival(short(6))).is_empty());
+        let mut out = Vec::new();
+        p.on_event(102_000, Event::Tick, &mut out);
+        assert!(!out.contains(&preempt) && out.contains(&Action::WakeAt(112_000)), "{out:?}");
+        assert_eq!(step(&mut p, 112_000, Event::Tick), [preempt]);
     }
 }

@@ -295,27 +295,28 @@ fn drive(
     admission: bool,
     (runaways, demote): (bool, bool),
 ) -> Drove {
-    drive_with(policy, seed, (workers, load), admission, (runaways, demote), false)
+    drive_with(policy, seed, (workers, load), admission, (runaways, demote), None)
 }
 
-/// [`drive`], with `lane`, behind a uLL lane that takes the short requests (20 µs) and, declared,
-/// one request in seven of the long ones.
+/// [`drive`], with `lane` = `Some(burst)`, behind a uLL lane of that share bound (0: none) that
+/// takes the short requests (20 µs) and, declared, one request in seven of the long ones.
 fn drive_with(
     policy: PolicyKind,
     seed: u64,
     (workers, load): (usize, f64),
     admission: bool,
     (runaways, demote): (bool, bool),
-    lane: bool,
+    lane: Option<u32>,
 ) -> Drove {
     let mut config = PolicyConfig::papers(workers);
     if admission {
         config.admission = Admission { max_queued: Some(LANE), ..Admission::default() };
     }
     config.sledge_batch = 1 + (seed % 5) as usize;
-    let ull = UllConfig { threshold: 20_000, slice: 100_000, admission: config.admission };
+    let burst = lane.unwrap_or(0);
+    let ull = UllConfig { threshold: 20_000, slice: 100_000, burst, admission: config.admission };
     let built = policy.build(&config);
-    if lane {
+    if lane.is_some() {
         // The policy checked inside the lane too.
         let behind = UllLane::new(Checked::new(built), ull);
         let inner: InnerCheck<UllLane<Checked<Box<dyn Policy>>>> =
@@ -468,7 +469,7 @@ fn behind_the_ull_lane_every_policy_keeps_the_contract_and_nothing_starts_while_
         let (workers, load) = (1 + (x % 4) as usize, 0.3 + (x / 4 % 13) as f64 / 10.0);
         for policy in PolicyKind::ALL {
             let (admission, runaways) = (seed % 2 == 0, seed % 3 == 0);
-            let d = drive_with(policy, x, (workers, load), admission, (runaways, false), true);
+            let d = drive_with(policy, x, (workers, load), admission, (runaways, false), Some(0));
             assert_eq!(d.ahead_of_ull, 0, "{policy} seed {seed}: {d:?}");
             if !admission {
                 assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
@@ -490,4 +491,24 @@ fn without_the_lane_other_requests_start_while_ull_requests_wait() {
         ahead += d.ahead_of_ull;
     }
     assert!(ahead > 0);
+}
+
+#[test]
+fn with_a_share_bound_the_lane_gives_a_waiting_run_its_turn_and_keeps_the_contract() {
+    // The bound lets the policy's waiting run start after a burst of uLL requests, so other
+    // requests now start while uLL requests wait — which the unbounded lane never allows —
+    // and every policy still keeps the contract, inside and outside the lane.
+    let mut turns = 0;
+    for seed in 1..=16u64 {
+        let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
+        let (workers, load) = (1 + (x % 3) as usize, 0.8 + (x / 3 % 5) as f64 / 10.0);
+        for policy in PolicyKind::ALL {
+            let d = drive_with(policy, x, (workers, load), seed % 2 == 0, (true, false), Some(2));
+            if seed % 2 == 1 {
+                assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
+            }
+            turns += d.ahead_of_ull;
+        }
+    }
+    assert!(turns > 0, "the bound gave waiting runs their turn");
 }
