@@ -121,6 +121,10 @@ pub struct RuntimeConfig {
     /// How long a uLL request may run while others wait before it is handed to the policy as
     /// an ordinary request (100 µs).
     pub ull_slice: Duration,
+    /// The lane's share bound: on a worker where another request waits, at most this many uLL
+    /// requests run in a row before it gets the worker back for a slice (`UllConfig::burst`;
+    /// 16); 0 = no bound.
+    pub ull_burst: u32,
     /// Ready sandboxes (HORSE §3) each worker keeps instantiated ahead of arrival per uLL
     /// function, at most (how many adapts to its arrivals, `ready.rs`); 0 = none. With the uLL
     /// lane only.
@@ -184,6 +188,7 @@ impl Default for RuntimeConfig {
             ull_lane: true,
             ull_threshold: Duration::from_micros(20),
             ull_slice: Duration::from_micros(100),
+            ull_burst: 16,
             ready_sandboxes: 2,
             ready_sandboxes_max: 16,
             submit_queue: 4096,

@@ -131,6 +131,7 @@ impl Runtime {
                     ull_lane: config.ull_lane.then(|| UllConfig {
                         threshold: nanos(config.ull_threshold),
                         slice: nanos(config.ull_slice),
+                        burst: config.ull_burst,
                         admission: config.policy_config.admission,
                     }),
                     ull: AtomicU64::new(0),

@@ -136,6 +136,7 @@ struct RawServer {
     notify_interval_us: Option<u64>,
     ull_lane: Option<bool>,
     ull_threshold_us: Option<u64>,
+    ull_burst: Option<u32>,
     ready_sandboxes: Option<usize>,
     ready_sandboxes_max: Option<usize>,
     max_sandboxes: Option<u32>,
@@ -591,6 +592,7 @@ fn settings(
     if let Some(t) = raw.ull_threshold_us {
         runtime.ull_threshold = Duration::from_micros(t);
     }
+    runtime.ull_burst = raw.ull_burst.unwrap_or(runtime.ull_burst);
     runtime.ready_sandboxes = raw.ready_sandboxes.unwrap_or(runtime.ready_sandboxes);
     runtime.ready_sandboxes_max = raw.ready_sandboxes_max.unwrap_or(runtime.ready_sandboxes_max);
     if let Some(n) = raw.max_sandboxes {
@@ -773,7 +775,9 @@ policy = "fifo"
         assert_eq!(m.server.runtime.notify_interval, Duration::from_micros(250));
         assert!(m.server.runtime.ull_lane);
         assert_eq!(m.server.runtime.ull_threshold, Duration::from_micros(20));
-        let m = parse("[server]\null_lane = false\null_threshold_us = 5\n").unwrap();
+        assert_eq!(m.server.runtime.ull_burst, 16);
+        let m = parse("[server]\null_lane = false\null_threshold_us = 5\null_burst = 0\n").unwrap();
+        assert_eq!(m.server.runtime.ull_burst, 0);
         assert!(!m.server.runtime.ull_lane);
         assert_eq!(m.server.runtime.ull_threshold, Duration::from_micros(5));
         assert_eq!(

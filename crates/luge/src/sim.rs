@@ -142,6 +142,10 @@ struct RunArgs {
     /// With --ull-lane: the estimate at or under which a request takes the lane.
     #[arg(long, default_value_t = 20, requires = "ull_lane")]
     ull_threshold_us: u64,
+    /// With --ull-lane: the lane's share bound, uLL requests in a row on a worker where another
+    /// request waits (0: none), as the runtime's `ull_burst`.
+    #[arg(long, default_value_t = 16, requires = "ull_lane")]
+    ull_burst: u32,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -250,6 +254,7 @@ fn adhoc(a: RunArgs) -> Result<()> {
     cfg.notify_urgent = !a.notify_periodic;
     cfg.ull_lane = a.ull_lane.then(|| UllConfig {
         threshold: a.ull_threshold_us.saturating_mul(1_000),
+        burst: a.ull_burst,
         admission: cfg.policy_config.admission,
         ..UllConfig::default()
     });
