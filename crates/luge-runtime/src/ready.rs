@@ -198,26 +198,12 @@ impl ReadyPool {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // tests: a panic is the failure report
 mod tests {
-    use std::sync::atomic::AtomicBool;
-
     use super::*;
     use crate::config::{FunctionConfig, RuntimeConfig};
     use crate::registry::Registry;
-    use crate::signals::{Clock, Epoch, WorkerSignals};
 
     const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
     const MS: Nanos = 1_000_000;
-
-    fn signals() -> Arc<Signals> {
-        Arc::new(Signals {
-            clock: Clock::manual(),
-            epoch: Epoch::counter(),
-            workers: vec![WorkerSignals::default()],
-            abort: AtomicBool::new(false),
-            on_epoch: None,
-            contract_violation: std::sync::OnceLock::new(),
-        })
-    }
 
     #[test]
     fn how_many_are_kept_follows_the_misses_and_idleness() {
@@ -225,7 +211,7 @@ mod tests {
         let engine = crate::engine::build(&config).unwrap();
         let registry = Registry::new(engine, None, config.max_memory_bytes).unwrap();
         let f = registry.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
-        let (signals, me) = (signals(), WorkerShared::new(0));
+        let (signals, me) = (Arc::new(Signals::manual()), WorkerShared::new(0));
         let held = || me.ready.load(Ordering::Relaxed);
         let mut pool = ReadyPool::new(2, 16);
         // Unknown function: nothing to build. Its first request misses and asks for none (one of

@@ -163,6 +163,20 @@ pub(crate) struct Signals {
 }
 
 impl Signals {
+    /// Signals for one worker under a manual clock and a counting epoch, no hook: what tests
+    /// drive a dispatcher or a worker's parts with, step by step.
+    #[cfg(test)]
+    pub(crate) fn manual() -> Self {
+        Self {
+            clock: Clock::manual(),
+            epoch: Epoch::counter(),
+            workers: vec![WorkerSignals::default()],
+            abort: AtomicBool::new(false),
+            on_epoch: None,
+            contract_violation: OnceLock::new(),
+        }
+    }
+
     /// Whether dispatchers run on their workers' threads (an epoch hook is installed).
     pub(crate) fn inline(&self) -> bool {
         self.on_epoch.is_some()

@@ -18,7 +18,7 @@ use crate::config::{FunctionConfig, RuntimeConfig};
 use crate::outcome::Outcome;
 use crate::registry::{Function, Registry};
 use crate::reply::Reply;
-use crate::signals::{Clock, Epoch, TaskClock, WorkerSignals};
+use crate::signals::{Signals, TaskClock};
 use crate::task::TaskState;
 use crate::worker;
 
@@ -45,14 +45,7 @@ impl Rig {
         let engine = crate::engine::build(&config).unwrap();
         let registry = Registry::new(engine, None, config.max_memory_bytes).unwrap();
         let function = registry.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
-        let signals = Arc::new(Signals {
-            clock: Clock::manual(),
-            epoch: Epoch::counter(),
-            workers: vec![WorkerSignals::default()],
-            abort: AtomicBool::new(false),
-            on_epoch: None,
-            contract_violation: std::sync::OnceLock::new(),
-        });
+        let signals = Arc::new(Signals::manual());
         let group = Arc::new(GroupShared {
             submissions: ArrayQueue::new(16),
             notify: Arc::new(Notify::default()),
