@@ -103,8 +103,8 @@ enum InnerState {
 #[derive(Debug, Clone, Copy)]
 struct Outer {
     id: RequestId,
-    /// A request of the lane (else the inner policy's).
-    ull: bool,
+    /// A request of the lane, whole (for an overrun hand-over); `None`: the inner policy's.
+    ull: Option<Request>,
     /// When the driver reported it started.
     since: Option<Nanos>,
     /// A `Preempt` of it is on its way.
@@ -131,8 +131,6 @@ pub struct UllLane<P> {
     config: UllConfig,
     /// uLL requests waiting, first in first out.
     lane: VecDeque<Request>,
-    /// The uLL requests running, by id (their full request, for an overrun hand-over).
-    running: Vec<Option<Request>>,
     workers: Vec<Worker>,
     stats: UllStats,
     /// Events for the inner policy that arose while handling its actions.
@@ -151,7 +149,6 @@ impl<P: Policy> UllLane<P> {
             inner,
             config,
             lane: VecDeque::new(),
-            running: vec![None; workers],
             workers: vec![Worker::default(); workers],
             stats: UllStats::default(),
             pending: VecDeque::new(),
@@ -201,7 +198,7 @@ impl<P: Policy> UllLane<P> {
         let victim = (0..self.workers.len())
             .filter(|&w| {
                 let slot = &self.workers[w];
-                slot.outer.is_some_and(|o| !o.ull && !o.preempt_asked)
+                slot.outer.is_some_and(|o| o.ull.is_none() && !o.preempt_asked)
                     && slot.inner.is_some_and(|i| i.state == InnerState::Out)
                     && now >= slot.protected_until
             })
@@ -238,13 +235,17 @@ impl<P: Policy> UllLane<P> {
                 out.push(Action::Reject { req, reason: RejectReason::Shed });
                 continue;
             }
-            let outer =
-                Outer { id: req.id, ull: true, since: None, preempt_asked: false, by_lane: false };
+            let outer = Outer {
+                id: req.id,
+                ull: Some(req),
+                since: None,
+                preempt_asked: false,
+                by_lane: false,
+            };
             self.workers[w].outer = Some(outer);
             if inner_waits {
                 self.workers[w].streak += 1;
             }
-            self.running[w] = Some(req);
             out.push(Action::Run { worker: w, req });
             return;
         }
@@ -259,7 +260,7 @@ impl<P: Policy> UllLane<P> {
             slot.streak = 0;
             let id = inner.req.id;
             slot.outer =
-                Some(Outer { id, ull: false, since: None, preempt_asked: false, by_lane: false });
+                Some(Outer { id, ull: None, since: None, preempt_asked: false, by_lane: false });
             out.push(Action::Run { worker: w, req: inner.req });
         }
     }
@@ -358,8 +359,10 @@ impl<P: Policy> UllLane<P> {
     /// The end of the earliest slice of a uLL run not asked to stop yet (a run not started yet
     /// counts from `now`).
     fn slice_end(&self, now: Nanos) -> Option<Nanos> {
-        let runs =
-            self.workers.iter().filter_map(|w| w.outer.filter(|o| o.ull && !o.preempt_asked));
+        let runs = self
+            .workers
+            .iter()
+            .filter_map(|w| w.outer.filter(|o| o.ull.is_some() && !o.preempt_asked));
         runs.map(|o| o.since.unwrap_or(now).saturating_add(self.config.slice)).min()
     }
 
@@ -396,7 +399,7 @@ impl<P: Policy> UllLane<P> {
         }
         let slice = self.config.slice;
         for (w, slot) in self.workers.iter_mut().enumerate() {
-            if let Some(o) = slot.outer.as_mut().filter(|o| o.ull && !o.preempt_asked)
+            if let Some(o) = slot.outer.as_mut().filter(|o| o.ull.is_some() && !o.preempt_asked)
                 && o.since.is_some_and(|since| now >= since.saturating_add(slice))
             {
                 o.preempt_asked = true;
@@ -465,9 +468,8 @@ impl<P: Policy> UllLane<P> {
                 if slot.outer.is_none_or(|o| o.id != id) {
                     return;
                 }
-                if slot.outer.is_some_and(|o| o.ull) {
+                if slot.outer.is_some_and(|o| o.ull.is_some()) {
                     self.stats.completed += 1;
-                    self.running[worker] = None;
                     self.freed(now, worker, None, out);
                 } else {
                     slot.inner = None;
@@ -477,11 +479,11 @@ impl<P: Policy> UllLane<P> {
             Event::Preempted { worker, id, executed } => {
                 let Some(slot) = self.workers.get_mut(worker) else { return };
                 let Some(o) = slot.outer.filter(|o| o.id == id) else { return };
-                if o.ull {
+                if let Some(req) = o.ull {
                     // Outran its slice: the inner policy takes it as an ordinary request.
                     self.stats.overran += 1;
-                    let req = self.running[worker].take().map(|r| Request { executed, ..r });
-                    self.freed(now, worker, req.map(Event::Arrival), out);
+                    let req = Request { executed, ..req };
+                    self.freed(now, worker, Some(Event::Arrival(req)), out);
                     return;
                 }
                 let Some(inner) = slot.inner.as_mut() else { return };
