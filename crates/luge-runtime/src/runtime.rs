@@ -336,12 +336,7 @@ impl Runtime {
             clock,
             ready: prepared.map(|p| p.0),
         });
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        loop {
-            if let std::task::Poll::Ready(done) = future.as_mut().poll(&mut cx) {
-                return done.result;
-            }
-        }
+        crate::sandbox::poll_to_end(future.as_mut()).result
     }
 
     /// The runtime's Wasmtime engine (benchmarks compare against bare Wasmtime on it).

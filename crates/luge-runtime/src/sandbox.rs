@@ -159,16 +159,21 @@ pub(crate) fn prepare(function: &Function, signals: &Arc<Signals>) -> Option<Rea
         }
         Ok(UpdateDeadline::Continue(1))
     });
-    let mut building = Box::pin(function.pre.instantiate_async(&mut store));
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    let instance = loop {
-        if let std::task::Poll::Ready(built) = building.as_mut().poll(&mut cx) {
-            break built.ok()?;
-        }
-    };
-    drop(building);
+    let instance = poll_to_end(std::pin::pin!(function.pre.instantiate_async(&mut store))).ok()?;
     store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
     Some(Ready { store, instance })
+}
+
+/// Polls `future` on the calling thread until it is done, with a waker that does nothing: a
+/// sandbox's future is pending only when it yielded to a preemption, which nothing asks for
+/// outside a worker, so it runs to its end.
+pub(crate) fn poll_to_end<F: Future + ?Sized>(mut future: Pin<&mut F>) -> F::Output {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(done) = future.as_mut().poll(&mut cx) {
+            return done;
+        }
+    }
 }
 
 async fn run(spec: Spec) -> SandboxResult {
