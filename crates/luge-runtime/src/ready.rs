@@ -157,12 +157,23 @@ impl ReadyPool {
         worked
     }
 
-    /// Drops the ready sandboxes nobody used for a while (module doc).
+    /// How long a worker with nothing to run may sleep before its ready sandboxes need a look
+    /// (the next shrink), or `None` if it holds none: an idle worker wakes at most once per
+    /// [`EXPIRE_EVERY`] for them, and never for an empty pool.
+    pub(crate) fn next_look(&self, now: Nanos) -> Option<std::time::Duration> {
+        let due =
+            self.entries.values().filter(|e| !e.ready.is_empty()).map(|e| e.used + SHRINK_AFTER);
+        let at = due.min()?.max(self.next_expiry).max(now);
+        Some(std::time::Duration::from_nanos(at - now))
+    }
+
+    /// Drops the ready sandboxes nobody used for a while (module doc), and those of functions
+    /// no longer registered (the pool holds the last reference to them).
     fn expire(&mut self, now: Nanos) {
         let mut dropped = Vec::new();
         self.entries.retain(|_, e| {
             let idle = now.saturating_sub(e.used);
-            if idle >= FORGET_AFTER {
+            if idle >= FORGET_AFTER || Arc::strong_count(&e.function) == 1 {
                 dropped.append(&mut e.ready);
                 return false;
             }
@@ -262,6 +273,21 @@ mod tests {
         assert_eq!(held(), 1);
         small.clear(&me);
         assert_eq!(held(), 0);
+        // A function no longer registered (the pool holds its last reference) loses its ready
+        // sandboxes at the next look, long before they would go unused.
+        drop((pool, rare));
+        let mut pool = ReadyPool::new(2, 16);
+        assert!(pool.take(&f, signals.clock.now(), &me).is_none());
+        assert!(pool.take(&f, signals.clock.now(), &me).is_none());
+        while pool.refill_one(&signals, &me) {}
+        assert_eq!(held(), 1);
+        registry.unregister("echo").unwrap();
+        drop(f);
+        signals.clock.advance(EXPIRE_EVERY);
+        assert!(!pool.refill_one(&signals, &me));
+        assert_eq!((held(), pool.entries.len()), (0, 0));
+        assert!(pool.next_look(signals.clock.now()).is_none(), "nothing to look at: no wake-up");
+        let f = registry.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
         assert!(
             !ReadyPool::new(0, 16).enabled()
                 && ReadyPool::new(0, 16).take(&f, signals.clock.now(), &me).is_none()

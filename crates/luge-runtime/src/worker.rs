@@ -50,6 +50,22 @@ fn refill_ready(me: &WorkerShared, signals: &Arc<Signals>) -> bool {
     })
 }
 
+/// How long this worker may sleep before its ready sandboxes need a look (`None`: it holds none).
+fn ready_timeout(signals: &Signals) -> Option<std::time::Duration> {
+    READY.with(|pool| pool.try_borrow().ok().and_then(|p| p.next_look(signals.clock.now())))
+}
+
+/// The earlier of two optional timeouts.
+fn earliest(
+    a: Option<std::time::Duration>,
+    b: Option<std::time::Duration>,
+) -> Option<std::time::Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Drops this worker's ready sandboxes (it stops).
 fn clear_ready(me: &WorkerShared) {
     READY.with(|pool| pool.borrow_mut().clear(me));
@@ -95,10 +111,12 @@ pub(crate) fn run_inline(
             Step::Busy => {}
             Step::Done => break,
             Step::Idle(_) if refill_ready(&me, &signals) => {}
-            Step::Idle(timeout) => notify.wait(mode, timeout, || {
-                !me.inbox.is_empty()
-                    || INLINE.with(|cell| cell.borrow().as_ref().is_some_and(|d| d.has_input()))
-            }),
+            Step::Idle(timeout) => {
+                notify.wait(mode, earliest(timeout, ready_timeout(&signals)), || {
+                    !me.inbox.is_empty()
+                        || INLINE.with(|cell| cell.borrow().as_ref().is_some_and(|d| d.has_input()))
+                })
+            }
         }
     }
     INLINE.with(|cell| cell.borrow_mut().take());
@@ -130,7 +148,8 @@ pub(crate) fn run(
         if refill_ready(&me, &signals) {
             continue;
         }
-        me.notify.wait(mode, None, || !me.inbox.is_empty() || me.stop.load(Ordering::Acquire));
+        let timeout = ready_timeout(&signals);
+        me.notify.wait(mode, timeout, || !me.inbox.is_empty() || me.stop.load(Ordering::Acquire));
     }
 }
 

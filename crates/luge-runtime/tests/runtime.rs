@@ -249,6 +249,43 @@ fn ready_sandboxes_serve_one_request_each_and_never_show_a_previous_one() {
     assert_eq!(rt.worker_stats()[0].ready, 0);
 }
 
+/// Calls `name` on `rt` until a worker holds a ready sandbox for it; fails after 10 s.
+fn until_ready(rt: &Runtime, name: &str) {
+    let start = Instant::now();
+    while rt.worker_stats()[0].ready == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "no ready sandbox for {name}");
+        ok(call(rt, name, b"x"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until no worker holds a ready sandbox; how long that took (fails after 10 s).
+fn until_none_ready(rt: &Runtime) -> Duration {
+    let start = Instant::now();
+    while rt.worker_stats().iter().any(|w| w.ready > 0) {
+        assert!(start.elapsed() < Duration::from_secs(10), "ready sandboxes kept");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    start.elapsed()
+}
+
+#[test]
+fn an_idle_worker_lets_unused_ready_sandboxes_go_and_drops_a_removed_functions() {
+    for layout in [Layout::Threads, Layout::Inline] {
+        let rt = Runtime::start(RuntimeConfig { layout, ..RuntimeConfig::default() }).unwrap();
+        register(&rt, "leak", LEAK, |c| c.ull = true);
+        // Unused, they go one a second, with no request to wake the worker.
+        until_ready(&rt, "leak");
+        let waited = until_none_ready(&rt);
+        assert!(waited >= Duration::from_millis(500), "{layout:?}: gone after {waited:?}");
+        // A removed function's go at the worker's next look.
+        until_ready(&rt, "leak");
+        rt.unregister("leak").unwrap();
+        let waited = until_none_ready(&rt);
+        assert!(waited < Duration::from_millis(1_500), "{layout:?}: kept {waited:?}");
+    }
+}
+
 #[test]
 fn an_urgent_request_preempts_a_long_one() {
     urgent_requests_preempt(runtime(1, PolicyKind::SledgeScale));
