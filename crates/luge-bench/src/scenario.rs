@@ -1,6 +1,6 @@
 //! The benchmark scenarios of issue #6 (`luge bench
 //! compare|noop|policies|density|sim-vs-real|overload|slow-clients|tenants|backpressure|tracing|
-//! isolation|soak|edge-rt|chain|horse`).
+//! isolation|soak|edge-rt|chain|horse|path`).
 //!
 //! Each scenario starts the servers it needs itself, in this process, on ephemeral loopback
 //! ports — Luge (a [`Runtime`](luge_runtime::Runtime) with its UDP-RPC and HTTP front ends,
@@ -28,6 +28,7 @@
 //! | [`isolation`](Scenario::Isolation) | a well-behaved tenant's no-op beside 0, 1, 4 and 16 hostile tenants (infinite loop, clock spinning, memory to the cap, recursion, output flooding): deadlines met and p99 ÷ alone, interleaved trials |
 //! | [`edge-rt`](Scenario::EdgeRt) | Edge-RT Fig. 14: well-behaved requests beside k infinite-loop tasks per worker, loops demoted, killed, or under plain EDF; Fig. 11: bimodal 4-stage chains at rising utilisation, Luge vs EDF, FIFO and fair share: deadlines met, interleaved trials |
 //! | [`horse`](Scenario::Horse) | HORSE §3: an ultra-short function (no-op, 5 µs, 20 µs) alone and beside a saturating load of 2 ms requests, with no uLL lane, the lane, and the lane with ready sandboxes: latency, readiness (mean and share of the trigger), the long requests' throughput, interleaved trials |
+//! | [`path`](Scenario::Path) | The request path over UDP-RPC: `luge serve` as shipped (run-to-completion on its worker), the threads layout and the UDP echo floor, 1 and 16 in flight: latency, closed-loop throughput, server CPU and context switches per request, interleaved trials |
 //! | [`chain`](Scenario::Chain) | a chain of real functions end to end ÷ the sum of its stages called one by one (p99, one in flight, HTTP and UDP-RPC), after checking it answers byte for byte what they give by hand |
 //! | [`soak`](Scenario::Soak) | mixed good and hostile load for a long time: RSS, open fds and threads sampled, the slope after warm-up |
 //! | [`tracing`](Scenario::Tracing) | HTTP no-op throughput and latency with request spans exported over OTLP (1 % and all sampled), ÷ without, interleaved trials |
@@ -50,12 +51,14 @@ mod node;
 mod noop;
 mod output;
 mod overload;
+mod path;
 mod policies;
 mod sim_real;
 mod slow_clients;
 mod soak;
 mod tenants;
 mod traces;
+mod usage;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -381,6 +384,23 @@ pub struct HorseOptions {
     pub trials: Option<usize>,
 }
 
+/// `path` settings (`None` takes the default of the mode).
+#[derive(Debug, Clone)]
+pub struct PathOptions {
+    /// Requests in flight of the closed-loop throughput (default 16).
+    pub outstanding: usize,
+    /// Time per run (default 2 s; quick 200 ms).
+    pub duration: Option<Duration>,
+    /// Trials (default 5; quick 1).
+    pub trials: Option<usize>,
+}
+
+impl Default for PathOptions {
+    fn default() -> Self {
+        Self { outstanding: 16, duration: None, trials: None }
+    }
+}
+
 /// `chain` settings (`None` takes the default of the mode).
 #[derive(Debug, Clone)]
 pub struct ChainOptions {
@@ -444,6 +464,8 @@ pub enum Scenario {
     /// HORSE: ultra-short functions with and without the uLL lane and ready sandboxes, alone
     /// and beside long ones.
     Horse(HorseOptions),
+    /// The request path over UDP-RPC: as shipped, the threads layout and the echo floor.
+    Path(PathOptions),
 }
 
 impl Scenario {
@@ -465,6 +487,7 @@ impl Scenario {
             Scenario::EdgeRt(_) => "edge-rt",
             Scenario::Chain(_) => "chain",
             Scenario::Horse(_) => "horse",
+            Scenario::Path(_) => "path",
         }
     }
 }
@@ -510,6 +533,7 @@ pub fn run_scenario(
         Scenario::Soak(s) => soak::run(s, opts, pin, &mut out),
         Scenario::EdgeRt(e) => edge_rt::run(e, opts, pin, &mut out),
         Scenario::Horse(h) => horse::run(h, opts, pin, &mut out),
+        Scenario::Path(p) => path::run(p, opts, pin, &mut out),
         Scenario::Chain(c) => chain::run(c, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {

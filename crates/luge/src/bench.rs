@@ -17,9 +17,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
     BackpressureOptions, ChainOptions, CompareOptions, DensityOptions, EdgeRtOptions, HorseOptions,
-    IsolationOptions, OverloadOptions, Pin, PoliciesOptions, Protocol, Scenario, ScenarioOptions,
-    SimRealOptions, SlowClientsOptions, SoakOptions, TenantsOptions, TracingOptions, blobs_image,
-    run_scenario,
+    IsolationOptions, OverloadOptions, PathOptions, Pin, PoliciesOptions, Protocol, Scenario,
+    ScenarioOptions, SimRealOptions, SlowClientsOptions, SoakOptions, TenantsOptions,
+    TracingOptions, blobs_image, run_scenario,
 };
 use luge_bench::{
     Calibration, CalibrationMode, FunctionRef, Mapping, Mode, RunConfig, Target, run,
@@ -87,6 +87,10 @@ enum BenchCommand {
     /// of 2 ms requests, with no uLL lane, the lane, and the lane with ready sandboxes:
     /// latency, readiness and its share of the trigger, the long requests' throughput.
     Horse(HorseArgs),
+    /// The request path over UDP-RPC: `luge serve` as shipped (its idle worker reads, runs and
+    /// answers on one thread), the threads layout and the UDP echo floor, 1 and 16 in flight:
+    /// latency, closed-loop throughput, server CPU and context switches per request.
+    Path(PathArgs),
     /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
     #[command(hide = true)]
     HoldSlowConnections(HoldArgs),
@@ -487,6 +491,21 @@ struct HorseArgs {
 }
 
 #[derive(Debug, Args)]
+struct PathArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Requests in flight of the closed-loop throughput.
+    #[arg(long, default_value_t = 16)]
+    outstanding: usize,
+    /// Time per run [default: 2s; quick 200ms].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Trials, interleaved [default: 5; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
+}
+
+#[derive(Debug, Args)]
 struct ChainArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -691,6 +710,11 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             let h =
                 HorseOptions { rate: a.rate, load: a.load, duration: a.duration, trials: a.trials };
             scenario(Scenario::Horse(h), &a.common)
+        }
+        BenchCommand::Path(a) => {
+            let p =
+                PathOptions { outstanding: a.outstanding, duration: a.duration, trials: a.trials };
+            scenario(Scenario::Path(p), &a.common)
         }
         BenchCommand::Chain(a) => {
             let manifest = Manifest::load(&a.manifest)

@@ -305,6 +305,25 @@ fn horse_measures_ull_readiness_with_and_without_the_lane_and_ready_sandboxes() 
 }
 
 #[test]
+fn path_measures_the_shipped_node_the_threads_layout_and_the_echo_with_their_cpu() {
+    let (dir, report, summary) = quick("path", &["path", "--modes", "sleep"]);
+    let r = &report["results"];
+    let trials = r["results"].as_array().unwrap();
+    // Quick: one trial of each server.
+    assert_eq!(trials.len(), 3, "{trials:?}");
+    for server in ["luge", "luge threads", "udp-echo"] {
+        let t = trials.iter().find(|t| t["server"] == server).unwrap();
+        for run in ["single", "closed"] {
+            assert!(t[run]["throughput_rps"].as_f64().unwrap() > 0.0, "{t}");
+            // The server's threads were found and worked: CPU per request is measured.
+            assert!(t[run]["cpu_us"].as_f64().unwrap() > 0.0, "{server} {run}: {t}");
+        }
+    }
+    assert!(summary.contains("closed ÷ echo"), "{summary}");
+    done(&dir);
+}
+
+#[test]
 fn isolation_answers_every_hostile_request_with_its_typed_error() {
     let (dir, report, summary) = quick("isolation", &["isolation"]);
     let r = &report["results"];
