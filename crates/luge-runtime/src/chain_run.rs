@@ -87,8 +87,13 @@ impl Run {
         }
         // Each stage is a child span of the chain's (`TraceContext::stage`).
         let trace = self.trace.map(|t| t.stage(k));
-        let options =
-            SubmitOptions { deadline: Some(left), expected: None, received: Some(start), trace };
+        let options = SubmitOptions {
+            deadline: Some(left),
+            expected: None,
+            received: Some(start),
+            trace,
+            group: None,
+        };
         let runtime = Arc::clone(&self.runtime);
         runtime.submit_to(&function, payload, options, move |outcome| self.done(k, outcome));
     }

@@ -31,8 +31,8 @@
 //! worker's next start (sub-µs when spinning).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
@@ -43,6 +43,7 @@ use luge_sched::{
 };
 
 use crate::config::WaitMode;
+use crate::ingress::Ingress;
 use crate::notify::Notify;
 use crate::outcome::{Failure, Rejection};
 use crate::signals::Signals;
@@ -116,6 +117,41 @@ pub(crate) struct GroupShared {
     pub deferred: AtomicBool,
     /// Arrivals whose notification was deferred so far (`Runtime::group_stats`).
     pub deferred_total: AtomicU64,
+    /// The front end's socket the group's inline worker reads when idle (`ingress.rs`).
+    pub ingress: Mutex<Option<Arc<dyn Ingress>>>,
+    /// Bumped on every attach and detach, so that a waiting worker (spinning too) notices.
+    pub ingress_changes: AtomicU64,
+}
+
+/// [`GroupShared::short_run`] without the uLL lane: 100 µs (the lane's default slice).
+pub(crate) const SHORT_RUN: Nanos = 100_000;
+
+impl GroupShared {
+    /// A run this long or shorter is short: no other thread need read the worker's socket
+    /// meanwhile (`ingress.rs`). The uLL lane's slice when the lane is on, else [`SHORT_RUN`].
+    pub(crate) fn short_run(&self) -> Nanos {
+        self.ull_lane.map_or(SHORT_RUN, |lane| lane.slice)
+    }
+
+    /// The attached ingress, if any.
+    pub(crate) fn ingress(&self) -> Option<Arc<dyn Ingress>> {
+        self.ingress.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Attaches or detaches (`None`) the ingress and wakes the worker to take the change;
+    /// whether it was done (an attach is refused when one is attached already).
+    pub(crate) fn set_ingress(&self, ingress: Option<Arc<dyn Ingress>>) -> bool {
+        {
+            let mut slot = self.ingress.lock().unwrap_or_else(|p| p.into_inner());
+            if ingress.is_some() && slot.is_some() {
+                return false;
+            }
+            *slot = ingress;
+        }
+        self.ingress_changes.fetch_add(1, Ordering::Release);
+        self.notify.notify();
+        true
+    }
 }
 
 /// One dispatcher and its group.
@@ -398,6 +434,7 @@ impl Dispatcher {
             self.shared.ull.fetch_add(1, Ordering::Relaxed);
             task.ull = true;
         }
+        task.short = task.ull || (known && expected <= self.shared.short_run());
         self.pending.insert(id, task);
         self.feed(now, Event::Arrival(request));
     }

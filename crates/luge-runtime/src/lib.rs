@@ -15,7 +15,7 @@
 //!
 //! Modules are layered, each using only those below it (no import cycles): `tenants` · `config`,
 //! `outcome`, `error` · `signals` (clock, epoch, flags), `notify`, `reply`, `turnaround`, `engine`,
-//! `stderr_log`, `stats` · `wasi` · `store` · `registry` · `chain` · `sandbox` · `task` · `ready` · `dispatcher`
+//! `stderr_log`, `stats`, `ingress` · `wasi` · `store` · `registry` · `chain` · `sandbox` · `task` · `ready` · `dispatcher`
 //! (knows tasks, not sandboxes) · `worker` · `runtime` · `chain_run`. The clock, the epoch and the epoch hook are injected through `signals`,
 //! so `races.rs` drives a dispatcher and a worker deterministically under a manual clock.
 
@@ -27,6 +27,7 @@ mod config;
 mod dispatcher;
 mod engine;
 mod error;
+mod ingress;
 mod limits;
 mod notify;
 mod outcome;
@@ -49,6 +50,7 @@ pub use crate::affinity::{affinity, set_affinity};
 pub use crate::chain::{Chain, ChainConfig, MAX_STAGES};
 pub use crate::config::{CodeOpt, FunctionConfig, Layout, Limits, RuntimeConfig, WaitMode};
 pub use crate::error::{Error, RegisterError, RegistrationLimit};
+pub use crate::ingress::Ingress;
 pub use crate::limits::RegistrationLimits;
 pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, StageReport, Timing, TrapKind};
 pub use crate::registry::Function;

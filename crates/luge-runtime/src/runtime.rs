@@ -14,6 +14,7 @@ use crate::chain::{self, Chain, ChainConfig, Chains};
 use crate::config::{FunctionConfig, Layout, RuntimeConfig};
 use crate::dispatcher::{Dispatcher, GroupShared, Submission};
 use crate::error::{Error, RegisterError};
+use crate::ingress::Ingress;
 use crate::notify::Notify;
 use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing};
 use crate::registry::{Function, Registry};
@@ -38,6 +39,10 @@ pub struct SubmitOptions {
     /// The trace this request runs in, its span id the parent of the guest's work: the guest
     /// sees it as `TRACEPARENT` (W3C Trace Context, the OpenTelemetry environment carrier).
     pub trace: Option<TraceContext>,
+    /// The worker group that received it, when a worker read it itself ([`Ingress`]): it runs
+    /// there while that group has nothing queued (no hand-off), else goes where the runtime
+    /// would put any arrival.
+    pub group: Option<usize>,
 }
 
 /// What [`Runtime::health`] found.
@@ -138,6 +143,8 @@ impl Runtime {
                     deferred: AtomicBool::new(false),
                     deferred_total: AtomicU64::new(0),
                     grace_ns: AtomicU64::new(u64::MAX),
+                    ingress: Mutex::new(None),
+                    ingress_changes: AtomicU64::new(0),
                 })
             })
             .collect();
@@ -249,6 +256,38 @@ impl Runtime {
     /// The configuration it runs with.
     pub fn config(&self) -> &RuntimeConfig {
         &self.inner.config
+    }
+
+    /// How many worker groups can read a front end's socket themselves ([`Ingress`]): one per
+    /// worker in the inline layout, none with dispatcher threads.
+    pub fn ingress_groups(&self) -> usize {
+        if self.inner.signals.inline() { self.inner.groups.len() } else { 0 }
+    }
+
+    /// Lets the inline worker of `group` read `ingress` when idle (see [`Ingress`]). Gives it
+    /// back if the group cannot take one: no such inline group, or one is attached already
+    /// (e.g. a second front end on the same runtime, which then reads on its own thread).
+    pub fn attach_ingress(
+        &self,
+        group: usize,
+        ingress: Arc<dyn Ingress>,
+    ) -> Result<(), Arc<dyn Ingress>> {
+        if group >= self.ingress_groups() {
+            return Err(ingress);
+        }
+        if self.inner.groups[group].set_ingress(Some(Arc::clone(&ingress))) {
+            Ok(())
+        } else {
+            Err(ingress)
+        }
+    }
+
+    /// Detaches the ingress of `group` (its front end stops); the worker stops reading it from
+    /// its next turn, and is woken for it.
+    pub fn detach_ingress(&self, group: usize) {
+        if let Some(shared) = self.inner.groups.get(group) {
+            shared.set_ingress(None);
+        }
     }
 
     /// Validates, compiles (or loads from the AoT cache) and registers a function. `module` is
@@ -573,6 +612,7 @@ impl Runtime {
             executed: 0,
             preemptions: 0,
             ull: false,
+            short: false,
             state: TaskState::Fresh(payload),
             clock: Arc::new(TaskClock::default()),
         });
@@ -583,7 +623,16 @@ impl Runtime {
             expected,
             tenant: function.config.tenant,
         };
-        let g = inner.next_group.fetch_add(1, Ordering::Relaxed) % inner.groups.len();
+        let g = match options.group {
+            // Run-to-completion: on the receiving worker while it has nothing queued.
+            Some(g)
+                if g < inner.groups.len()
+                    && inner.groups[g].queued.load(Ordering::Relaxed) == 0 =>
+            {
+                g
+            }
+            _ => inner.next_group.fetch_add(1, Ordering::Relaxed) % inner.groups.len(),
+        };
         let group = &inner.groups[g];
         let pushed = group.submissions.push(submission);
         inner.submitting.fetch_sub(1, Ordering::SeqCst);

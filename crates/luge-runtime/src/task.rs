@@ -37,6 +37,10 @@ pub(crate) struct Task {
     pub preemptions: u32,
     /// It takes the uLL lane (HORSE §3): a worker starts it in a ready sandbox if it has one.
     pub ull: bool,
+    /// It is known to run briefly: it takes the uLL lane, or its known estimate is at most the
+    /// group's short run (`GroupShared::short_run`). Its worker keeps reading its own socket
+    /// meanwhile (`ingress.rs`).
+    pub short: bool,
     pub state: TaskState,
     pub clock: Arc<TaskClock>,
 }

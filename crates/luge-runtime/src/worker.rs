@@ -13,7 +13,7 @@
 //! execution the scheduler sees) and the CPU the worker thread spent on it (`TaskClock::cpu`,
 //! what the execution budget counts and `Timing::executed` reports; `sandbox.rs` has why).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -21,6 +21,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::config::WaitMode;
 use crate::dispatcher::{Dispatcher, Step};
+use crate::ingress::Ingress;
 use crate::notify::Notify;
 use crate::outcome::Failure;
 use luge_sched::Nanos;
@@ -35,6 +36,8 @@ thread_local! {
     static INLINE: RefCell<Option<Dispatcher>> = const { RefCell::new(None) };
     /// The ready sandboxes of the worker on this thread (`ready.rs`); none until it starts.
     static READY: RefCell<ReadyPool> = RefCell::new(ReadyPool::new(0, 0));
+    /// When the inline worker on this thread began the run segment it is in, if any.
+    static RUN_START: Cell<Option<Nanos>> = const { Cell::new(None) };
 }
 
 /// Sets up this thread's ready sandboxes for worker `me`.
@@ -79,6 +82,14 @@ pub(crate) fn poll_inline() {
             && let Some(d) = guard.as_mut()
         {
             d.poll_while_running();
+            // A run still going after a short run's length may be long: the front end reads
+            // meanwhile. Not at every callback: a submitter's epoch bump lands in short runs too.
+            if let Some(start) = RUN_START.get()
+                && d.signals.clock.now().saturating_sub(start) >= d.shared.short_run()
+                && let Some(ingress) = d.shared.ingress()
+            {
+                ingress.busy();
+            }
         }
     });
 }
@@ -100,24 +111,64 @@ pub(crate) fn run_inline(
     notify.bind_current();
     me.notify.bind_current();
     init_ready(&me);
+    let group = Arc::clone(&dispatcher.shared);
+    // The ingress this worker last read (`ingress.rs`), to tell it once more that the worker is
+    // idle after it is detached.
+    let mut reader: Option<Arc<dyn Ingress>> = None;
     INLINE.with(|cell| *cell.borrow_mut() = Some(dispatcher));
     loop {
         let step = INLINE.with(|cell| cell.borrow_mut().as_mut().map_or(Step::Done, |d| d.step()));
         if let Some(task) = me.inbox.pop() {
+            if !task.short
+                && let Some(ingress) = group.ingress()
+            {
+                // Not known to be short: the front end reads while this runs.
+                ingress.busy();
+            }
+            RUN_START.set(Some(signals.clock.now()));
             execute(&me, &notify, &signals, task);
+            RUN_START.set(None);
             continue;
         }
+        let changes = group.ingress_changes.load(Ordering::Acquire);
+        let has_work = || {
+            !me.inbox.is_empty()
+                || INLINE.with(|cell| cell.borrow().as_ref().is_some_and(|d| d.has_input()))
+                || group.ingress_changes.load(Ordering::Acquire) != changes
+        };
         match step {
             Step::Busy => {}
             Step::Done => break,
-            Step::Idle(_) if refill_ready(&me, &signals) => {}
             Step::Idle(timeout) => {
-                notify.wait(mode, earliest(timeout, ready_timeout(&signals)), || {
-                    !me.inbox.is_empty()
-                        || INLINE.with(|cell| cell.borrow().as_ref().is_some_and(|d| d.has_input()))
-                })
+                let ingress = group.ingress();
+                let last = std::mem::replace(&mut reader, ingress.clone());
+                // Run-to-completion (`ingress.rs`): what waits on the socket is read here, so
+                // the next round runs it on this thread.
+                if let Some(i) = &ingress
+                    && i.poll() > 0
+                {
+                    continue;
+                }
+                // Nothing more to read: what this worker answered goes out, and the front end may
+                // stop reading for it, before it builds ready sandboxes or waits (also for a
+                // front end that just detached).
+                if let Some(i) = ingress.as_ref().or(last.as_ref()) {
+                    i.idle();
+                }
+                if refill_ready(&me, &signals) {
+                    continue;
+                }
+                let timeout = earliest(timeout, ready_timeout(&signals));
+                match ingress {
+                    Some(i) => notify.wait_on(mode, timeout, (i.fd(), changes), has_work),
+                    None => notify.wait(mode, timeout, has_work),
+                }
             }
         }
+    }
+    // The last answers this worker produced go out before it stops.
+    if let Some(i) = group.ingress().or(reader) {
+        i.idle();
     }
     INLINE.with(|cell| cell.borrow_mut().take());
     clear_ready(&me);

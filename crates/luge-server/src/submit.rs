@@ -94,6 +94,8 @@ pub struct Call {
     pub received: Instant,
     /// The trace it runs in ([`Gate::traced`]).
     pub trace: Option<Traced>,
+    /// The worker group whose worker read it itself (`SubmitOptions::group`).
+    pub group: Option<usize>,
 }
 
 /// What the gate keeps of a request until it is answered, for its accounting.
@@ -191,7 +193,8 @@ impl Gate {
         // `draining` and then waits for zero in flight, cannot miss a request admitted
         // concurrently.
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let Call { target, payload, deadline, expected, client, client_id, received, trace } = call;
+        let Call { target, payload, deadline, expected, client, client_id, received, trace, group } =
+            call;
         let relative = deadline.unwrap_or(target.relative_deadline());
         let request = Request { client, client_id, deadline: relative, received, trace };
         if self.draining.load(Ordering::SeqCst) {
@@ -203,7 +206,7 @@ impl Gate {
             return;
         }
         let trace = trace.map(|t| t.node);
-        let options = SubmitOptions { deadline, expected, received: Some(received), trace };
+        let options = SubmitOptions { deadline, expected, received: Some(received), trace, group };
         let gate = Arc::clone(self);
         let answered = target.clone();
         self.metrics.submitted(target.name());

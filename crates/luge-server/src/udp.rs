@@ -1,17 +1,27 @@
-//! The UDP-RPC front end (`docs/protocol.md`): one socket, one receive thread, answers sent
-//! straight from the thread that produced them. This file holds the server (configuration,
-//! start, stats, shutdown) and the rendering of an outcome as a Response; `receiver` the receive
-//! loop, `sys` the batched socket calls.
+//! The UDP-RPC front end (`docs/protocol.md`): a socket per inline worker (or one), read by
+//! that worker when it is idle and by a receive thread otherwise; answers sent straight from the
+//! thread that produced them. This file holds the server (configuration, start, stats, shutdown)
+//! and the rendering of an outcome as a Response; `receiver` the reading of a socket, `ingress`
+//! who reads it when, `sys` the batched socket calls.
 //!
 //! # Threads and the send path
 //!
-//! - **Receive thread** (`luge-udp-recv`): `recvmmsg` of up to [`UdpConfig::batch`] datagrams
-//!   into buffers of `MAX_DATAGRAM + 1` bytes, blocking (`MSG_WAITFORONE`) or, with
-//!   [`UdpConfig::busy_poll`], spinning on a non-blocking socket. It decodes each datagram,
-//!   consults the duplicate cache and submits requests to the runtime. Everything it can answer
-//!   itself — Pongs, replies to invalid datagrams, `UnknownFunction`, `Overloaded` (cache full),
-//!   `ShuttingDown`, replays from the cache — is queued during the batch and sent with one
-//!   `sendmmsg` at its end.
+//! - **Sockets**: in the inline layout (the default with one worker) one per worker, bound with
+//!   `SO_REUSEPORT` when there are several, so that the kernel spreads flows over them; with
+//!   dispatcher threads one socket.
+//! - **The worker reads when idle** (run-to-completion, `ingress`): an inline worker with nothing
+//!   to run reads its socket without blocking and waits on it (and on its own wake-up eventfd);
+//!   what it reads is submitted to its own dispatcher and run and answered on that thread, so a
+//!   request that finds its worker idle crosses no thread ([`UdpStats::worker_datagrams`]).
+//! - **Receive thread** (`luge-udp-recv`, one per socket): reads while the worker is busy with
+//!   a request not known to be short (or with no worker reading: the threads layout,
+//!   or a second front end on the same runtime), and rests otherwise. It `recvmmsg`s up to
+//!   [`UdpConfig::batch`] datagrams into buffers of `MAX_DATAGRAM + 1` bytes, blocking
+//!   (`MSG_WAITFORONE`) or, with [`UdpConfig::busy_poll`], spinning on a non-blocking socket.
+//! - Either reader decodes each datagram, consults the duplicate cache and submits requests to
+//!   the runtime. Everything it can answer itself — Pongs, replies to invalid datagrams,
+//!   `UnknownFunction`, `Overloaded` (cache full), `ShuttingDown`, replays from the cache — is
+//!   queued during the batch and sent with one `sendmmsg` at its end.
 //! - **Responses of executed requests** are encoded and sent by the runtime's completion
 //!   callback itself, with one non-blocking `sendto` on the shared socket (`sendto` on one UDP
 //!   socket from several threads is safe and atomic per datagram).
@@ -80,6 +90,7 @@
 //! budgets, duplicate suppression, shutdown), and the counters every one of those paths reports
 //! are listed here once, for `/metrics` too.
 
+mod ingress;
 mod limit;
 mod receiver;
 pub(crate) mod sys;
@@ -107,6 +118,8 @@ use crate::status::{load_of, outcome_message, rpc_status, stage_times};
 use crate::submit::{Call, FunctionKey, Gate};
 use crate::trace::Tracing;
 
+use self::ingress::{Standby, WorkerIngress};
+use self::limit::ReplyBudget;
 use self::receiver::Receiver;
 
 /// How long the blocking receive waits before re-checking the stop flag, should the wake-up
@@ -190,6 +203,8 @@ pub enum UdpError {
 pub struct UdpStats {
     /// Datagrams received.
     pub datagrams: u64,
+    /// Of those, datagrams a worker read itself when idle (run-to-completion, `ingress`).
+    pub worker_datagrams: u64,
     /// Requests submitted to the runtime.
     pub submitted: u64,
     /// Pings answered.
@@ -228,9 +243,14 @@ pub struct UdpStats {
 
 impl UdpStats {
     /// Every counter with its metric name (`luge_udp_<name>_total`) and help text.
-    pub(crate) fn series(&self) -> [(&'static str, &'static str, u64); 17] {
+    pub(crate) fn series(&self) -> [(&'static str, &'static str, u64); 18] {
         [
             ("datagrams", "Datagrams received.", self.datagrams),
+            (
+                "worker_datagrams",
+                "Datagrams an idle worker read itself (received, run and answered on one thread).",
+                self.worker_datagrams,
+            ),
             ("submitted", "Requests submitted to the runtime.", self.submitted),
             ("pings", "Pings answered.", self.pings),
             ("malformed", "Datagrams that did not decode.", self.malformed),
@@ -282,6 +302,7 @@ impl UdpStats {
     pub(crate) fn plus(self, other: UdpStats) -> UdpStats {
         UdpStats {
             datagrams: self.datagrams + other.datagrams,
+            worker_datagrams: self.worker_datagrams + other.worker_datagrams,
             submitted: self.submitted + other.submitted,
             pings: self.pings + other.pings,
             malformed: self.malformed + other.malformed,
@@ -306,6 +327,7 @@ impl UdpStats {
 #[derive(Debug, Default)]
 pub(crate) struct UdpCounters {
     datagrams: AtomicU64,
+    worker_datagrams: AtomicU64,
     submitted: AtomicU64,
     pings: AtomicU64,
     malformed: AtomicU64,
@@ -333,6 +355,7 @@ impl UdpCounters {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         UdpStats {
             datagrams: get(&self.datagrams),
+            worker_datagrams: get(&self.worker_datagrams),
             submitted: get(&self.submitted),
             pings: get(&self.pings),
             malformed: get(&self.malformed),
@@ -364,6 +387,14 @@ struct Shared {
     stop: AtomicBool,
     /// Also registered with `metrics`, which renders them in /metrics.
     counters: Arc<UdpCounters>,
+    /// Tokens for the replies the front end produces on its own, shared by every reader of
+    /// every socket of the front end.
+    budget: Arc<Mutex<ReplyBudget>>,
+    /// The worker group whose inline worker reads this socket when idle (`ingress`), if any.
+    group: Option<usize>,
+    /// Whether the receive thread reads the socket now: always without a worker reading it,
+    /// else only while that worker is busy (`ingress`).
+    standby: Standby,
 }
 
 impl Shared {
@@ -373,6 +404,10 @@ impl Shared {
 
     fn dedup(&self) -> std::sync::MutexGuard<'_, DedupCache> {
         self.dedup.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn budget(&self) -> std::sync::MutexGuard<'_, ReplyBudget> {
+        self.budget.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Renders the answer to a submitted request of `request_len` bytes: encode, send, cache.
@@ -456,7 +491,9 @@ impl Shared {
         if !cache {
             self.dedup().abandon(peer, request_id);
         }
-        if encoded {
+        if encoded && ingress::queue(self, &bytes, peer) {
+            // The worker that read this socket sends it with the others it answers (`ingress`).
+        } else if encoded {
             if let Err(e) = sys::send_to(self.fd(), &bytes, peer, libc::MSG_DONTWAIT) {
                 log_limited!(
                     LogKind::UdpSend,
@@ -491,57 +528,81 @@ fn truncate_utf8(s: &str, max: usize) -> &[u8] {
     &s.as_bytes()[..end]
 }
 
-/// A running UDP-RPC front end. Dropping it stops the receive thread without waiting for the
+/// A running UDP-RPC front end. Dropping it stops the receive threads without waiting for the
 /// requests in flight (their responses are still sent when they finish).
 pub struct UdpServer {
-    shared: Arc<Shared>,
+    /// One per socket: a single socket, or one per inline worker (`SO_REUSEPORT`).
+    sockets: Vec<Arc<Shared>>,
+    runtime: Arc<Runtime>,
     local_addr: SocketAddr,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for UdpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UdpServer")
             .field("local_addr", &self.local_addr)
+            .field("sockets", &self.sockets.len())
             .field("in_flight", &self.in_flight())
             .finish_non_exhaustive()
     }
 }
 
+/// Binds a UDP socket to `addr`, with `SO_REUSEPORT` when `share` (so that several sockets
+/// split the port's datagrams, each flow to one of them), and applies `config`'s buffers.
+fn bind(addr: SocketAddr, share: bool, config: &UdpConfig) -> Result<UdpSocket, UdpError> {
+    use socket2::{Domain, Protocol as IpProtocol, Socket, Type};
+    let bind_error = |source| UdpError::Bind { addr, source };
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(IpProtocol::UDP))
+        .map_err(UdpError::Socket)?;
+    if share {
+        sys::set_int_option(socket.as_raw_fd(), libc::SO_REUSEPORT, 1).map_err(UdpError::Socket)?;
+    }
+    socket.bind(&addr.into()).map_err(bind_error)?;
+    let socket: UdpSocket = socket.into();
+    let fd = socket.as_raw_fd();
+    for (opt, bytes) in
+        [(libc::SO_RCVBUF, config.recv_buffer_bytes), (libc::SO_SNDBUF, config.send_buffer_bytes)]
+    {
+        if bytes > 0 {
+            let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+            sys::set_int_option(fd, opt, value).map_err(UdpError::Socket)?;
+        }
+    }
+    // Each datagram's kernel receive time: its deadline counts from there, not from when a
+    // thread got to it (`udp/receiver.rs`). Without it, from the latter.
+    if let Err(e) = sys::enable_receive_timestamps(fd) {
+        tracing::warn!(
+            "udp: no kernel receive timestamps ({e}): time in the socket buffer is not counted"
+        );
+    }
+    if config.busy_poll {
+        socket.set_nonblocking(true).map_err(UdpError::Socket)?;
+    } else {
+        socket.set_read_timeout(Some(READ_TIMEOUT)).map_err(UdpError::Socket)?;
+    }
+    Ok(socket)
+}
+
 impl UdpServer {
-    /// Binds the socket and starts the receive thread.
+    /// Binds the socket(s), lets each inline worker read one (`ingress`), and starts the
+    /// receive thread(s).
     pub fn start(
         runtime: Arc<Runtime>,
         metrics: Arc<Metrics>,
         config: UdpConfig,
     ) -> Result<Self, UdpError> {
-        let socket = UdpSocket::bind(config.addr)
-            .map_err(|source| UdpError::Bind { addr: config.addr, source })?;
-        let local_addr = socket.local_addr().map_err(UdpError::Socket)?;
-        let fd = socket.as_raw_fd();
-        for (opt, bytes) in [
-            (libc::SO_RCVBUF, config.recv_buffer_bytes),
-            (libc::SO_SNDBUF, config.send_buffer_bytes),
-        ] {
-            if bytes > 0 {
-                let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-                sys::set_int_option(fd, opt, value).map_err(UdpError::Socket)?;
-            }
-        }
-        // Each datagram's kernel receive time: its deadline counts from there, not from when
-        // the receive thread got to it (`udp/receiver.rs`). Without it, from the latter.
-        if let Err(e) = sys::enable_receive_timestamps(fd) {
-            tracing::warn!(
-                "udp: no kernel receive timestamps ({e}): time in the socket buffer is not counted"
-            );
-        }
-        if config.busy_poll {
-            socket.set_nonblocking(true).map_err(UdpError::Socket)?;
-        } else {
-            socket.set_read_timeout(Some(READ_TIMEOUT)).map_err(UdpError::Socket)?;
+        // One socket per inline worker, so each reads its own; one socket otherwise.
+        let count = runtime.ingress_groups().max(1);
+        let share = count > 1;
+        let first = bind(config.addr, share, &config)?;
+        let local_addr = first.local_addr().map_err(UdpError::Socket)?;
+        let mut bound = vec![first];
+        for _ in 1..count {
+            bound.push(bind(local_addr, share, &config)?);
         }
         let gate = Arc::new(Gate::new(
-            runtime,
+            Arc::clone(&runtime),
             Arc::clone(&metrics),
             Protocol::Rpc,
             config.request_log,
@@ -549,20 +610,54 @@ impl UdpServer {
         ));
         let counters = Arc::new(UdpCounters::default());
         metrics.register_udp(Arc::clone(&counters));
-        let shared = Arc::new(Shared {
-            socket,
-            metrics,
-            gate,
-            dedup: Mutex::new(DedupCache::new(config.dedup_entries, config.dedup_bytes)),
-            stop: AtomicBool::new(false),
-            counters,
-        });
-        let receiver = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("luge-udp-recv".into())
-            .spawn(move || Receiver::new(receiver, &config).run())
-            .map_err(UdpError::Thread)?;
-        Ok(Self { shared, local_addr, thread: Some(thread) })
+        let budget = Arc::new(Mutex::new(ReplyBudget::new(
+            config.refusals_per_source_per_sec,
+            config.invalid_replies_per_sec,
+        )));
+        // A flow always reaches the same socket, so each socket's cache sees all of a
+        // client's retransmits; together they hold what one would.
+        let entries = config.dedup_entries.div_ceil(count).max(1);
+        let bytes = config.dedup_bytes.div_ceil(count).max(1);
+        let ingress = runtime.ingress_groups() > 0;
+        let mut sockets = Vec::with_capacity(count);
+        for (i, socket) in bound.into_iter().enumerate() {
+            sockets.push(Arc::new(Shared {
+                socket,
+                metrics: Arc::clone(&metrics),
+                gate: Arc::clone(&gate),
+                dedup: Mutex::new(DedupCache::new(entries, bytes)),
+                stop: AtomicBool::new(false),
+                counters: Arc::clone(&counters),
+                budget: Arc::clone(&budget),
+                group: ingress.then_some(i),
+                standby: Standby::new().map_err(UdpError::Socket)?,
+            }));
+        }
+        let mut server = Self { sockets, runtime, local_addr, threads: Vec::new() };
+        for (i, shared) in server.sockets.iter().enumerate() {
+            if let Some(group) = shared.group {
+                // Before the receive thread starts, so that it starts resting. Refused (another
+                // front end's socket is attached already): the receive thread reads alone.
+                shared.standby.hand_to_worker();
+                let worker = WorkerIngress::new(
+                    Arc::clone(shared),
+                    Receiver::new(Arc::clone(shared), &config),
+                );
+                if server.runtime.attach_ingress(group, Arc::new(worker)).is_err() {
+                    shared.standby.take_back();
+                }
+            }
+            let receiver = Receiver::new(Arc::clone(shared), &config);
+            let name =
+                if count > 1 { format!("luge-udp-recv-{i}") } else { "luge-udp-recv".into() };
+            let thread = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || receiver.run())
+                .map_err(UdpError::Thread)?;
+            shared.standby.bind(thread.thread().clone());
+            server.threads.push(thread);
+        }
+        Ok(server)
     }
 
     /// The bound address (with the actual port when bound to port 0).
@@ -570,14 +665,26 @@ impl UdpServer {
         self.local_addr
     }
 
+    /// The front end's state shared by its sockets (gate, counters).
+    fn common(&self) -> &Shared {
+        &self.sockets[0]
+    }
+
     /// Requests submitted to the runtime and not answered yet.
     pub fn in_flight(&self) -> usize {
-        self.shared.gate.in_flight()
+        self.common().gate.in_flight()
+    }
+
+    /// How many of the node's workers read a socket of this front end themselves when idle
+    /// (run-to-completion; 0 with dispatcher threads, or when another front end's socket is
+    /// attached to them).
+    pub fn worker_readers(&self) -> usize {
+        self.sockets.iter().filter(|s| s.standby.worker_reads()).count()
     }
 
     /// A snapshot of the front end's counters.
     pub fn stats(&self) -> UdpStats {
-        self.shared.counters.snapshot()
+        self.common().counters.snapshot()
     }
 
     /// Starts draining without stopping: from now on new requests are answered `ShuttingDown`
@@ -585,18 +692,18 @@ impl UdpServer {
     /// [`shutdown`](Self::shutdown) does this first; call it earlier to drain several front ends
     /// at once. Irreversible.
     pub fn drain(&self) {
-        self.shared.gate.drain();
+        self.common().gate.drain();
     }
 
     /// Whether [`drain`](Self::drain) (or `shutdown`) has been called.
     pub fn is_draining(&self) -> bool {
-        self.shared.gate.is_draining()
+        self.common().gate.is_draining()
     }
 
     /// Drains and stops: new requests are answered `ShuttingDown` while it waits, up to `grace`,
-    /// for every request in flight to be answered; then the receive thread is stopped. Returns
-    /// the number of requests still unanswered when it gave up (0 = drained). Their responses
-    /// are still sent if the runtime answers them later.
+    /// for every request in flight to be answered; then the receive threads are stopped (and
+    /// the workers stop reading). Returns the number of requests still unanswered when it gave
+    /// up (0 = drained). Their responses are still sent if the runtime answers them later.
     pub fn shutdown(mut self, grace: Duration) -> usize {
         self.drain();
         let start = Instant::now();
@@ -605,23 +712,39 @@ impl UdpServer {
             std::thread::sleep(Duration::from_micros(200));
             left = self.in_flight();
         }
-        self.stop_thread();
+        self.stop_threads();
         left
     }
 
-    fn stop_thread(&mut self) {
-        let Some(thread) = self.thread.take() else { return };
-        self.shared.stop.store(true, Ordering::SeqCst);
+    fn stop_threads(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        for shared in &self.sockets {
+            // Stop first: the worker, woken by the detach, then lets its outbox for this socket
+            // go (`ingress`).
+            shared.stop.store(true, Ordering::SeqCst);
+            if let Some(group) = shared.group
+                && shared.standby.worker_reads()
+            {
+                self.runtime.detach_ingress(group);
+            }
+            shared.standby.stop();
+        }
+        // With several sockets a wake-up datagram reaches one of them; the read timeout ends
+        // the others' waits.
         wake(self.local_addr);
-        if thread.join().is_err() {
-            tracing::error!("the UDP receive thread panicked");
+        for thread in self.threads.drain(..) {
+            if thread.join().is_err() {
+                tracing::error!("a UDP receive thread panicked");
+            }
         }
     }
 }
 
 impl Drop for UdpServer {
     fn drop(&mut self) {
-        self.stop_thread();
+        self.stop_threads();
     }
 }
 

@@ -664,6 +664,7 @@ fn udp_counters_are_in_the_metrics() {
     assert!(stats.pings >= 1 && stats.unknown_function >= 1, "{stats:?}");
     let every = [
         ("datagrams", stats.datagrams),
+        ("worker_datagrams", stats.worker_datagrams),
         ("submitted", stats.submitted),
         ("pings", stats.pings),
         ("malformed", stats.malformed),

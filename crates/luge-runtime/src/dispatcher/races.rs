@@ -57,6 +57,8 @@ impl Rig {
             deferred: Default::default(),
             deferred_total: Default::default(),
             grace_ns: std::sync::atomic::AtomicU64::new(u64::MAX),
+            ingress: Default::default(),
+            ingress_changes: Default::default(),
         });
         let worker = Arc::new(WorkerShared::new(0));
         let policy_config = PolicyConfig { workers: 1, ..config.policy_config.clone() };
@@ -106,6 +108,7 @@ impl Rig {
             executed: 0,
             preemptions: 0,
             ull: false,
+            short: false,
             state: TaskState::Fresh(format!("request {id}").into_bytes()),
             clock: Arc::new(TaskClock::default()),
         });

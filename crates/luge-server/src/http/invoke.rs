@@ -60,6 +60,7 @@ pub(super) async fn invoke(
                     client_id: None,
                     received,
                     trace: shared.gate.traced(traceparent(&parts.headers)),
+                    group: None,
                 };
                 return submit(shared, call).await;
             }

@@ -1,13 +1,14 @@
-//! The receive thread: `recvmmsg` a batch, decode each datagram, answer what the front end can
+//! Reading a socket: `recvmmsg` a batch, decode each datagram, answer what the front end can
 //! answer itself (within the reply budgets, no larger than the datagram; queued and sent with
 //! one `sendmmsg` at the end of the batch), and hand requests to the gate shared with HTTP.
+//! The receive thread runs [`Receiver::run`]; an inline worker reading the socket itself
+//! (`ingress`) calls [`Receiver::poll`].
 
 use luge_proto::RequestHeader;
 use luge_runtime::{Failure, Rejection};
 
 use std::time::SystemTime;
 
-use super::limit::ReplyBudget;
 use super::sys::{RecvBatch, SendBatch};
 use super::*;
 
@@ -25,14 +26,12 @@ fn arrival(received: Instant, wall: SystemTime, stamp: Option<SystemTime>) -> In
         .unwrap_or(received)
 }
 
-/// The receive thread's state.
+/// A reader's state: its buffers and the replies it queued.
 pub(super) struct Receiver {
     shared: Arc<Shared>,
     busy_poll: bool,
     batch: RecvBatch,
     out: SendBatch,
-    /// Tokens for the replies the front end produces on its own.
-    budget: ReplyBudget,
 }
 
 impl Receiver {
@@ -42,38 +41,38 @@ impl Receiver {
             busy_poll: config.busy_poll,
             batch: RecvBatch::new(config.batch, MAX_DATAGRAM + 1),
             out: SendBatch::new(),
-            budget: ReplyBudget::new(
-                config.refusals_per_source_per_sec,
-                config.invalid_replies_per_sec,
-            ),
         }
     }
 
+    /// The receive thread: reads while [`Standby::should_read`](super::ingress::Standby), rests
+    /// (parked) while a worker reads the socket itself, until the front end stops.
     pub(super) fn run(mut self) {
         let fd = self.shared.fd();
         let flags = if self.busy_poll { libc::MSG_DONTWAIT } else { libc::MSG_WAITFORONE };
         while !self.shared.stop.load(Ordering::Acquire) {
+            let standby = &self.shared.standby;
+            if !standby.should_read() {
+                std::thread::park_timeout(READ_TIMEOUT);
+                continue;
+            }
+            if standby.worker_reads() && !self.busy_poll {
+                // Wait on the socket *and* the call-off, so that a worker reading again stops
+                // this thread at once rather than racing it for the next datagram.
+                let (socket, off) = sys::wait_readable(fd, standby.off_fd(), READ_TIMEOUT);
+                if off {
+                    sys::drain_event(standby.off_fd());
+                }
+                if !socket || !standby.should_read() {
+                    continue;
+                }
+            }
+            let flags = if standby.worker_reads() { libc::MSG_DONTWAIT } else { flags };
             match self.batch.recv(fd, flags) {
                 Ok(n) => {
                     if self.shared.stop.load(Ordering::Acquire) {
                         break;
                     }
-                    let received = Instant::now();
-                    let wall = SystemTime::now();
-                    for i in 0..n {
-                        // A request's time in the node starts when the kernel received it: a
-                        // datagram that waited in the socket buffer has spent part of its
-                        // deadline already.
-                        let arrived = arrival(received, wall, self.batch.kernel_time(i));
-                        self.datagram(i, (received, arrived));
-                    }
-                    if !self.out.is_empty() {
-                        let failed = self.out.flush(fd, libc::MSG_DONTWAIT);
-                        self.shared
-                            .counters
-                            .send_errors
-                            .fetch_add(failed as u64, Ordering::Relaxed);
-                    }
+                    self.handle(n);
                 }
                 Err(e) => match e.kind() {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
@@ -94,6 +93,49 @@ impl Receiver {
                     }
                 },
             }
+        }
+    }
+
+    /// One non-blocking read on the worker's thread (`ingress`): handles what was waiting;
+    /// how many datagrams it read.
+    pub(super) fn poll(&mut self) -> usize {
+        match self.batch.recv(self.shared.fd(), libc::MSG_DONTWAIT) {
+            Ok(n) => {
+                self.shared.counters.worker_datagrams.fetch_add(n as u64, Ordering::Relaxed);
+                self.handle(n);
+                n
+            }
+            Err(e) => {
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) {
+                    log_limited!(
+                        LogKind::UdpReceive,
+                        tracing::Level::WARN,
+                        "udp: recvmmsg failed: {e}"
+                    );
+                }
+                0
+            }
+        }
+    }
+
+    /// Handles the `n` datagrams of the batch just read, then sends the replies it queued.
+    fn handle(&mut self, n: usize) {
+        let received = Instant::now();
+        let wall = SystemTime::now();
+        for i in 0..n {
+            // A request's time in the node starts when the kernel received it: a datagram that
+            // waited in the socket buffer has spent part of its deadline already.
+            let arrived = arrival(received, wall, self.batch.kernel_time(i));
+            self.datagram(i, (received, arrived));
+        }
+        if !self.out.is_empty() {
+            let failed = self.out.flush(self.shared.fd(), libc::MSG_DONTWAIT);
+            self.shared.counters.send_errors.fetch_add(failed as u64, Ordering::Relaxed);
         }
     }
 
@@ -123,7 +165,7 @@ impl Receiver {
                 bump(&shared.counters.malformed);
                 // `reply_to_invalid` answers only datagrams at least as long as the reply.
                 if let Some(reply) = reply_to_invalid(data, &e) {
-                    if self.budget.take(peer.ip(), received).is_ok() {
+                    if shared.budget().take(peer.ip(), received).is_ok() {
                         bump(&shared.counters.invalid_replies);
                         let buf = self.out.push(peer);
                         if reply.message().encode(buf).is_err() {
@@ -168,7 +210,7 @@ impl Receiver {
             bump(&self.shared.counters.refusals_too_short);
             return;
         }
-        if self.budget.take(peer.ip(), now).is_err() {
+        if self.shared.budget().take(peer.ip(), now).is_err() {
             bump(&self.shared.counters.refusals_limited);
             return;
         }
@@ -261,6 +303,8 @@ impl Receiver {
             received: arrived,
             // UDP-RPC carries no trace context: a new trace when the node exports spans and samples it.
             trace: shared.gate.traced(None),
+            // Read by the socket's worker (or for it): it runs there if that worker is free.
+            group: shared.group,
         };
         // What the client asked to have added to the answer (stage table, readiness).
         let asked = Flags(header.flags.0 & (Flags::STAGES.0 | Flags::READINESS.0));

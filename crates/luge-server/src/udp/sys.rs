@@ -1,12 +1,13 @@
 //! The few socket calls std does not offer, as safe wrappers over `libc`: `recvmmsg` into a
 //! reusable batch of buffers (with each datagram's kernel receive time when `SO_TIMESTAMPNS` is
-//! on), `sendmmsg` of a batch of replies, a non-blocking `sendto`, and conversions between
+//! on), `sendmmsg` of a batch of replies, a non-blocking `sendto`, an eventfd and a `poll` on a
+//! socket and one (the receive thread's wait while it stands by), and conversions between
 //! [`SocketAddr`] and `sockaddr_storage`. Every `unsafe` block is here.
 
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, SystemTime};
 
 /// Room for one control message per datagram: a `SCM_TIMESTAMPNS` (a `timespec`) needs
@@ -105,6 +106,48 @@ pub fn set_int_option(fd: RawFd, opt: libc::c_int, value: libc::c_int) -> io::Re
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
+/// A non-blocking eventfd: a wake-up another thread can send to one waiting in [`readable`].
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: `eventfd` takes no pointers; a non-negative result is a new descriptor that
+    // nothing else owns, so `OwnedFd` may take it.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: see above.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds one to eventfd `fd` (never blocks: a full counter is already a wake-up).
+pub fn signal(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live `u64`; the kernel only reads them.
+    let _ = unsafe { libc::write(fd, (&raw const one).cast(), 8) };
+}
+
+/// Resets eventfd `fd` (non-blocking: nothing to read is fine).
+pub fn drain_event(fd: RawFd) {
+    let mut count: u64 = 0;
+    // SAFETY: reads at most 8 bytes into a live `u64`.
+    let _ = unsafe { libc::read(fd, (&raw mut count).cast(), 8) };
+}
+
+/// Waits until `socket` or eventfd `event` is readable, or `timeout` passes; which of the two
+/// are readable.
+pub fn wait_readable(socket: RawFd, event: RawFd, timeout: Duration) -> (bool, bool) {
+    let mut polled = [
+        libc::pollfd { fd: socket, events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: event, events: libc::POLLIN, revents: 0 },
+    ];
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `polled` holds two initialised entries and outlives the call.
+    let ready = unsafe { libc::poll(polled.as_mut_ptr(), 2, ms) };
+    if ready <= 0 {
+        return (false, false);
+    }
+    (polled[0].revents != 0, polled[1].revents != 0)
+}
+
 /// `sendto(fd, buf, flags, addr)`: returns the bytes sent.
 pub fn send_to(fd: RawFd, buf: &[u8], addr: SocketAddr, flags: libc::c_int) -> io::Result<usize> {
     let mut storage = empty_storage();
@@ -132,7 +175,7 @@ pub fn enable_receive_timestamps(fd: RawFd) -> io::Result<()> {
 
 /// A reusable `recvmmsg` batch: `capacity` buffers of `buf_len` bytes with their source
 /// addresses and control messages. Holds raw pointers into its own heap allocations (which
-/// never move), so it is neither `Send` nor `Sync`: it lives on the receive thread.
+/// never move): `Send` (it moves with them), not `Sync`: one reader thread at a time uses it.
 pub struct RecvBatch {
     buf_len: usize,
     bufs: Vec<u8>,
@@ -142,6 +185,11 @@ pub struct RecvBatch {
     headers: Vec<libc::mmsghdr>,
     received: usize,
 }
+
+// SAFETY: every raw pointer in a `RecvBatch` points into a heap buffer the batch itself owns
+// and never reallocates; moving the batch to another thread moves those buffers' ownership with
+// it, and every use goes through `&mut self`, so no other thread can reach them.
+unsafe impl Send for RecvBatch {}
 
 impl RecvBatch {
     /// A batch of `capacity` buffers of `buf_len` bytes each.
@@ -277,6 +325,10 @@ impl Default for SendBatch {
         Self::new()
     }
 }
+
+// SAFETY: as for `RecvBatch`: its raw pointers point only into buffers it owns, used through
+// `&mut self`.
+unsafe impl Send for SendBatch {}
 
 impl SendBatch {
     /// An empty batch.
