@@ -49,8 +49,9 @@ pub struct Timing {
     /// From receipt by the node (or submission, `SubmitOptions::received`) until a worker
     /// started building its sandbox (or until rejection).
     pub queued: Duration,
-    /// CPU time building its sandbox took (instantiation from the pre-linked module), part of
-    /// `executed`; 0 if it never ran.
+    /// Time building its sandbox took on its worker (instantiation from the pre-linked module;
+    /// wall time on a thread that does nothing else meanwhile), part of `executed`; 0 if it
+    /// never ran or started in a ready sandbox.
     pub instantiation: Duration,
     /// CPU time it had on workers, over all run segments, its sandbox's build and teardown
     /// included: the worker thread's CPU clock, which its execution budget counts too. Time the
@@ -74,7 +75,7 @@ impl Timing {
 
     /// Readiness as HORSE §2 defines it: from receipt until the first guest instruction ran —
     /// parsing, admission, queueing, the hand-off to a worker and the sandbox's instantiation
-    /// (`queued + instantiation`; the build counted by its CPU time, like `executed`). Behind
+    /// (`queued + instantiation`). Behind
     /// HTTP's `Luge-Readiness-Ns` and the readiness metric.
     pub fn readiness(&self) -> Duration {
         self.queued.saturating_add(self.instantiation)

@@ -363,7 +363,7 @@ impl Runtime {
         // No worker: no preemption flag can name it.
         clock.worker.store(usize::MAX, Ordering::Relaxed);
         let budget = function.config.limits.max_execution;
-        crate::sandbox::arm(&clock, &self.inner.signals.clock, budget, 0, 0);
+        crate::sandbox::arm(&clock, &self.inner.signals.clock, budget, (0, 0), false);
         let guest =
             crate::sandbox::GuestContext { request_id: 0, deadline_unix_us: 0, trace: None };
         let mut future = crate::sandbox::start(crate::sandbox::Spec {

@@ -26,6 +26,15 @@
 //!   CPU per second, so before then the budget cannot have run out and the callback does not
 //!   read the CPU clock (a system call, where the wall clock is read in user space): a request
 //!   well within its budget pays no more per tick than a wall-time budget would.
+//! - A short segment (`Task::short`: in the uLL lane, or known to run at most the lane's slice,
+//!   100 µs) does not read the CPU clock
+//!   at its start: `cpu_end` is set at its first epoch callback, if it lives that long, taking
+//!   the segment as having had the CPU the whole time since it began (never less than it had;
+//!   at most the time the thread waited for a core before that callback too much). A segment
+//!   that ends before any callback counts its wall time as its CPU (its thread did nothing else
+//!   meanwhile). So a short request spends no system call on clocks, where each
+//!   `CLOCK_THREAD_CPUTIME_ID` read is one (~15 % of an inline worker's CPU on a closed loop of
+//!   no-ops, `perf -e cpu-clock`).
 //! - `backstop_end`, the wall-time backstop = [`BACKSTOP`] × the budget, counted in the wall time
 //!   the request has occupied workers. It ends a guest that cannot get its CPU at all — on a
 //!   core shared with so much else that it gets under a tenth of it — so that no request holds
@@ -53,7 +62,7 @@ use wasmtime::{Instance, Store, Trap, UpdateDeadline};
 use crate::config::Limits;
 use crate::outcome::{Failure, Rejection, TrapKind};
 use crate::registry::Function;
-use crate::signals::{Clock, Signals, TaskClock};
+use crate::signals::{Clock, Signals, TaskClock, UNREAD};
 use crate::store::{MemoryLimiter, SandboxState};
 use crate::wasi::{self, GuestExit, OutputCapExceeded, WasiCtx};
 
@@ -207,6 +216,7 @@ async fn run(spec: Spec) -> SandboxResult {
         if signals.abort.load(Ordering::Relaxed) {
             return Err(wasmtime::Error::new(Stopped::Aborted));
         }
+        read_cpu_start(&clock, now, || signals.clock.cpu());
         if let Some(stopped) = over_budget(&clock, now, || signals.clock.cpu()) {
             return Err(wasmtime::Error::new(stopped));
         }
@@ -223,12 +233,12 @@ async fn run(spec: Spec) -> SandboxResult {
         let instance = match instance {
             Some(ready) => ready,
             None => {
-                // On the worker's thread, like the rest of the segment: CPU, as
-                // `Timing::executed`.
-                let building = timer.clock.cpu();
+                // On the worker's thread, which does nothing else meanwhile: wall time (read in
+                // user space) is its CPU, bar time the thread waited for a core.
+                let building = timer.clock.now();
                 let instance =
                     function.pre.instantiate_async(&mut store).await.map_err(Stage::Start)?;
-                let built = timer.clock.cpu().saturating_sub(building);
+                let built = timer.clock.now().saturating_sub(building);
                 task_clock.instantiation.store(built, Ordering::Relaxed);
                 store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
                 instance
@@ -325,24 +335,60 @@ fn over_budget(task: &TaskClock, now: Nanos, cpu: impl FnOnce() -> Nanos) -> Opt
 }
 
 /// Arms `task`'s budget for a run segment starting now on the calling thread (module doc): the
-/// request has had `cpu` of CPU and occupied workers for `executed` of wall time so far.
-/// Returns the calling thread's CPU clock now, from which the segment's CPU is counted.
+/// request has had `cpu` of CPU and occupied workers for `executed` of wall time so far. With
+/// `lazy` (a short segment) the thread's CPU clock is not read now but at the segment's first
+/// epoch callback, if it lives that long ([`read_cpu_start`]); [`segment_cpu`] then counts it.
 pub(crate) fn arm(
     task: &TaskClock,
     clock: &Clock,
     budget: Duration,
-    executed: Nanos,
-    cpu: Nanos,
-) -> Nanos {
+    (executed, cpu): (Nanos, Nanos),
+    lazy: bool,
+) {
     // Wall first: the CPU the thread has from the CPU reading on is at most the wall time from
     // this one on, so the callback skipping the CPU clock before `cpu_from` is sound.
     let now = clock.now();
-    let cpu_now = clock.cpu();
-    task.cpu_from.store(budget_end(now, budget, cpu), Ordering::Relaxed);
-    task.cpu_end.store(budget_end(cpu_now, budget, cpu), Ordering::Relaxed);
+    let left = nanos(budget).saturating_sub(cpu);
+    task.wall_start.store(now, Ordering::Relaxed);
+    task.cpu_left.store(left, Ordering::Relaxed);
+    task.cpu_from.store(now.saturating_add(left), Ordering::Relaxed);
     let backstop = budget.saturating_mul(BACKSTOP);
     task.backstop_end.store(budget_end(now, backstop, executed), Ordering::Relaxed);
-    cpu_now
+    if lazy {
+        task.cpu_start.store(UNREAD, Ordering::Relaxed);
+        task.cpu_end.store(u64::MAX, Ordering::Relaxed);
+    } else {
+        let cpu_now = clock.cpu();
+        task.cpu_start.store(cpu_now, Ordering::Relaxed);
+        task.cpu_end.store(cpu_now.saturating_add(left), Ordering::Relaxed);
+    }
+}
+
+/// At an epoch callback at clock time `now` of a segment whose CPU clock was not read at its
+/// start (a lazy [`arm`]): reads it now and takes the segment as having had the CPU the whole
+/// time since it began — never less than it had, so the budget can only end it early, by the
+/// time the thread waited for a core before this first callback (at most a tick unless the
+/// machine is overloaded). One system call, only for short segments that outlive a callback.
+fn read_cpu_start(task: &TaskClock, now: Nanos, cpu: impl FnOnce() -> Nanos) {
+    if task.cpu_start.load(Ordering::Relaxed) != UNREAD {
+        return;
+    }
+    let elapsed = now.saturating_sub(task.wall_start.load(Ordering::Relaxed));
+    let start = cpu().saturating_sub(elapsed);
+    task.cpu_start.store(start, Ordering::Relaxed);
+    let left = task.cpu_left.load(Ordering::Relaxed);
+    task.cpu_end.store(start.saturating_add(left), Ordering::Relaxed);
+}
+
+/// The CPU the segment that began at `task.wall_start` had, ending at clock time `now`: from the
+/// CPU clock when its start was read, else its wall time (a short segment that never reached an
+/// epoch callback: its thread did nothing else meanwhile, so its CPU is at most that, and no
+/// system call is spent on it).
+pub(crate) fn segment_cpu(task: &TaskClock, clock: &Clock, now: Nanos) -> Nanos {
+    match task.cpu_start.load(Ordering::Relaxed) {
+        UNREAD => now.saturating_sub(task.wall_start.load(Ordering::Relaxed)),
+        start => clock.cpu().saturating_sub(start),
+    }
 }
 
 #[cfg(test)]
@@ -358,7 +404,8 @@ mod tests {
         let (task, clock) = (TaskClock::default(), Clock::manual());
         let budget = Duration::from_millis(10);
         // First segment, at 0 on both clocks (a manual clock's CPU clock is its wall clock).
-        assert_eq!(arm(&task, &clock, budget, 0, 0), 0);
+        arm(&task, &clock, budget, (0, 0), false);
+        assert_eq!(task.cpu_start.load(Ordering::Relaxed), 0);
         let unread = || -> Nanos { panic!("the CPU clock was read before the budget could end") };
         assert_eq!(over_budget(&task, 9 * MS, unread), None);
         // Past the budget in wall time, within it in CPU: a contended core. It goes on.
@@ -369,11 +416,39 @@ mod tests {
         // A later segment, after 30 ms on workers with 8 ms of CPU: 2 ms of CPU and 70 ms of
         // wall time left.
         clock.advance(200 * MS);
-        assert_eq!(arm(&task, &clock, budget, 30 * MS, 8 * MS), 200 * MS);
+        arm(&task, &clock, budget, (30 * MS, 8 * MS), false);
+        assert_eq!(task.cpu_start.load(Ordering::Relaxed), 200 * MS);
         assert_eq!(over_budget(&task, 201 * MS, unread), None);
         assert_eq!(over_budget(&task, 250 * MS, || 201 * MS), None);
         assert_eq!(over_budget(&task, 250 * MS, || 202 * MS), Some(Stopped::Budget));
         assert_eq!(over_budget(&task, 269 * MS, || 201 * MS), None);
         assert_eq!(over_budget(&task, 270 * MS, || 201 * MS), Some(Stopped::Starved));
+    }
+
+    /// A lazy (short) segment reads no CPU clock unless it reaches a callback; then it counts as
+    /// having had the CPU since it began, so its budget still ends it in time.
+    #[test]
+    fn a_short_segment_reads_the_cpu_clock_only_if_it_reaches_a_callback() {
+        let (task, clock) = (TaskClock::default(), Clock::manual());
+        let budget = Duration::from_millis(10);
+        clock.advance(100 * MS);
+        arm(&task, &clock, budget, (0, 0), true);
+        let unread = || -> Nanos { panic!("a short segment read the CPU clock") };
+        // Ended before any callback: its wall time, no system call (a manual clock's `cpu()`
+        // would not panic, so check the state instead).
+        assert_eq!(task.cpu_start.load(Ordering::Relaxed), UNREAD);
+        clock.advance(7_000);
+        assert_eq!(segment_cpu(&task, &clock, clock.now()), 7_000);
+        assert_eq!(over_budget(&task, 100 * MS + 7_000, unread), None);
+        // A callback 1 ms in, the thread's CPU clock at 50 ms: the segment began at 49 ms of
+        // CPU at the latest, and its budget ends at 59 ms.
+        read_cpu_start(&task, 101 * MS, || 50 * MS);
+        assert_eq!(task.cpu_start.load(Ordering::Relaxed), 49 * MS);
+        assert_eq!(task.cpu_end.load(Ordering::Relaxed), 59 * MS);
+        read_cpu_start(&task, 105 * MS, unread); // read once
+        assert_eq!(over_budget(&task, 110 * MS, || 58 * MS), None);
+        assert_eq!(over_budget(&task, 110 * MS, || 59 * MS), Some(Stopped::Budget));
+        clock.advance(3 * MS);
+        assert_eq!(segment_cpu(&task, &clock, clock.now()), clock.now() - 49 * MS);
     }
 }

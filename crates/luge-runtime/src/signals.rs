@@ -201,9 +201,20 @@ pub(crate) struct TaskClock {
     /// CPU time the task had in its finished run segments, ns (sandbox build and teardown
     /// included): what `Timing::executed` reports.
     pub cpu: AtomicU64,
-    /// CPU time building the task's sandbox took, ns (set once, before its first instruction).
+    /// Time building the task's sandbox took, ns (set once, before its first instruction; wall
+    /// time on the worker's thread, which does nothing else meanwhile).
     pub instantiation: AtomicU64,
+    /// The running worker's CPU clock when this segment began ([`UNREAD`]: not read yet — a
+    /// short segment reads it only if it lives to its first epoch callback; `sandbox::arm`).
+    pub cpu_start: AtomicU64,
+    /// Clock time this segment began.
+    pub wall_start: AtomicU64,
+    /// The CPU budget left when this segment began, ns.
+    pub cpu_left: AtomicU64,
 }
+
+/// [`TaskClock::cpu_start`] not read.
+pub(crate) const UNREAD: Nanos = u64::MAX;
 
 impl Default for TaskClock {
     fn default() -> Self {
@@ -214,6 +225,9 @@ impl Default for TaskClock {
             cpu_end: AtomicU64::new(u64::MAX),
             cpu: AtomicU64::new(0),
             instantiation: AtomicU64::new(0),
+            cpu_start: AtomicU64::new(UNREAD),
+            wall_start: AtomicU64::new(0),
+            cpu_left: AtomicU64::new(0),
         }
     }
 }

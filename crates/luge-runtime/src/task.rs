@@ -39,7 +39,7 @@ pub(crate) struct Task {
     pub ull: bool,
     /// It is known to run briefly: it takes the uLL lane, or its known estimate is at most the
     /// group's short run (`GroupShared::short_run`). Its worker keeps reading its own socket
-    /// meanwhile (`ingress.rs`).
+    /// meanwhile (`ingress.rs`) and reads no CPU clock for it (`sandbox::arm`).
     pub short: bool,
     pub state: TaskState,
     pub clock: Arc<TaskClock>,

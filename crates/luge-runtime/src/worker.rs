@@ -233,7 +233,6 @@ pub(crate) struct Segment {
     task: Box<Task>,
     future: SandboxFuture,
     start: Nanos,
-    cpu_start: Nanos,
 }
 
 impl Segment {
@@ -266,7 +265,8 @@ pub(crate) fn begin(
     task.clock.worker.store(me.index, Ordering::Relaxed);
     let budget = task.function.config.limits.max_execution;
     let cpu = task.clock.cpu.load(Ordering::Relaxed);
-    let cpu_start = sandbox::arm(&task.clock, &signals.clock, budget, task.executed, cpu);
+    // A short segment reads no CPU clock unless it outlives an epoch callback (`sandbox::arm`).
+    sandbox::arm(&task.clock, &signals.clock, budget, (task.executed, cpu), task.short);
     task.first_run.get_or_insert(start);
     send(me, dispatcher, WorkerEvent::Started { sched: task.sched }, false);
     let future = match std::mem::replace(&mut task.state, TaskState::Running) {
@@ -293,7 +293,7 @@ pub(crate) fn begin(
             return None;
         }
     };
-    Some(Segment { task, future, start, cpu_start })
+    Some(Segment { task, future, start })
 }
 
 /// Runs a started segment until the sandbox finishes (answer, `Completed`) or yields to a
@@ -304,7 +304,7 @@ pub(crate) fn finish(
     signals: &Arc<Signals>,
     segment: Segment,
 ) {
-    let Segment { mut task, mut future, start, cpu_start } = segment;
+    let Segment { mut task, mut future, start } = segment;
     let flag = &signals.workers[me.index].preempt;
     let mut cx = Context::from_waker(Waker::noop());
     // A panic in the host while it runs a sandbox (a bug in the WASI layer or below) ends that
@@ -315,7 +315,7 @@ pub(crate) fn finish(
         Err(panic) => {
             drop(future);
             let _ = flag.compare_exchange(task.sched.0, 0, Ordering::AcqRel, Ordering::Relaxed);
-            let now = ended(me, &mut task, signals, start, cpu_start);
+            let now = ended(me, &mut task, signals, start);
             let what = panic_text(panic.as_ref());
             tracing::error!(
                 request_id = task.id,
@@ -332,7 +332,7 @@ pub(crate) fn finish(
             drop(future); // return the pool slot before answering
             // A preemption that lost the race with completion must not stay pending (race 2).
             let _ = flag.compare_exchange(task.sched.0, 0, Ordering::AcqRel, Ordering::Relaxed);
-            let now = ended(me, &mut task, signals, start, cpu_start);
+            let now = ended(me, &mut task, signals, start);
             if let Some(text) = &done.stderr {
                 // Guest-controlled: bounded per request and rate-limited (`stderr_log`).
                 crate::stderr_log::log_stderr(task.id, &task.function.config.name, text);
@@ -340,7 +340,7 @@ pub(crate) fn finish(
             complete(me, dispatcher, *task, now, done.result);
         }
         Poll::Pending => {
-            ended(me, &mut task, signals, start, cpu_start);
+            ended(me, &mut task, signals, start);
             task.preemptions += 1;
             task.state = TaskState::Suspended(future);
             send(me, dispatcher, WorkerEvent::Preempted { task }, true);
@@ -348,20 +348,13 @@ pub(crate) fn finish(
     }
 }
 
-/// Accounts a run segment of `task` that began at `start` (clock) and `cpu_start` (this
-/// thread's CPU clock) and ends now: the wall time it occupied the worker (`Task::executed`,
-/// what the scheduler's estimator and turnaround see) and the CPU it had (`TaskClock::cpu`,
-/// what its budget counted and `Timing::executed` reports), also counted as the worker's busy
-/// time. Returns the clock's now.
-fn ended(
-    me: &WorkerShared,
-    task: &mut Task,
-    signals: &Signals,
-    start: Nanos,
-    cpu_start: Nanos,
-) -> Nanos {
+/// Accounts a run segment of `task` that began at `start` (clock) and ends now: the wall time it
+/// occupied the worker (`Task::executed`, what the scheduler's estimator and turnaround see) and
+/// the CPU it had (`sandbox::segment_cpu`, into `TaskClock::cpu`: what its budget counted and
+/// `Timing::executed` reports), also counted as the worker's busy time. Returns the clock's now.
+fn ended(me: &WorkerShared, task: &mut Task, signals: &Signals, start: Nanos) -> Nanos {
     let now = signals.clock.now();
-    let cpu = signals.clock.cpu().saturating_sub(cpu_start);
+    let cpu = sandbox::segment_cpu(&task.clock, &signals.clock, now);
     let wall = now.saturating_sub(start);
     task.executed += wall;
     me.busy_ns.fetch_add(wall, Ordering::Relaxed);

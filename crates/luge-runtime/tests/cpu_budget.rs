@@ -25,6 +25,7 @@ use luge_runtime::{
 
 const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
 const LOOP: &str = include_str!("../../../functions/test/loop.wat");
+const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
 
 /// CPU the calibrated request should need.
 const TARGET: Duration = Duration::from_millis(20);
@@ -165,6 +166,30 @@ fn an_infinite_loop_is_killed_at_its_cpu_budget() {
     // Its CPU budget ended it, within a tick; not before.
     assert!(o.timing.executed >= budget, "{:?}", o.timing);
     assert!(o.timing.executed < budget * 2, "killed late: {:?}", o.timing);
+}
+
+#[test]
+fn a_loop_declared_ultra_short_is_killed_at_its_cpu_budget_too() {
+    let _serial = serial();
+    // A uLL (short) segment reads no CPU clock at its start, only at its first epoch callback
+    // (`sandbox::arm`): the budget must still end a runaway that lies about its class.
+    let rt = Runtime::start(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }).unwrap();
+    let budget = Duration::from_millis(100);
+    let mut config = FunctionConfig::new("loop");
+    config.limits.max_execution = budget;
+    config.relative_deadline = Duration::from_secs(60);
+    config.ull = true;
+    rt.register(config, LOOP.as_bytes()).unwrap();
+    let o = call(&rt, "loop", b"");
+    assert_eq!(o.result, Err(Failure::Killed { budget }));
+    assert!(o.timing.executed >= budget, "{:?}", o.timing);
+    assert!(o.timing.executed < budget * 2, "killed late: {:?}", o.timing);
+    // A no-op that ends before any callback reports its (wall) time as its CPU: not zero.
+    rt.register(FunctionConfig { ull: true, ..FunctionConfig::new("noop") }, NOOP.as_bytes())
+        .unwrap();
+    let o = call(&rt, "noop", b"");
+    assert_eq!(o.result, Ok(Vec::new()));
+    assert!(o.timing.executed > Duration::ZERO, "{:?}", o.timing);
 }
 
 /// An infinite loop with CPU budget `budget`, on a worker whose core `spinners` busy threads
