@@ -446,7 +446,10 @@ fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf_fig_11_chai
     assert_eq!(trials.len(), 2, "{trials:?}");
     for t in trials {
         assert!(t["point"]["planned"].as_u64().unwrap() > 100, "{t}");
-        assert!(t["wakeups_per_request"].as_f64().unwrap() > 0.0, "{t}");
+        // Reported; often 0 since an idle inline worker reads its own socket (a UDP arrival
+        // wakes no thread: `crates/luge-server/tests/udp_ingress.rs` holds that), while the
+        // worker still sleeps between bursts.
+        assert!(t["wakeups_per_request"].as_f64().is_some_and(|w| w >= 0.0), "{t}");
         assert!(t["sleeps_per_request"].as_f64().unwrap() > 0.0, "{t}");
         let deferred = t["deferred_per_request"].as_f64().unwrap();
         match t["notify_interval_us"].as_u64().unwrap() {
