@@ -77,7 +77,9 @@ fn an_idle_worker_receives_runs_and_answers_on_its_own_thread() {
     for wait in [WaitMode::Sleep, WaitMode::Spin] {
         let (woken, read, readers) = sequential_noops(Layout::Auto, wait);
         assert_eq!(readers, 1);
-        assert_eq!(read, 40, "{wait:?}: every request read by the worker");
+        // (Not all 40: on a loaded box a no-op descheduled past 100 µs is a long run, and the
+        // receive thread reads the next datagram, as it should.)
+        assert!(read >= 30, "{wait:?}: only {read} of 40 requests read by the worker");
         assert!(woken < 10, "{woken} wake-ups for 40 requests: requests were handed over");
     }
     // With a dispatcher thread of its own the same requests each need a hand-off: the test
