@@ -43,6 +43,16 @@ fn id(node: &Node, name: &str) -> u32 {
     node.runtime().function(name).unwrap().id.0
 }
 
+/// Waits until the node's metrics hold `n` answered requests (the front end records an answer
+/// after sending it).
+fn wait_until_accounted(node: &Node, n: usize) {
+    let start = Instant::now();
+    while node.udp().unwrap().in_flight() > 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "{n} requests never accounted");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Wake-ups the runtime issued to its sleeping threads so far (all groups).
 fn wakeups(runtime: &Runtime) -> u64 {
     runtime.group_stats().iter().map(|g| g.wakeups).sum()
@@ -112,7 +122,12 @@ fn a_long_run_hands_reading_back_so_an_arrival_still_preempts_it() {
     send(1, id(&node, "spin"), SPIN_LONG);
     // Let the spin start on the worker (which read it itself), then ask for the no-op.
     let start = Instant::now();
-    while node.runtime().group_stats()[0].queued > 0 || start.elapsed() < Duration::from_millis(5) {
+    let udp = node.udp().unwrap();
+    while udp.stats().datagrams < 1
+        || node.runtime().group_stats()[0].queued > 0
+        || start.elapsed() < Duration::from_millis(5)
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "the spin never started");
         std::thread::sleep(Duration::from_millis(1));
     }
     send(2, id(&node, "noop"), b"");
@@ -163,10 +178,14 @@ fn each_inline_worker_reads_its_own_socket() {
         h.join().unwrap();
     }
     let stats = udp.stats();
-    assert_eq!(stats.datagrams, 80);
+    // (A client may retransmit on a loaded box: a retransmit never runs twice.)
+    assert_eq!(stats.datagrams - stats.retransmits, 80, "{stats:?}");
     assert!(stats.worker_datagrams > 0);
+    // Each request ran once (in one segment or, preempted on a loaded box, more).
     let ran: Vec<u64> = node.runtime().worker_stats().iter().map(|w| w.segments).collect();
-    assert_eq!(ran.iter().sum::<u64>(), 80, "{ran:?}");
+    assert!(ran.iter().sum::<u64>() >= 80, "{ran:?}");
+    wait_until_accounted(&node, 80);
+    assert_eq!(node.metrics().requests("echo", "ok"), 80);
     node.shutdown();
 }
 
