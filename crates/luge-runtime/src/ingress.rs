@@ -17,9 +17,9 @@ pub trait Ingress: Send + Sync {
     /// The descriptor the idle worker waits on: readable means there is something to read.
     fn fd(&self) -> RawFd;
 
-    /// Reads what is waiting, without blocking, and submits it ([`Runtime::submit_to`]
-    /// (crate::Runtime::submit_to) from this thread); how many datagrams it read. Nothing it
-    /// submits runs before it returns.
+    /// Reads what is waiting, without blocking, and submits it
+    /// ([`Runtime::submit_to`](crate::Runtime::submit_to), from this thread); how many datagrams
+    /// it read. Nothing it submits runs before it returns.
     fn poll(&self) -> usize;
 
     /// The worker starts something that may keep it from reading for a while (a request not
