@@ -543,20 +543,24 @@ impl UdpServer {
         left
     }
 
+    /// Stops reading every socket (the workers too) and joins the receive threads. Idempotent;
+    /// also right after a failed `start` (a worker may already read a socket then).
     fn stop_threads(&mut self) {
-        if self.threads.is_empty() {
-            return;
-        }
         for shared in &self.sockets {
-            // Stop first: the worker, woken by the detach, then lets its outbox for this socket
-            // go (`ingress`).
-            shared.stop.store(true, Ordering::SeqCst);
+            if shared.stop.swap(true, Ordering::SeqCst) {
+                continue;
+            }
+            // Stopped first: the worker, woken by the detach, then lets its outbox for this
+            // socket go (`ingress`).
             if let Some(group) = shared.group
                 && shared.standby.worker_reads()
             {
                 self.runtime.detach_ingress(group);
             }
             shared.standby.stop();
+        }
+        if self.threads.is_empty() {
+            return;
         }
         // With several sockets a wake-up datagram reaches one of them; the read timeout ends
         // the others' waits.
