@@ -169,32 +169,28 @@ impl Notify {
         has_work: impl Fn() -> bool,
     ) {
         match mode {
-            WaitMode::Spin => {
-                let start = std::time::Instant::now();
-                while !has_work() && !readable(source.0) {
-                    if timeout.is_some_and(|t| start.elapsed() >= t) {
-                        return;
-                    }
-                    std::hint::spin_loop();
+            WaitMode::Spin => self.wait(mode, timeout, || has_work() || readable(source.0)),
+            WaitMode::Sleep => match self.poller().and_then(|p| p.watch(source).map(|()| p)) {
+                Ok(poller) => self.sleep_unless(has_work, || poller.wait(timeout)),
+                Err(e) => {
+                    log_poller_error(&e);
+                    self.wait(mode, timeout, has_work)
                 }
-            }
-            WaitMode::Sleep => {
-                let poller = match self.poller().and_then(|p| p.watch(source).map(|()| p)) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        log_poller_error(&e);
-                        return self.wait(mode, timeout, has_work);
-                    }
-                };
-                self.sleeping.store(true, Ordering::Relaxed);
-                fence(Ordering::SeqCst);
-                if !has_work() {
-                    self.sleeps.fetch_add(1, Ordering::Relaxed);
-                    poller.wait(timeout);
-                }
-                self.sleeping.store(false, Ordering::Relaxed);
-            }
+            },
         }
+    }
+
+    /// Marks the consumer asleep and, unless `has_work` then says otherwise, blocks in `block`
+    /// (counted as a sleep). Pairs with the fence in [`notify`](Self::notify): either the
+    /// consumer sees the work, or the producer sees it asleep and wakes it.
+    fn sleep_unless(&self, has_work: impl Fn() -> bool, block: impl FnOnce()) {
+        self.sleeping.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if !has_work() {
+            self.sleeps.fetch_add(1, Ordering::Relaxed);
+            block();
+        }
+        self.sleeping.store(false, Ordering::Relaxed);
     }
 
     /// Wake-ups issued to the consumer so far (unparks of a sleeping consumer).
@@ -224,18 +220,10 @@ impl Notify {
                     std::hint::spin_loop();
                 }
             }
-            WaitMode::Sleep => {
-                self.sleeping.store(true, Ordering::Relaxed);
-                fence(Ordering::SeqCst);
-                if !has_work() {
-                    self.sleeps.fetch_add(1, Ordering::Relaxed);
-                    match timeout {
-                        Some(t) => std::thread::park_timeout(t),
-                        None => std::thread::park(),
-                    }
-                }
-                self.sleeping.store(false, Ordering::Relaxed);
-            }
+            WaitMode::Sleep => self.sleep_unless(has_work, || match timeout {
+                Some(t) => std::thread::park_timeout(t),
+                None => std::thread::park(),
+            }),
         }
     }
 }
