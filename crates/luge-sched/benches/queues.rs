@@ -1,7 +1,8 @@
 //! Queue operations at 10 … 100 000 entries, each beside a std baseline doing the same work at
-//! the same size in the same run: `DeadlineQueue` insert+remove and pop+insert vs
-//! `BTreeMap` and `BinaryHeap`; `work_before` vs the only std way to get it, a `BTreeMap` range
-//! sum. `scripts/bench-ratios.py` prints the ratios from criterion's output.
+//! the same size in the same run: `CtEdfQueue` and `DeadlineQueue` insert+remove and pop+insert
+//! vs `BTreeMap` and `BinaryHeap`; `work_before` (admission's wait, SledgeScale §3.3) and
+//! `set_executed` of both vs the only std way to get them, a `BTreeMap` range sum and entry.
+//! `scripts/bench-ratios.py` prints the ratios from criterion's output.
 
 #![allow(missing_docs, clippy::unwrap_used)]
 
@@ -145,7 +146,14 @@ fn work_before(c: &mut Criterion) {
     let mut group = c.benchmark_group("work_before");
     for n in SIZES {
         let (q, m, _, _) = filled(n);
+        let ct = ct_filled(n);
         let mut g = Gen(5);
+        group.bench_with_input(BenchmarkId::new("ct_edf", n), &n, |b, _| {
+            b.iter(|| {
+                let d: Nanos = g.next() % 1_000_000_000;
+                black_box(ct.work_before(d))
+            })
+        });
         group.bench_with_input(BenchmarkId::new("deadline_queue", n), &n, |b, _| {
             b.iter(|| {
                 let d: Nanos = g.next() % 1_000_000_000;
@@ -167,7 +175,14 @@ fn update(c: &mut Criterion) {
     let mut group = c.benchmark_group("update_remaining");
     for n in SIZES {
         let (mut q, mut m, _, all) = filled(n);
+        let mut ct = ct_filled(n);
         let mut g = Gen(11);
+        group.bench_with_input(BenchmarkId::new("ct_edf", n), &n, |b, _| {
+            b.iter(|| {
+                let r = all[(g.next() % n as u64) as usize];
+                black_box(ct.set_executed(r.key(), g.next() % 1_000))
+            })
+        });
         group.bench_with_input(BenchmarkId::new("deadline_queue", n), &n, |b, _| {
             b.iter(|| {
                 let r = all[(g.next() % n as u64) as usize];

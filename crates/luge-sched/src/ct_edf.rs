@@ -15,6 +15,7 @@ use std::fmt;
 
 use crate::queue::EdfQueue;
 use crate::request::{Nanos, QueueKey, Request, RequestId};
+use crate::slot_tree::{SlotTree, Span};
 
 /// Number of slots of the circular timeline.
 const SLOTS: usize = 1024;
@@ -181,8 +182,12 @@ pub struct CtEdfQueue {
     /// `SLOTS` timeline lists followed by the overdue list.
     lists: Box<[List]>,
     bitmap: Bitmap,
+    /// Per timeline slot, the work filed there and its quantum's start.
+    tree: SlotTree,
     index: HashMap<RequestId, u32>,
     overdue_len: usize,
+    /// Σ remaining work on the overdue list.
+    overdue_work: u128,
     total: u128,
 }
 
@@ -223,8 +228,10 @@ impl CtEdfQueue {
             free: NIL,
             lists: vec![List::EMPTY; SLOTS + 1].into_boxed_slice(),
             bitmap: Bitmap::default(),
+            tree: SlotTree::new(SLOTS),
             index: HashMap::with_capacity(cap),
             overdue_len: 0,
+            overdue_work: 0,
             total: 0,
         }
     }
@@ -315,6 +322,7 @@ impl CtEdfQueue {
             }
             let taken = std::mem::replace(&mut self.lists[slot], List::EMPTY);
             self.bitmap.clear(slot);
+            self.tree.set(slot, Span::EMPTY);
             if pending.tail == NIL {
                 pending = taken;
             } else {
@@ -361,6 +369,125 @@ impl CtEdfQueue {
             })
     }
 
+    /// Σ remaining work of the queued requests a newcomer with this deadline would run behind:
+    /// every request filed in its quantum or an earlier one (it joins its quantum's tail), or,
+    /// when its deadline quantum has passed (it joins the overdue list's tail), every queued
+    /// request. Exact for this queue's order; `O(log 1024)` whatever the queue's length.
+    pub fn work_before(&self, deadline: Nanos) -> Nanos {
+        let q = deadline / self.delta;
+        if q < self.cur {
+            return self.total_work();
+        }
+        self.span_from(0, self.position(q) + 1).work
+    }
+
+    /// Whether a newcomer `req` placed in this queue, its work starting at `start` and counting
+    /// `own`, would finish by its deadline in this queue's order (the counterpart of
+    /// [`DeadlineQueue::fits`](crate::DeadlineQueue::fits)). `O(log 1024)`.
+    pub fn fits(&self, req: &Request, own: Nanos, start: Nanos) -> bool {
+        start.saturating_add(self.work_before(req.absolute_deadline)).saturating_add(own)
+            <= req.absolute_deadline
+    }
+
+    /// [`fits`](Self::fits), and every request filed in a later quantum, started at
+    /// `rest_start` and pushed back by `own`, would still finish by its quantum's *start* (the
+    /// counterpart of [`DeadlineQueue::admits`](crate::DeadlineQueue::admits)). Conservative:
+    /// a request's deadline is taken as its quantum's start and its finish as its quantum's last
+    /// one, so a newcomer may be refused that an exact test would admit, by less than Δ plus
+    /// the work of one quantum. Overdue requests are not protected (they missed already).
+    /// `O(log 1024)`.
+    pub fn admits(&self, req: &Request, own: Nanos, start: Nanos, rest_start: Nanos) -> bool {
+        if !self.fits(req, own, start) {
+            return false;
+        }
+        let q = req.absolute_deadline / self.delta;
+        if q < self.cur {
+            return true;
+        }
+        let pos = self.position(q) + 1;
+        let ahead = self.span_from(0, pos).work;
+        let later = self.span_from(pos, SLOTS);
+        later.margin == i64::MAX
+            || i128::from(later.margin) - i128::from(ahead) - i128::from(own)
+                >= i128::from(rest_start)
+    }
+
+    /// The first queued request, in this queue's order, that would miss its deadline if the
+    /// queue's work started at `start` (≥ the time of the last [`advance`](Self::advance)) and
+    /// every request ran as expected: a request to shed (the counterpart of
+    /// [`DeadlineQueue::first_doomed`](crate::DeadlineQueue::first_doomed)). Exact: the slot
+    /// summaries only say which quanta may hold one, `O(log 1024)` each, and the requests of
+    /// such a quantum are then checked one by one (an overdue request, past its deadline, is
+    /// doomed at once).
+    pub fn first_doomed(&self, start: Nanos) -> Option<QueueKey> {
+        let threshold = i64::try_from(start).unwrap_or(i64::MAX);
+        let mut from = 0;
+        while let Some((slot, ahead)) = self.first_below_from(from, threshold) {
+            let mut done = ahead;
+            let mut i = self.lists[slot].head;
+            while i != NIL {
+                let e = &self.entries[i as usize];
+                done = done.saturating_add(e.req.remaining());
+                if start.saturating_add(done) > e.req.absolute_deadline {
+                    return Some(e.req.key());
+                }
+                i = e.next;
+            }
+            from = (slot + SLOTS - self.slot_of(self.cur)) % SLOTS + 1;
+        }
+        // Overdue requests, last in this queue's order: past their deadline, so the first is.
+        let mut done = self.span_from(0, SLOTS).work;
+        let mut i = self.lists[OVERDUE].head;
+        while i != NIL {
+            let e = &self.entries[i as usize];
+            done = done.saturating_add(e.req.remaining());
+            if start.saturating_add(done) > e.req.absolute_deadline {
+                return Some(e.req.key());
+            }
+            i = e.next;
+        }
+        None
+    }
+
+    /// Position of quantum `q ≥ C` on the timeline, counted from the current quantum, with
+    /// deadlines beyond the horizon in its last quantum.
+    fn position(&self, q: u64) -> usize {
+        (q - self.cur).min(Self::HORIZON_QUANTA - 1) as usize
+    }
+
+    /// The summary of timeline positions `lo..hi` (from the current quantum), in order.
+    fn span_from(&self, lo: usize, hi: usize) -> Span {
+        let c = self.slot_of(self.cur);
+        let (a, b) = (c + lo, c + hi);
+        if b <= SLOTS {
+            self.tree.span(a, b)
+        } else if a >= SLOTS {
+            self.tree.span(a - SLOTS, b - SLOTS)
+        } else {
+            self.tree.span(a, SLOTS).then(self.tree.span(0, b - SLOTS))
+        }
+    }
+
+    /// [`SlotTree::first_below`] over timeline positions `from..`, with the work of the
+    /// positions before `from` ahead.
+    fn first_below_from(&self, from: usize, threshold: i64) -> Option<(usize, Nanos)> {
+        if from >= SLOTS {
+            return None;
+        }
+        let c = self.slot_of(self.cur);
+        let ahead = self.span_from(0, from).work;
+        let a = (c + from) % SLOTS;
+        if a >= c {
+            // `a..SLOTS`, then the wrapped part `0..c`.
+            let tail = self.tree.span(a, SLOTS).work;
+            self.tree
+                .first_below((a, SLOTS), ahead, threshold)
+                .or_else(|| self.tree.first_below((0, c), ahead.saturating_add(tail), threshold))
+        } else {
+            self.tree.first_below((a, c), ahead, threshold)
+        }
+    }
+
     fn slot_of(&self, quantum: u64) -> usize {
         (quantum % Self::HORIZON_QUANTA) as usize
     }
@@ -377,15 +504,35 @@ impl CtEdfQueue {
 
     fn update(&mut self, key: QueueKey, f: impl FnOnce(&mut Request)) -> bool {
         let Some(i) = self.find(key) else { return false };
-        let req = &mut self.entries[i as usize].req;
-        let old = req.remaining();
-        f(req);
-        self.total = self.total - u128::from(old) + u128::from(req.remaining());
+        let e = &mut self.entries[i as usize];
+        let old = e.req.remaining();
+        f(&mut e.req);
+        let (new, list) = (e.req.remaining(), usize::from(e.list));
+        self.total = self.total - u128::from(old) + u128::from(new);
+        self.work_changed(list, new, old);
         true
+    }
+
+    /// The work filed in `list` gained `add` and lost `sub`: the overdue sum or the slot's
+    /// summary follows.
+    fn work_changed(&mut self, list: usize, add: Nanos, sub: Nanos) {
+        if list == OVERDUE {
+            self.overdue_work = self.overdue_work + u128::from(add) - u128::from(sub);
+            return;
+        }
+        if self.lists[list].head == NIL {
+            self.tree.set(list, Span::EMPTY);
+            return;
+        }
+        let work = self.tree.get(list).work.saturating_add(add).saturating_sub(sub);
+        let dist = (list + SLOTS - self.slot_of(self.cur)) % SLOTS;
+        let floor = (self.cur + dist as u64).saturating_mul(self.delta);
+        self.tree.set(list, Span::slot(work, floor));
     }
 
     fn push_back(&mut self, list: usize, i: u32) {
         let tail = self.lists[list].tail;
+        let work = self.entries[i as usize].req.remaining();
         let e = &mut self.entries[i as usize];
         e.prev = tail;
         e.next = NIL;
@@ -399,10 +546,11 @@ impl CtEdfQueue {
             self.entries[tail as usize].next = i;
         }
         self.lists[list].tail = i;
+        self.work_changed(list, work, 0);
     }
 
     fn unlink(&mut self, i: u32) {
-        let Entry { prev, next, list, .. } = self.entries[i as usize];
+        let Entry { req, prev, next, list } = self.entries[i as usize];
         let list = usize::from(list);
         if prev == NIL {
             self.lists[list].head = next;
@@ -419,6 +567,7 @@ impl CtEdfQueue {
         } else if self.lists[list].head == NIL {
             self.bitmap.clear(list);
         }
+        self.work_changed(list, 0, req.remaining());
     }
 
     /// Unlinks, frees and returns entry `i`.

@@ -25,6 +25,7 @@ mod p2sm;
 mod policy;
 mod queue;
 mod request;
+mod slot_tree;
 mod sum_tree;
 mod ull;
 

@@ -192,6 +192,9 @@ struct Hits {
     /// Peeks whose quantum's slot lies *below* the current slot (the bitmap search wrapped).
     wrapped_peeks: u64,
     max_len: usize,
+    /// `first_doomed` probes that found a request, and `admits` probes refused for a later one.
+    doomed: u64,
+    admits_refused_later: u64,
 }
 
 fn check_entry(q: &CtEdfQueue, it: &Item) -> Result<(), TestCaseError> {
@@ -203,6 +206,78 @@ fn check_entry(q: &CtEdfQueue, it: &Item) -> Result<(), TestCaseError> {
         Loc::Overdue => None,
     };
     prop_assert_eq!(q.quantum_of(k), want);
+    Ok(())
+}
+
+/// `work_before`, `fits`, `admits` and `first_doomed` against walks of the reference's order,
+/// for newcomers with deadlines around `now` (past, this quantum, soon, far, beyond the horizon)
+/// and starts at `now` and later.
+fn check_queries(
+    q: &CtEdfQueue,
+    m: &Model,
+    now: Nanos,
+    hits: &mut Hits,
+) -> Result<(), TestCaseError> {
+    let order = m.sorted();
+    let d = m.delta;
+    for start in [now, now.saturating_add(5 * d), now.saturating_add(7_777)] {
+        let mut done: u64 = 0;
+        let doomed = order.iter().find_map(|it| {
+            done = done.saturating_add(it.req.remaining());
+            (start.saturating_add(done) > it.req.absolute_deadline).then(|| it.req.key())
+        });
+        hits.doomed += u64::from(doomed.is_some());
+        prop_assert_eq!(q.first_doomed(start), doomed, "start {}", start);
+    }
+    let probes = [
+        now.saturating_sub(2 * d),
+        now,
+        now.saturating_add(d / 2),
+        now.saturating_add(3 * d + 1),
+        now.saturating_add(40 * d),
+        now.saturating_add(800 * d),
+        now.saturating_add(2_000 * d),
+    ];
+    for (k, deadline) in probes.into_iter().enumerate() {
+        let work_of = |keep: &dyn Fn(&Item) -> bool| -> u64 {
+            let t: u128 =
+                m.items.iter().filter(|it| keep(it)).map(|it| u128::from(it.req.remaining())).sum();
+            u64::try_from(t).unwrap_or(u64::MAX)
+        };
+        let loc = m.file(deadline);
+        let before = match loc {
+            Loc::Overdue => m.total_work(),
+            Loc::Quantum(eff) => work_of(&|it| matches!(it.loc, Loc::Quantum(x) if x <= eff)),
+        };
+        prop_assert_eq!(q.work_before(deadline), before, "deadline {}", deadline);
+        let req = Request::new(RequestId(u64::MAX - k as u64), FunctionId(0), 0, deadline, 900);
+        let own = req.remaining();
+        for (start, rest) in [
+            (now, now),
+            (now, now.saturating_add(3 * d)),
+            (now.saturating_add(1), now.saturating_add(2)),
+        ] {
+            let fits = start.saturating_add(before).saturating_add(own) <= deadline;
+            prop_assert_eq!(q.fits(&req, own, start), fits);
+            if now > 1 << 62 {
+                continue; // quantum starts beyond i64: the bound saturates (not modelled)
+            }
+            // Every later quantum, by its start, after all the work up to its end and `own`.
+            let later_ok = match loc {
+                Loc::Overdue => true,
+                Loc::Quantum(eff) => m.items.iter().all(|it| match it.loc {
+                    Loc::Quantum(x) if x > eff => {
+                        let end = work_of(&|o| matches!(o.loc, Loc::Quantum(y) if y <= x));
+                        i128::from(x) * i128::from(d) - i128::from(end) - i128::from(own)
+                            >= i128::from(rest)
+                    }
+                    _ => true,
+                }),
+            };
+            hits.admits_refused_later += u64::from(fits && !later_ok);
+            prop_assert_eq!(q.admits(&req, own, start, rest), fits && later_ok);
+        }
+    }
     Ok(())
 }
 
@@ -303,6 +378,7 @@ fn run_case(delta: u64, start: Nanos, ops: &[Op], hits: &mut Hits) -> Result<(),
         if let Some(it) = m.items.last() {
             check_entry(&q, it)?;
         }
+        check_queries(&q, &m, now, hits)?;
         hits.max_len = hits.max_len.max(m.items.len());
     }
     let got: Vec<Request> = q.iter().copied().collect();
@@ -362,6 +438,8 @@ fn ct_edf_matches_quantised_reference() {
         assert!(hits.clamped_inserts > 5_000 * k, "{hits:?}");
         assert!(hits.wrapped_peeks > 10_000 * k, "{hits:?}");
         assert!(hits.max_len >= 20, "{hits:?}");
+        assert!(hits.doomed > 20_000 * k, "{hits:?}");
+        assert!(hits.admits_refused_later > 1_000 * k, "{hits:?}");
     }
 }
 
