@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use luge_runtime::{
-    BadRequest, CodeOpt, Error, Failure, FunctionConfig, Health, Layout, Limits, Outcome,
-    PolicyKind, RegisterError, Rejection, Runtime, RuntimeConfig, SubmitOptions, TrapKind,
+    BadRequest, CodeOpt, CtEdfConfig, Error, Failure, FunctionConfig, Health, Layout, Limits,
+    Outcome, PolicyKind, QueueKind, RegisterError, Rejection, Runtime, RuntimeConfig,
+    SubmitOptions, TrapKind,
 };
 
 const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
@@ -310,6 +311,15 @@ fn the_inline_layout_preempts_too() {
     urgent_requests_preempt(Runtime::start(config).unwrap());
     let config = RuntimeConfig { layout: Layout::Inline, workers: 2, ..RuntimeConfig::default() };
     assert!(matches!(Runtime::start(config), Err(Error::Config(_))));
+}
+
+#[test]
+fn timeline_worker_queues_preempt_too() {
+    // CT-EDF (Edge-RT §IV-C) as the worker's queue: deadlines 10 ms apart lie in different
+    // 500 µs quanta, so the urgent requests still run in EDF order, ahead of the long one.
+    let mut config = RuntimeConfig::default();
+    config.policy_config.worker_queue = QueueKind::Timeline(CtEdfConfig::default());
+    urgent_requests_preempt(Runtime::start(config).unwrap());
 }
 
 /// One worker serving `noop` and `loop`, a runaway due 50 ms after it arrives whose budget

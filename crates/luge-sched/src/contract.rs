@@ -14,7 +14,11 @@
 //! - Policy: every action names a worker of the group and a request it holds; a `Run` targets an
 //!   idle worker, with a request not running elsewhere and carrying its execution so far; a
 //!   policy whose workers order their queues by EDF ([`LocalOrder::Edf`]) runs the most urgent
-//!   request bound to the worker (by its `Enqueue`s), and a demoted request only on a worker with
+//!   request bound to the worker (by its `Enqueue`s) — or, when its queues quantise deadlines
+//!   ([`Policy::edf_window`] `w` > 0, CT-EDF of Edge-RT §IV-C), one whose deadline lies in the
+//!   same quantum `⌊d / w⌋` as the most urgent's, unless that one is past its deadline (the
+//!   timeline serves overdue requests last) or the request run was filed beyond the timeline's
+//!   1024-quantum horizon (its deadline quantum ≥ its arrival's + 1024) — and a demoted request only on a worker with
 //!   no request bound to it; a `Demote` names a held request that is not running and unbinds
 //!   it; a `Preempt` names the request running there; a `Reject` answers a request that is not
 //!   running; and, once the driver has nothing left to deliver, no request is still held
@@ -199,6 +203,8 @@ struct Run {
 #[derive(Debug, Clone)]
 pub struct ContractChecker {
     order: LocalOrder,
+    /// Quantum of the EDF order (0: exact).
+    window: Nanos,
     now: Option<Nanos>,
     held: BTreeMap<RequestId, Held>,
     runs: Vec<Option<Run>>,
@@ -212,6 +218,7 @@ impl ContractChecker {
         let bound = if order == LocalOrder::Edf { workers } else { 0 };
         Self {
             order,
+            window: 0,
             now: None,
             held: BTreeMap::new(),
             runs: vec![None; workers],
@@ -221,7 +228,29 @@ impl ContractChecker {
 
     /// A checker for `policy`, which has not been fed any event yet.
     pub fn for_policy<P: Policy + ?Sized>(policy: &P) -> Self {
-        Self::new(policy.workers(), policy.local_order())
+        Self::new(policy.workers(), policy.local_order()).with_window(policy.edf_window())
+    }
+
+    /// The EDF check relaxed to deadline quanta of `window` ns ([`Policy::edf_window`]; 0 is
+    /// exact).
+    pub fn with_window(mut self, window: Nanos) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Whether an EDF worker whose order has quanta of `w` ns may run `req` at `now` while `head`
+    /// is the most urgent request bound to it: it is the head, or, with a window, see the module
+    /// docs.
+    fn edf_allows(w: Nanos, now: Nanos, req: &crate::request::Request, head: QueueKey) -> bool {
+        if head == req.key() {
+            return true;
+        }
+        if w == 0 {
+            return false;
+        }
+        req.absolute_deadline / w == head.deadline / w
+            || head.deadline < now
+            || req.absolute_deadline / w >= (req.arrival / w).saturating_add(1024)
     }
 
     /// Checks one call: `event` fed at `now`, and the `actions` the policy answered with.
@@ -342,7 +371,9 @@ impl ContractChecker {
                                 head,
                             });
                         }
-                    } else if head != Some(&held.key) {
+                    } else if !head.is_some_and(|&h| {
+                        Self::edf_allows(self.window, self.now.unwrap_or(0), &req, h)
+                    }) {
                         let head = head.map(|k| k.id);
                         return Err(ContractViolation::NotEdfHead { worker, id: req.id, head });
                     }
@@ -469,6 +500,10 @@ impl<P: Policy> Policy for Checked<P> {
 
     fn local_order(&self) -> LocalOrder {
         self.policy.local_order()
+    }
+
+    fn edf_window(&self) -> Nanos {
+        self.policy.edf_window()
     }
 
     fn stats(&self) -> PolicyStats {
@@ -639,6 +674,40 @@ mod tests {
         assert_eq!(c.actions(&[Action::Run { worker: 1, req: late }]), Ok(()));
         let v = V::DemoteRunning { id: RequestId(1), worker: 1 };
         assert_eq!(c.actions(&[Action::Demote { req: late }]), Err(v));
+    }
+
+    #[test]
+    fn a_windowed_edf_worker_may_run_within_the_heads_quantum_only() {
+        // Quanta of 1 ms: deadlines 5.0 and 5.9 ms share one, 6.0 ms does not.
+        let bind = |id| Action::Enqueue { worker: 0, id: RequestId(id) };
+        let at = |id, deadline, arrival| {
+            Request::new(RequestId(id), FunctionId(0), arrival, deadline - arrival, 1_000)
+        };
+        let checker = |reqs: &[Request], now| {
+            let mut c = ContractChecker::new(1, LocalOrder::Edf).with_window(1_000_000);
+            for r in reqs {
+                assert_eq!(c.step(now, &Event::Arrival(*r), &[bind(r.id.0)]), Ok(()));
+            }
+            c
+        };
+        let (head, same, next) = (at(1, 5_000_000, 0), at(2, 5_900_000, 0), at(3, 6_000_000, 0));
+        let mut c = checker(&[head, same, next], 0);
+        assert_eq!(c.clone().actions(&[Action::Run { worker: 0, req: same }]), Ok(()));
+        let v = V::NotEdfHead { worker: 0, id: RequestId(3), head: Some(RequestId(1)) };
+        assert_eq!(c.actions(&[Action::Run { worker: 0, req: next }]), Err(v));
+        // Past its deadline, the head may wait (the timeline serves overdue requests last).
+        let mut c = checker(&[head, next], 0);
+        assert_eq!(
+            c.step(5_000_001, &Event::Tick, &[Action::Run { worker: 0, req: next }]),
+            Ok(())
+        );
+        // Filed beyond the 1024-quantum horizon from its arrival, a request may be served early.
+        let far = at(4, 1_030_000_000, 1_000_000);
+        let c = checker(&[head, far], 1_000_000);
+        assert_eq!(c.clone().actions(&[Action::Run { worker: 0, req: far }]), Ok(()));
+        let near = at(5, 1_020_000_000, 1_000_000);
+        let c = checker(&[head, near], 1_000_000);
+        assert!(c.clone().actions(&[Action::Run { worker: 0, req: near }]).is_err());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! - [`Request`] — the request model (deadlines, expected/executed/remaining work, slack).
 //! - [`DeadlineQueue`] — exact EDF queue with O(log n) `work_before` (SledgeScale §3.3).
 //! - [`CtEdfQueue`] — constant-time EDF over a quantised timeline (Edge-RT §IV-C, §V-D).
+//! - [`RunQueue`] — an early-binding worker's queue, either of the two ([`QueueKind`]).
 //! - [`Estimator`] — per-function percentile of recent executions (SledgeScale §4).
 //! - [`Policy`] — sans-I/O dispatch/scheduling state machines; see the [`policy`
 //!   contract](Policy) and [`PolicyKind`] for the list.
@@ -25,6 +26,7 @@ mod p2sm;
 mod policy;
 mod queue;
 mod request;
+mod run_queue;
 mod slot_tree;
 mod sum_tree;
 mod ull;
@@ -43,5 +45,6 @@ pub use crate::queue::{DeadlineQueue, EdfQueue};
 pub use crate::request::{
     FunctionId, MIN_REMAINING, Nanos, Overrun, QueueKey, Request, RequestId, UnknownOverrun,
 };
+pub use crate::run_queue::{QueueKind, RunQueue, UnknownQueueKind};
 pub use crate::sum_tree::SumTree;
 pub use crate::ull::{UllConfig, UllLane, UllStats};

@@ -11,9 +11,12 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
 use luge_sched::{
-    Action, Admission, Checked, ContractViolation, Event, FunctionId, Nanos, Overrun, Policy,
-    PolicyConfig, PolicyKind, RejectReason, Request, RequestId, UllConfig, UllLane, WorkerId,
+    Action, Admission, Checked, ContractViolation, CtEdfConfig, Event, FunctionId, Nanos, Overrun,
+    Policy, PolicyConfig, PolicyKind, QueueKind, RejectReason, Request, RequestId, UllConfig,
+    UllLane, WorkerId,
 };
+
+const TREE: QueueKind = QueueKind::Tree;
 
 /// What the driver has to do at some time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -295,11 +298,12 @@ fn drive(
     admission: bool,
     (runaways, demote): (bool, bool),
 ) -> Drove {
-    drive_with(policy, seed, (workers, load), admission, (runaways, demote), None)
+    drive_with(policy, seed, (workers, load), admission, (runaways, demote), None, QueueKind::Tree)
 }
 
 /// [`drive`], with `lane` = `Some(burst)`, behind a uLL lane of that share bound (0: none) that
-/// takes the short requests (20 µs) and, declared, one request in seven of the long ones.
+/// takes the short requests (20 µs) and, declared, one request in seven of the long ones; the
+/// early-binding policies' workers queue in `queue`.
 fn drive_with(
     policy: PolicyKind,
     seed: u64,
@@ -307,8 +311,10 @@ fn drive_with(
     admission: bool,
     (runaways, demote): (bool, bool),
     lane: Option<u32>,
+    queue: QueueKind,
 ) -> Drove {
     let mut config = PolicyConfig::papers(workers);
+    config.worker_queue = queue;
     if admission {
         config.admission = Admission { max_queued: Some(LANE), ..Admission::default() };
     }
@@ -432,6 +438,36 @@ fn every_policy_keeps_the_contract_without_the_simulator() {
 }
 
 #[test]
+fn timeline_workers_keep_the_contract() {
+    // CT-EDF as the early-binding workers' queue (Edge-RT §IV-C): quanta from 5 µs (a 5 ms
+    // horizon, so long deadlines are clamped at its end) to 500 µs (Edge-RT's; most of these
+    // deadlines share a quantum), with and without admission, shedding and demotion, and behind
+    // the uLL lane. The checker holds each run to EDF within the quantum.
+    let early = [
+        PolicyKind::SledgeScale,
+        PolicyKind::SledgeScaleSteal,
+        PolicyKind::Rr,
+        PolicyKind::Jsq,
+        PolicyKind::Lld,
+    ];
+    for seed in 1..=24u64 {
+        let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
+        let (workers, load) = (1 + (x % 4) as usize, 0.3 + (x / 4 % 13) as f64 / 10.0);
+        let window = [5_000, 50_000, 500_000][(seed % 3) as usize];
+        let queue = QueueKind::Timeline(CtEdfConfig { delta_window: window });
+        for policy in early {
+            let (admission, runaways, demote) = (seed % 2 == 0, seed % 4 == 0, seed % 5 == 0);
+            let lane = (seed % 6 == 0).then_some(0);
+            let d =
+                drive_with(policy, x, (workers, load), admission, (runaways, demote), lane, queue);
+            if !admission && !runaways {
+                assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
+            }
+        }
+    }
+}
+
+#[test]
 fn demoted_requests_run_late_and_never_keep_on_time_requests_waiting() {
     // Edge-RT §IV-D: with demotion asked for, what overran its deadline (or can no longer make
     // it) runs in the best-effort lane instead of being answered: every demoted request completes
@@ -469,7 +505,8 @@ fn behind_the_ull_lane_every_policy_keeps_the_contract_and_nothing_starts_while_
         let (workers, load) = (1 + (x % 4) as usize, 0.3 + (x / 4 % 13) as f64 / 10.0);
         for policy in PolicyKind::ALL {
             let (admission, runaways) = (seed % 2 == 0, seed % 3 == 0);
-            let d = drive_with(policy, x, (workers, load), admission, (runaways, false), Some(0));
+            let d =
+                drive_with(policy, x, (workers, load), admission, (runaways, false), Some(0), TREE);
             assert_eq!(d.ahead_of_ull, 0, "{policy} seed {seed}: {d:?}");
             if !admission {
                 assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
@@ -503,7 +540,9 @@ fn with_a_share_bound_the_lane_gives_a_waiting_run_its_turn_and_keeps_the_contra
         let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
         let (workers, load) = (1 + (x % 3) as usize, 0.8 + (x / 3 % 5) as f64 / 10.0);
         for policy in PolicyKind::ALL {
-            let d = drive_with(policy, x, (workers, load), seed % 2 == 0, (true, false), Some(2));
+            let lane = Some(2);
+            let d =
+                drive_with(policy, x, (workers, load), seed % 2 == 0, (true, false), lane, TREE);
             if seed % 2 == 1 {
                 assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
             }

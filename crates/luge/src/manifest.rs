@@ -15,6 +15,7 @@ use luge_runtime::{
     ChainConfig, FunctionConfig, Layout, Limits, MAX_STAGES, PolicyKind, RegistrationLimits,
     RuntimeConfig, TenantConfig, WaitMode,
 };
+use luge_sched::QueueKind;
 use luge_server::{BadRequestLog, NodeChain, NodeFunction, RequestLog};
 use serde::Deserialize;
 use toml::Spanned;
@@ -134,6 +135,8 @@ struct RawServer {
     layout: Option<Spanned<String>>,
     tick_us: Option<u64>,
     notify_interval_us: Option<u64>,
+    worker_queue: Option<Spanned<String>>,
+    delta_window_us: Option<Spanned<u64>>,
     ull_lane: Option<bool>,
     ull_threshold_us: Option<u64>,
     ull_burst: Option<u32>,
@@ -588,6 +591,21 @@ fn settings(
         // 0 = off; otherwise at least the ticker's floor.
         runtime.notify_interval = Duration::from_micros(if t == 0 { 0 } else { t.max(10) });
     }
+    if let Some(q) = raw.worker_queue {
+        runtime.policy_config.worker_queue =
+            q.get_ref().parse::<QueueKind>().map_err(|e| at(q.span(), e.to_string()))?;
+    }
+    if let Some(d) = raw.delta_window_us {
+        let QueueKind::Timeline(c) = &mut runtime.policy_config.worker_queue else {
+            let reason = "`delta_window_us` sets the timeline's quantum: it needs \
+                          `worker_queue = \"timeline\"`";
+            return Err(at(d.span(), reason.to_owned()));
+        };
+        if *d.get_ref() == 0 {
+            return Err(at(d.span(), "`delta_window_us` must be at least 1".to_owned()));
+        }
+        c.delta_window = d.get_ref().saturating_mul(1_000);
+    }
     runtime.ull_lane = raw.ull_lane.unwrap_or(runtime.ull_lane);
     if let Some(t) = raw.ull_threshold_us {
         runtime.ull_threshold = Duration::from_micros(t);
@@ -771,6 +789,14 @@ policy = "fifo"
         let m = parse("[server]\nworkers = 2\n").unwrap();
         assert_eq!(m.server.runtime.effective_layout(), Layout::Threads);
         assert_eq!(m.server.runtime.notify_interval, Duration::ZERO);
+        assert_eq!(m.server.runtime.policy_config.worker_queue, QueueKind::Tree);
+        let m = parse("[server]\nworker_queue = \"timeline\"\ndelta_window_us = 50\n").unwrap();
+        let timeline = QueueKind::Timeline(luge_sched::CtEdfConfig { delta_window: 50_000 });
+        assert_eq!(m.server.runtime.policy_config.worker_queue, timeline);
+        let e = parse("[server]\ndelta_window_us = 50\n").unwrap_err().to_string();
+        assert!(e.contains("needs `worker_queue"), "{e}");
+        let e = parse("[server]\nworker_queue = \"list\"\n").unwrap_err().to_string();
+        assert!(e.contains("unknown worker queue `list`"), "{e}");
         let m = parse("[server]\nnotify_interval_us = 250\n").unwrap();
         assert_eq!(m.server.runtime.notify_interval, Duration::from_micros(250));
         assert!(m.server.runtime.ull_lane);

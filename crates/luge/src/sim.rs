@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use luge_sched::{Admission, Overrun, PolicyKind, UllConfig};
+use luge_sched::{Admission, CtEdfConfig, Overrun, PolicyKind, QueueKind, UllConfig};
 use luge_sim::{
     EstimatorMode, Experiment, ExperimentOptions, JobShape, Overheads, Report, SimConfig,
     max_sustainable, run_experiment, run_point, sweep,
@@ -135,6 +135,14 @@ struct RunArgs {
     /// slack than the interval (Edge-RT's timer-polled rule; Luge notifies those at once).
     #[arg(long, requires = "notify_interval_us")]
     notify_periodic: bool,
+    /// The early-binding workers' run queue, as the runtime's `worker_queue`: the exact deadline
+    /// tree or Edge-RT's constant-time timeline (§IV-C), which orders deadlines by quanta of
+    /// --delta-window-us.
+    #[arg(long, default_value = "tree")]
+    worker_queue: QueueKind,
+    /// With --worker-queue timeline: the quantum Δwindow in µs (Edge-RT: 500).
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    delta_window_us: u64,
     /// The uLL lane (HORSE §3), as the runtime's `ull_lane`: requests whose estimate is at most
     /// --ull-threshold-us run ahead of every other request.
     #[arg(long)]
@@ -246,6 +254,12 @@ fn adhoc(a: RunArgs) -> Result<()> {
     cfg.dispatchers = a.dispatchers;
     cfg.overheads = parse_overheads(&a.overheads)?;
     cfg.policy_config.admission = a.admission.admission();
+    cfg.policy_config.worker_queue = match a.worker_queue {
+        QueueKind::Tree => QueueKind::Tree,
+        QueueKind::Timeline(_) => QueueKind::Timeline(CtEdfConfig {
+            delta_window: a.delta_window_us.saturating_mul(1_000),
+        }),
+    };
     cfg.estimator = match a.estimator {
         Estimate::Oracle => EstimatorMode::Oracle,
         Estimate::Median256 => EstimatorMode::Median256,

@@ -16,6 +16,11 @@ pub(crate) trait Algorithm: Send {
     /// How workers order the requests bound to them ([`Policy::local_order`]).
     const LOCAL_ORDER: LocalOrder;
 
+    /// With [`LocalOrder::Edf`], the quantum of the workers' EDF order ([`Policy::edf_window`]).
+    fn edf_window(&self) -> Nanos {
+        0
+    }
+
     /// The admitted `req`, arriving at `now`: run it, bind it or queue it.
     fn arrive(&mut self, now: Nanos, req: Request, out: &mut Vec<Action>);
 
@@ -134,6 +139,10 @@ impl<A: Algorithm> Policy for A {
 
     fn local_order(&self) -> LocalOrder {
         A::LOCAL_ORDER
+    }
+
+    fn edf_window(&self) -> Nanos {
+        Algorithm::edf_window(self)
     }
 
     fn stats(&self) -> PolicyStats {

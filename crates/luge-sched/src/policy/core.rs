@@ -7,8 +7,9 @@
 
 use super::lane::Lane;
 use super::{Action, Admission, PolicyConfig, PolicyStats, RejectReason, WorkerId};
-use crate::queue::{DeadlineQueue, EdfQueue};
+use crate::queue::EdfQueue;
 use crate::request::{Nanos, Overrun, Request, RequestId};
+use crate::run_queue::RunQueue;
 
 /// The request on a worker.
 #[derive(Debug, Clone, Copy)]
@@ -381,7 +382,7 @@ impl Cores {
     /// with `req` refused as unreachable at the current load, when it does not fit.
     pub fn passes_the_wait(
         &mut self,
-        queue: &DeadlineQueue,
+        queue: &RunQueue,
         at: (Nanos, Nanos),
         req: &Request,
         out: &mut Vec<Action>,
@@ -404,7 +405,7 @@ impl Cores {
     /// known).
     pub fn pop_runnable(
         &mut self,
-        queue: &mut DeadlineQueue,
+        queue: &mut RunQueue,
         now: Nanos,
         out: &mut Vec<Action>,
     ) -> Option<Request> {
@@ -425,7 +426,7 @@ impl Cores {
     /// ([`Cores::pop_runnable`], on its own work alone). O(log n) per request examined.
     pub fn shed_doomed(
         &mut self,
-        queue: &mut DeadlineQueue,
+        queue: &mut RunQueue,
         (start, now): (Nanos, Nanos),
         out: &mut Vec<Action>,
     ) {
@@ -460,7 +461,7 @@ fn late_or_shed(req: &Request, now: Nanos) -> RejectReason {
 /// `protect_admitted`, pushes no request already admitted there past its own.
 fn fits_the_wait(
     admission: &Admission,
-    queue: &DeadlineQueue,
+    queue: &RunQueue,
     (start, rest_start): (Nanos, Nanos),
     req: &Request,
 ) -> bool {

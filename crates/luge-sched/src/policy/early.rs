@@ -10,8 +10,9 @@ use super::algorithm;
 use super::core::{Cores, Running};
 use super::edf;
 use super::{Action, LocalOrder, PolicyConfig, WorkerId};
-use crate::queue::{DeadlineQueue, EdfQueue};
+use crate::queue::EdfQueue;
 use crate::request::{Nanos, Request};
+use crate::run_queue::RunQueue;
 
 /// How an early-binding dispatcher picks a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,9 +30,11 @@ pub enum EarlyChoice {
 pub struct EarlyBinding {
     choice: EarlyChoice,
     cores: Cores,
-    queues: Vec<DeadlineQueue>,
+    queues: Vec<RunQueue>,
     next: WorkerId,
     quantum: Nanos,
+    /// [`QueueKind::window`](crate::QueueKind::window) of the workers' queues.
+    window: Nanos,
 }
 
 impl EarlyBinding {
@@ -45,7 +48,8 @@ impl EarlyBinding {
         let cores = Cores::new(name, config);
         Self {
             choice,
-            queues: (0..cores.len()).map(|_| DeadlineQueue::new()).collect(),
+            queues: (0..cores.len()).map(|_| RunQueue::new(config.worker_queue)).collect(),
+            window: config.worker_queue.window(),
             cores,
             next: 0,
             quantum: config.edf_quantum.max(1),
@@ -86,6 +90,17 @@ impl algorithm::Algorithm for EarlyBinding {
 
     const LOCAL_ORDER: LocalOrder = LocalOrder::Edf;
 
+    fn edf_window(&self) -> Nanos {
+        self.window
+    }
+
+    /// The timelines move to `now` before the worker is picked by their waits.
+    fn arrival_seen(&mut self, now: Nanos) {
+        for q in &mut self.queues {
+            q.advance(now);
+        }
+    }
+
     fn arrive(&mut self, now: Nanos, req: Request, out: &mut Vec<Action>) {
         let w = self.pick(now);
         edf::bind(&mut self.cores, &mut self.queues[w], (w, false), now, req, out);
@@ -114,6 +129,9 @@ impl algorithm::Algorithm for EarlyBinding {
     /// At a quantum boundary the head of the worker's queue displaces the running request if it
     /// is more urgent; otherwise the quantum renews.
     fn tick(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        for q in &mut self.queues {
+            q.advance(now);
+        }
         let queues = &self.queues;
         let more_urgent = |w: WorkerId, run: &Running| {
             queues[w].peek().is_some_and(|head| head.key() < run.req.key())

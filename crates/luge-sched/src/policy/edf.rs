@@ -6,8 +6,9 @@
 
 use super::core::Cores;
 use super::{Action, WorkerId};
-use crate::queue::{DeadlineQueue, EdfQueue};
+use crate::queue::EdfQueue;
 use crate::request::{Nanos, Request};
+use crate::run_queue::RunQueue;
 
 /// Where a newcomer's work starts on worker `w`, and where the queued requests behind it start:
 /// `(start, rest_start)`, the latter after what the running request still claims of the worker
@@ -33,12 +34,13 @@ pub(crate) fn starts(
 /// past its deadline and preempting the running request if `preempt`.
 pub(crate) fn bind(
     cores: &mut Cores,
-    queue: &mut DeadlineQueue,
+    queue: &mut RunQueue,
     (w, preempt): (WorkerId, bool),
     now: Nanos,
     req: Request,
     out: &mut Vec<Action>,
 ) {
+    queue.advance(now);
     let at = starts(cores, (w, preempt), now, &req);
     if !cores.passes_the_wait(queue, at, &req, out) {
         return;
@@ -61,11 +63,12 @@ pub(crate) fn bind(
 /// whether one runs.
 pub(crate) fn run_next(
     cores: &mut Cores,
-    queue: &mut DeadlineQueue,
+    queue: &mut RunQueue,
     w: WorkerId,
     now: Nanos,
     out: &mut Vec<Action>,
 ) -> bool {
+    queue.advance(now);
     cores.shed_doomed(queue, (now, now), out);
     match cores.pop_runnable(queue, now, out) {
         Some(next) => {

@@ -59,6 +59,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::request::{Nanos, Request, RequestId};
+use crate::run_queue::QueueKind;
 
 pub use self::darc::Darc;
 pub use self::early::{EarlyBinding, EarlyChoice};
@@ -223,6 +224,12 @@ pub trait Policy: Send {
     fn queued(&self) -> usize;
     /// How workers order their own queues.
     fn local_order(&self) -> LocalOrder;
+    /// With [`LocalOrder::Edf`], the width of the deadline quanta within which a worker may run
+    /// requests out of deadline order: 0 for exact EDF, Δwindow for CT-EDF timelines
+    /// ([`QueueKind::Timeline`](crate::QueueKind::Timeline)).
+    fn edf_window(&self) -> Nanos {
+        0
+    }
     /// Decision counters so far.
     fn stats(&self) -> PolicyStats;
 }
@@ -248,6 +255,10 @@ impl Policy for Box<dyn Policy> {
 
     fn local_order(&self) -> LocalOrder {
         (**self).local_order()
+    }
+
+    fn edf_window(&self) -> Nanos {
+        (**self).edf_window()
     }
 
     fn stats(&self) -> PolicyStats {
@@ -365,6 +376,10 @@ pub struct PolicyConfig {
     pub demoted_expiry: Nanos,
     /// Admission control.
     pub admission: Admission,
+    /// The run queue of each worker of the early-binding policies (`sledgescale`,
+    /// `sledgescale-steal`, `rr`, `jsq`, `lld`): the exact deadline tree (default) or Edge-RT's
+    /// constant-time timeline (§IV-C).
+    pub worker_queue: QueueKind,
 }
 
 impl Default for PolicyConfig {
@@ -383,6 +398,7 @@ impl Default for PolicyConfig {
             demoted_quantum: 1_000_000,
             demoted_expiry: 10_000_000_000,
             admission: Admission::default(),
+            worker_queue: QueueKind::Tree,
         }
     }
 }

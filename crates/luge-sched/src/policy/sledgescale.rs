@@ -8,8 +8,9 @@ use super::edf;
 use super::{Action, LocalOrder, PolicyConfig, WorkerId};
 #[cfg(test)]
 use super::{Event, Policy};
-use crate::queue::{DeadlineQueue, EdfQueue};
+use crate::queue::EdfQueue;
 use crate::request::{Nanos, Request};
+use crate::run_queue::RunQueue;
 
 /// What Algorithm 1 says about one worker for a new request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +47,10 @@ pub enum WaitTime {
 #[derive(Debug, Clone)]
 pub struct SledgeScale {
     cores: Cores,
-    queues: Vec<DeadlineQueue>,
+    queues: Vec<RunQueue>,
     steal: bool,
+    /// [`QueueKind::window`](crate::QueueKind::window) of the workers' queues.
+    window: Nanos,
 }
 
 impl SledgeScale {
@@ -68,7 +71,13 @@ impl SledgeScale {
 
     fn build(name: &'static str, config: &PolicyConfig, steal: bool) -> Self {
         let cores = Cores::new(name, config);
-        Self { queues: (0..cores.len()).map(|_| DeadlineQueue::new()).collect(), cores, steal }
+        let (kind, window) = (config.worker_queue, config.worker_queue.window());
+        Self {
+            queues: (0..cores.len()).map(|_| RunQueue::new(kind)).collect(),
+            cores,
+            steal,
+            window,
+        }
     }
 
     /// Algorithm 1 for worker `w` at `now`.
@@ -164,6 +173,17 @@ impl algorithm::Algorithm for SledgeScale {
     algorithm::cores_field!();
 
     const LOCAL_ORDER: LocalOrder = LocalOrder::Edf;
+
+    fn edf_window(&self) -> Nanos {
+        self.window
+    }
+
+    /// The timelines move to `now` before the worker is picked by their waits.
+    fn arrival_seen(&mut self, now: Nanos) {
+        for q in &mut self.queues {
+            q.advance(now);
+        }
+    }
 
     /// Algorithm 2: the worker chosen, preempted if it allows.
     fn arrive(&mut self, now: Nanos, req: Request, out: &mut Vec<Action>) {
