@@ -112,6 +112,9 @@ pub(crate) struct GroupShared {
     pub ull_lane: Option<UllConfig>,
     /// Arrivals that took the uLL lane so far (`Runtime::group_stats`).
     pub ull: AtomicU64,
+    /// Requests committed behind a worker's run so far (`Action::Follow`, Edge-RT §IV-A;
+    /// `Runtime::group_stats`).
+    pub batched: AtomicU64,
     /// Set by a submitter that left its arrival's notification to the ticker
     /// (`RuntimeConfig::notify_interval`); the ticker clears it and notifies.
     pub deferred: AtomicBool,
@@ -333,6 +336,14 @@ impl Dispatcher {
                         self.turnaround.ended(w, now, executed);
                         Event::Completed { worker: w, id: sched, executed }
                     }
+                    // A follower of the preempted run, which the policy takes back with the
+                    // `Preempted` that comes next.
+                    WorkerEvent::Returned { task } => {
+                        busy = true;
+                        self.running -= 1;
+                        self.pending.insert(task.sched, task);
+                        continue;
+                    }
                     WorkerEvent::Preempted { task } => {
                         self.running -= 1;
                         let (id, executed) = (task.sched, task.executed);
@@ -492,6 +503,30 @@ impl Dispatcher {
                 let mut task = task;
                 while let Err(back) = w.inbox.push(task) {
                     // The policy only runs on idle workers, so the inbox drains promptly.
+                    task = back;
+                    w.notify.notify();
+                    std::thread::yield_now();
+                }
+                w.notify.notify();
+            }
+            // Committed behind the worker's run (Edge-RT §IV-A): it starts there when that run
+            // completes, without a round trip through this thread. The worker is notified all
+            // the same (free while it is awake, which it nearly always is): the run may have
+            // completed already and the worker gone to sleep before the follower landed.
+            Action::Follow { worker, req } => {
+                let Some(task) = self.pending.remove(&req.id) else {
+                    tracing::error!(
+                        id = req.id.0,
+                        "policy batched a request the dispatcher does not hold"
+                    );
+                    return;
+                };
+                self.running += 1;
+                self.shared.batched.fetch_add(1, Ordering::Relaxed);
+                let w = &self.workers[worker];
+                let mut task = task;
+                while let Err(back) = w.inbox.push(task) {
+                    // Sized for a run and a full batch: only a slow drain gets here.
                     task = back;
                     w.notify.notify();
                     std::thread::yield_now();

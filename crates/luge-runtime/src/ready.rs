@@ -222,7 +222,7 @@ mod tests {
         let engine = crate::engine::build(&config).unwrap();
         let registry = Registry::new(engine, None, config.max_memory_bytes).unwrap();
         let f = registry.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
-        let (signals, me) = (Arc::new(Signals::manual()), WorkerShared::new(0));
+        let (signals, me) = (Arc::new(Signals::manual()), WorkerShared::new(0, 0));
         let held = || me.ready.load(Ordering::Relaxed);
         let mut pool = ReadyPool::new(2, 16);
         // Unknown function: nothing to build. Its first request misses and asks for none (one of

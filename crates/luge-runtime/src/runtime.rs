@@ -140,6 +140,7 @@ impl Runtime {
                         admission: config.policy_config.admission,
                     }),
                     ull: AtomicU64::new(0),
+                    batched: AtomicU64::new(0),
                     deferred: AtomicBool::new(false),
                     deferred_total: AtomicU64::new(0),
                     grace_ns: AtomicU64::new(u64::MAX),
@@ -155,7 +156,9 @@ impl Runtime {
                 let size = config.workers / config.dispatchers
                     + usize::from(g < config.workers % config.dispatchers);
                 let workers = (first..first + size).map(|i| {
-                    let mut worker = WorkerShared::new(i);
+                    let pc = &config.policy_config;
+                    let batch = if pc.batch_window > 0 { pc.batch_max } else { 0 };
+                    let mut worker = WorkerShared::new(i, batch);
                     worker.ready_limits = ready_limits(&config);
                     Arc::new(worker)
                 });
@@ -452,6 +455,7 @@ impl Runtime {
                 sleeps: g.notify.sleeps() + workers.iter().map(|w| w.notify.sleeps()).sum::<u64>(),
                 deferred: g.deferred_total.load(Ordering::Relaxed),
                 ull: g.ull.load(Ordering::Relaxed),
+                batched: g.batched.load(Ordering::Relaxed),
             })
             .collect()
     }

@@ -48,4 +48,8 @@ pub struct GroupStats {
     pub deferred: u64,
     /// Arrivals that took the uLL lane (HORSE §3; `RuntimeConfig::ull_lane`).
     pub ull: u64,
+    /// Requests committed to a worker behind its run and started there without a hand-off
+    /// (deadline-limited batching, Edge-RT §IV-A; `PolicyConfig::batch_window`), or handed back
+    /// when that run was preempted.
+    pub batched: u64,
 }

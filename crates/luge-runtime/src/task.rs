@@ -72,9 +72,22 @@ impl Task {
 
 /// What a worker tells its dispatcher.
 pub(crate) enum WorkerEvent {
-    Started { sched: RequestId },
-    Completed { sched: RequestId, function: FunctionId, executed: Nanos },
-    Preempted { task: Box<Task> },
+    Started {
+        sched: RequestId,
+    },
+    Completed {
+        sched: RequestId,
+        function: FunctionId,
+        executed: Nanos,
+    },
+    Preempted {
+        task: Box<Task>,
+    },
+    /// A task committed behind a run that was preempted (`Action::Follow`): it never started and
+    /// goes back to the dispatcher, ahead of that `Preempted`.
+    Returned {
+        task: Box<Task>,
+    },
 }
 
 /// The queues and flags a worker shares with its dispatcher.
@@ -98,11 +111,13 @@ pub(crate) struct WorkerShared {
 }
 
 impl WorkerShared {
-    pub(crate) fn new(index: usize) -> Self {
+    /// Worker `index`, whose inbox holds a run and up to `batch` followers committed behind it
+    /// (`PolicyConfig::batch_max` with batching on, else 0).
+    pub(crate) fn new(index: usize, batch: usize) -> Self {
         Self {
             index,
-            inbox: ArrayQueue::new(4),
-            events: ArrayQueue::new(64),
+            inbox: ArrayQueue::new(4 + batch),
+            events: ArrayQueue::new(64 + 2 * batch),
             notify: Notify::default(),
             stop: AtomicBool::new(false),
             busy_ns: AtomicU64::new(0),

@@ -258,7 +258,7 @@ pub(crate) fn begin(
     {
         // Preempted before it started: stop it at once, execution unchanged.
         send(me, dispatcher, WorkerEvent::Started { sched: task.sched }, false);
-        send(me, dispatcher, WorkerEvent::Preempted { task }, true);
+        preempted(me, dispatcher, task);
         return None;
     }
     let start = signals.clock.now();
@@ -343,9 +343,19 @@ pub(crate) fn finish(
             ended(me, &mut task, signals, start);
             task.preemptions += 1;
             task.state = TaskState::Suspended(future);
-            send(me, dispatcher, WorkerEvent::Preempted { task }, true);
+            preempted(me, dispatcher, task);
         }
     }
+}
+
+/// Hands the preempted `task` back to the dispatcher, and before it the batch committed behind
+/// it (`Action::Follow`): those never start here. The dispatcher runs nothing else on this worker
+/// before it has seen the `Preempted`, so every task in the inbox now is such a follower.
+fn preempted(me: &WorkerShared, dispatcher: &Notify, task: Box<Task>) {
+    while let Some(follower) = me.inbox.pop() {
+        send(me, dispatcher, WorkerEvent::Returned { task: follower }, false);
+    }
+    send(me, dispatcher, WorkerEvent::Preempted { task }, true);
 }
 
 /// Accounts a run segment of `task` that began at `start` (clock) and ends now: the wall time it
@@ -373,7 +383,11 @@ fn complete(
 ) {
     let (sched, function, executed) = (task.sched, task.function.id, task.executed);
     task.answer(now, result);
-    send(me, dispatcher, WorkerEvent::Completed { sched, function, executed }, true);
+    // With a follower committed behind it (`Action::Follow`) the worker goes on at once and the
+    // dispatcher needs no wake-up: it reads the event with the next one that wakes it, at the
+    // latest the batch's last completion.
+    let wake = me.inbox.is_empty();
+    send(me, dispatcher, WorkerEvent::Completed { sched, function, executed }, wake);
 }
 
 /// The message of a caught panic.

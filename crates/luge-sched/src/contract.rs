@@ -31,7 +31,7 @@
 //! One file on purpose (above ~600 lines): the checker, its violations and the wrapper are one
 //! concern; ~250 lines are the tests that break each obligation once.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::policy::{Action, Event, LocalOrder, Policy, PolicyStats, WorkerId};
 use crate::request::{Nanos, QueueKey, RequestId};
@@ -99,6 +99,14 @@ pub enum ContractViolation {
         id: RequestId,
         /// The request already running there.
         running: RequestId,
+    },
+    /// The policy committed a request to the batch of a worker that has no run in progress.
+    #[error("{id:?} follows on worker {worker}, which has no run")]
+    FollowIdle {
+        /// Worker.
+        worker: WorkerId,
+        /// The request committed.
+        id: RequestId,
     },
     /// The policy ran a request that is already running on another worker.
     #[error("run of {id:?} on worker {worker} while it runs on worker {on}")]
@@ -208,6 +216,8 @@ pub struct ContractChecker {
     now: Option<Nanos>,
     held: BTreeMap<RequestId, Held>,
     runs: Vec<Option<Run>>,
+    /// Per worker, the requests committed behind its run (`Follow`), in order.
+    follow: Vec<VecDeque<RequestId>>,
     /// Per worker, the requests bound to it (EDF policies only).
     bound: Vec<BTreeSet<QueueKey>>,
 }
@@ -222,6 +232,7 @@ impl ContractChecker {
             now: None,
             held: BTreeMap::new(),
             runs: vec![None; workers],
+            follow: vec![VecDeque::new(); workers],
             bound: vec![BTreeSet::new(); bound],
         }
     }
@@ -299,6 +310,11 @@ impl ContractChecker {
                 if let Some(held) = self.held.remove(&id) {
                     self.unbind(&held);
                 }
+                // The driver starts the next follower there at once.
+                if let Some(next) = self.follow[worker].pop_front() {
+                    let run = Run { id: next, started: false, preempt_asked: false };
+                    self.runs[worker] = Some(run);
+                }
             }
             Event::Preempted { worker, id, executed } => {
                 if !self.run_of(worker, id, event)?.preempt_asked {
@@ -308,6 +324,12 @@ impl ContractChecker {
                 if let Some(held) = self.held.get_mut(&id) {
                     held.running = None;
                     held.executed = executed;
+                }
+                // The driver discarded the batch behind it: back with the policy, still bound.
+                for f in std::mem::take(&mut self.follow[worker]) {
+                    if let Some(held) = self.held.get_mut(&f) {
+                        held.running = None;
+                    }
                 }
             }
             Event::Tick => {}
@@ -381,6 +403,37 @@ impl ContractChecker {
                 held.running = Some(worker);
                 let run = Run { id: req.id, started: false, preempt_asked: false };
                 self.runs[worker] = Some(run);
+            }
+            Action::Follow { worker, req } => {
+                self.worker(worker, action)?;
+                let held = *self.held.get(&req.id).ok_or_else(not_held)?;
+                let Some(run) = self.runs[worker] else {
+                    return Err(ContractViolation::FollowIdle { worker, id: req.id });
+                };
+                if let Some(on) = held.running {
+                    return Err(ContractViolation::RunningElsewhere { id: req.id, worker, on });
+                }
+                if req.executed != held.executed {
+                    let (id, executed, reported) = (req.id, req.executed, held.executed);
+                    return Err(ContractViolation::StaleExecution { id, executed, reported });
+                }
+                if let Some(bound) = self.bound.get(worker) {
+                    // The most urgent bound request that is neither the run nor committed yet.
+                    let committed =
+                        |k: &&QueueKey| k.id == run.id || self.follow[worker].contains(&k.id);
+                    let head = bound.iter().find(|k| !committed(k)).copied();
+                    let now = self.now.unwrap_or(0);
+                    if held.demoted
+                        || !head.is_some_and(|h| Self::edf_allows(self.window, now, &req, h))
+                    {
+                        let head = head.map(|k| k.id);
+                        return Err(ContractViolation::NotEdfHead { worker, id: req.id, head });
+                    }
+                }
+                if let Some(h) = self.held.get_mut(&req.id) {
+                    h.running = Some(worker);
+                }
+                self.follow[worker].push_back(req.id);
             }
             Action::Preempt { worker, id } => {
                 self.worker(worker, action)?;
@@ -558,6 +611,30 @@ mod tests {
         assert_eq!(c.step(0, &started(0, 1), &[]), Ok(()));
         assert_eq!(c.step(0, &arrival(2), &[]), Ok(()));
         c
+    }
+
+    #[test]
+    fn followers_start_when_the_run_completes_and_are_discarded_when_it_is_preempted() {
+        let follow = |worker, id| Action::Follow { worker, req: req(id, 10_000_000) };
+        // Only behind a run.
+        let mut c = one_running();
+        let v = V::FollowIdle { worker: 1, id: RequestId(2) };
+        assert_eq!(c.clone().actions(&[follow(1, 2)]), Err(v));
+        assert_eq!(c.actions(&[follow(0, 2)]), Ok(()));
+        // Committed, it is on the worker: neither run elsewhere nor rejected.
+        let v = V::RunningElsewhere { id: RequestId(2), worker: 1, on: 0 };
+        assert_eq!(c.clone().actions(&[run(1, 2)]), Err(v));
+        // The run completes: the driver started the follower unasked.
+        let mut done = c.clone();
+        let completed = Event::Completed { worker: 0, id: RequestId(1), executed: 5 };
+        assert_eq!(done.step(1, &completed, &[]), Ok(()));
+        assert_eq!(done.step(2, &started(0, 2), &[]), Ok(()));
+        // The run is preempted: the follower is the policy's again, to run anywhere.
+        let preempt = Action::Preempt { worker: 0, id: RequestId(1) };
+        assert_eq!(c.actions(&[preempt]), Ok(()));
+        let stopped = Event::Preempted { worker: 0, id: RequestId(1), executed: 5 };
+        assert_eq!(c.step(1, &stopped, &[run(1, 2)]), Ok(()));
+        assert_eq!(c.step(2, &started(0, 2), &[]), Err(V::NoSuchRun { event: started(0, 2) }));
     }
 
     #[test]

@@ -139,6 +139,13 @@ pub struct UllLane<P> {
     armed: Option<Nanos>,
     /// Buffer for the inner policy's actions ([`UllLane::feed`]).
     scratch: Vec<Action>,
+    /// Per worker, the inner policy's batch behind its run there (`Follow`, Edge-RT §IV-A) that
+    /// the driver does not hold: committed while the lane had the worker or a preemption was on
+    /// its way. They reach the driver as `Run` and `Follow`s when the lane gives the worker back.
+    follow: Vec<VecDeque<Request>>,
+    /// Per worker, the inner policy's followers passed on to the driver (behind an inner run it
+    /// runs), in order.
+    sent: Vec<VecDeque<Request>>,
 }
 
 impl<P: Policy> UllLane<P> {
@@ -154,6 +161,8 @@ impl<P: Policy> UllLane<P> {
             pending: VecDeque::new(),
             armed: None,
             scratch: Vec::new(),
+            follow: vec![VecDeque::new(); workers],
+            sent: vec![VecDeque::new(); workers],
         }
     }
 
@@ -262,6 +271,11 @@ impl<P: Policy> UllLane<P> {
             slot.outer =
                 Some(Outer { id, ull: None, since: None, preempt_asked: false, by_lane: false });
             out.push(Action::Run { worker: w, req: inner.req });
+            // The batch the inner policy committed behind it goes out with it.
+            while let Some(req) = self.follow[w].pop_front() {
+                self.sent[w].push_back(req);
+                out.push(Action::Follow { worker: w, req });
+            }
         }
     }
 
@@ -316,11 +330,13 @@ impl<P: Policy> UllLane<P> {
                             self.pending.push_back(Event::Started { worker, id });
                         }
                         slot.inner = None;
+                        self.follow[worker].clear();
                         self.pending.push_back(Event::Preempted { worker, id, executed });
                     }
                     InnerState::HeldBack => {
                         let executed = inner.req.executed;
                         slot.inner = None;
+                        self.follow[worker].clear();
                         self.pending.push_back(Event::Preempted { worker, id, executed });
                     }
                     InnerState::Out => {
@@ -330,6 +346,23 @@ impl<P: Policy> UllLane<P> {
                             out.push(action);
                         }
                     }
+                }
+            }
+            Action::Follow { worker, req } => {
+                let Some(slot) = self.workers.get(worker) else {
+                    out.push(action);
+                    return;
+                };
+                // Out with the inner run the driver runs, unless that run is being stopped or
+                // part of the batch is still held here.
+                let out_now = slot.inner.is_some_and(|i| i.state == InnerState::Out)
+                    && slot.outer.is_some_and(|o| o.ull.is_none() && !o.preempt_asked)
+                    && self.follow[worker].is_empty();
+                if out_now {
+                    self.sent[worker].push_back(req);
+                    out.push(action);
+                } else {
+                    self.follow[worker].push_back(req);
                 }
             }
             other => out.push(other),
@@ -471,8 +504,32 @@ impl<P: Policy> UllLane<P> {
                 if slot.outer.is_some_and(|o| o.ull.is_some()) {
                     self.stats.completed += 1;
                     self.freed(now, worker, None, out);
+                } else if let Some(req) = self.sent[worker].pop_front() {
+                    // The driver started the inner policy's next follower there at once. A
+                    // borrow the lane asked of the run that completed is asked of it instead.
+                    let borrow = slot.outer.is_some_and(|o| o.preempt_asked && o.by_lane);
+                    let state = InnerState::Out;
+                    slot.inner = Some(InnerRun { req, state, preempt: false, started: false });
+                    let outer = Outer {
+                        id: req.id,
+                        ull: None,
+                        since: None,
+                        preempt_asked: borrow,
+                        by_lane: borrow,
+                    };
+                    slot.outer = Some(outer);
+                    if borrow {
+                        out.push(Action::Preempt { worker, id: req.id });
+                    }
+                    self.feed(now, event, out);
                 } else {
-                    slot.inner = None;
+                    // The inner policy's next follower held here, if any, is its run now.
+                    slot.inner = self.follow[worker].pop_front().map(|req| InnerRun {
+                        req,
+                        state: InnerState::Waiting,
+                        preempt: false,
+                        started: false,
+                    });
                     self.freed(now, worker, Some(event), out);
                 }
             }
@@ -489,10 +546,18 @@ impl<P: Policy> UllLane<P> {
                 let Some(inner) = slot.inner.as_mut() else { return };
                 inner.req.executed = executed;
                 if inner.preempt {
+                    // The inner policy takes its batch back with the `Preempted`.
                     slot.inner = None;
+                    self.follow[worker].clear();
+                    self.sent[worker].clear();
                     self.freed(now, worker, Some(event), out);
                 } else {
+                    // Borrowed by the lane: the driver discarded the batch it held; it goes out
+                    // again with the run when the lane gives the worker back.
                     inner.state = InnerState::HeldBack;
+                    let mut held = std::mem::take(&mut self.sent[worker]);
+                    held.append(&mut self.follow[worker]);
+                    self.follow[worker] = held;
                     self.freed(now, worker, None, out);
                 }
             }

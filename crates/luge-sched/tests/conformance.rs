@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use luge_sched::{
     Action, Admission, Checked, ContractViolation, CtEdfConfig, Event, FunctionId, Nanos, Overrun,
@@ -16,7 +16,11 @@ use luge_sched::{
     UllLane, WorkerId,
 };
 
-const TREE: QueueKind = QueueKind::Tree;
+/// A change to a policy's configuration.
+type Tune<'a> = &'a dyn Fn(&mut PolicyConfig);
+
+/// The configuration as it is.
+const TREE: Tune<'static> = &|_| {};
 
 /// What the driver has to do at some time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -77,6 +81,10 @@ struct Driver<P: Policy> {
     demoted_rejected: usize,
     /// Requests asking for demotion answered late or shed while the lane had room.
     answered_with_room: usize,
+    /// Per worker, the requests committed behind its run (`Follow`), and how many of those
+    /// started (a run completed before them).
+    followers: Vec<VecDeque<Request>>,
+    followed: usize,
 }
 
 /// The queue cap with admission on, which also bounds the best-effort lane.
@@ -107,6 +115,8 @@ impl<P: Policy> Driver<P> {
             demoted_completed: 0,
             demoted_rejected: 0,
             answered_with_room: 0,
+            followers: vec![VecDeque::new(); workers],
+            followed: 0,
         }
     }
 
@@ -152,6 +162,10 @@ impl<P: Policy> Driver<P> {
                         let t = self.soon();
                         self.at(t, Due::Stop { worker, run: on.run });
                     }
+                }
+                Action::Follow { worker, req } => {
+                    self.unbind(req.id);
+                    self.followers[worker].push_back(req);
                 }
                 Action::WakeAt(t) => self.at(t.max(self.now), Due::Tick),
                 Action::Enqueue { worker, id } => {
@@ -216,6 +230,8 @@ impl<P: Policy> Driver<P> {
 
     fn stop(&mut self, worker: WorkerId, on: OnWorker, since: Nanos) {
         self.workers[worker] = None;
+        // The batch behind it never starts: the policy takes it back.
+        self.followers[worker].clear();
         self.stopped += 1;
         let executed = on.req.executed + (self.now - since);
         self.feed(Event::Preempted { worker, id: on.req.id, executed });
@@ -250,6 +266,20 @@ impl<P: Policy> Driver<P> {
                     self.demoted_completed += 1;
                 }
                 let executed = self.execution[on.req.id.0 as usize];
+                // The next request of its batch starts there at once, unasked.
+                if let Some(req) = self.followers[worker].pop_front() {
+                    if !self.ull_waiting.remove(&req.id) && !self.ull_waiting.is_empty() {
+                        self.ahead_of_ull += 1;
+                    }
+                    self.followed += 1;
+                    self.runs += 1;
+                    let run = self.runs;
+                    let on =
+                        OnWorker { req, run, since: None, stop_on_start: false, stop_asked: false };
+                    self.workers[worker] = Some(on);
+                    let t = self.soon();
+                    self.at(t, Due::Start { worker, run });
+                }
                 self.feed(Event::Completed { worker, id: on.req.id, executed });
             }
             Due::Stop { worker, run } => {
@@ -285,6 +315,8 @@ struct Drove {
     demoted_completed: usize,
     demoted_rejected: usize,
     answered_with_room: usize,
+    /// Followers that started after the run before them completed.
+    followed: usize,
 }
 
 /// `policy` on `workers` workers under a bimodal load of 300 requests, `load` per worker; with
@@ -298,12 +330,12 @@ fn drive(
     admission: bool,
     (runaways, demote): (bool, bool),
 ) -> Drove {
-    drive_with(policy, seed, (workers, load), admission, (runaways, demote), None, QueueKind::Tree)
+    drive_with(policy, seed, (workers, load), admission, (runaways, demote), None, TREE)
 }
 
 /// [`drive`], with `lane` = `Some(burst)`, behind a uLL lane of that share bound (0: none) that
 /// takes the short requests (20 µs) and, declared, one request in seven of the long ones; the
-/// early-binding policies' workers queue in `queue`.
+/// policy's configuration `tune`d (the early-binding workers' queue, batching).
 fn drive_with(
     policy: PolicyKind,
     seed: u64,
@@ -311,10 +343,10 @@ fn drive_with(
     admission: bool,
     (runaways, demote): (bool, bool),
     lane: Option<u32>,
-    queue: QueueKind,
+    tune: Tune<'_>,
 ) -> Drove {
     let mut config = PolicyConfig::papers(workers);
-    config.worker_queue = queue;
+    tune(&mut config);
     if admission {
         config.admission = Admission { max_queued: Some(LANE), ..Admission::default() };
     }
@@ -392,6 +424,7 @@ fn run<P: Policy>(
         demoted_completed: d.demoted_completed,
         demoted_rejected: d.demoted_rejected,
         answered_with_room: d.answered_with_room,
+        followed: d.followed,
     }
 }
 
@@ -454,17 +487,73 @@ fn timeline_workers_keep_the_contract() {
         let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
         let (workers, load) = (1 + (x % 4) as usize, 0.3 + (x / 4 % 13) as f64 / 10.0);
         let window = [5_000, 50_000, 500_000][(seed % 3) as usize];
-        let queue = QueueKind::Timeline(CtEdfConfig { delta_window: window });
+        let timeline = |c: &mut PolicyConfig| {
+            c.worker_queue = QueueKind::Timeline(CtEdfConfig { delta_window: window });
+        };
         for policy in early {
             let (admission, runaways, demote) = (seed % 2 == 0, seed % 4 == 0, seed % 5 == 0);
             let lane = (seed % 6 == 0).then_some(0);
-            let d =
-                drive_with(policy, x, (workers, load), admission, (runaways, demote), lane, queue);
+            let d = drive_with(
+                policy,
+                x,
+                (workers, load),
+                admission,
+                (runaways, demote),
+                lane,
+                &timeline,
+            );
             if !admission && !runaways {
                 assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
             }
         }
     }
+}
+
+#[test]
+fn batches_keep_the_contract_and_run_back_to_back() {
+    // Deadline-limited batching (Edge-RT §IV-A) on every early-binding policy, on both run
+    // queues, with admission, runaways, demotion and the uLL lane mixed in: every follower the
+    // driver starts unasked, and every batch it discards on a preemption, keeps the contract;
+    // without admission every request completes.
+    let early = [
+        PolicyKind::SledgeScale,
+        PolicyKind::SledgeScaleSteal,
+        PolicyKind::Rr,
+        PolicyKind::Jsq,
+        PolicyKind::Lld,
+    ];
+    let mut followed = 0;
+    for seed in 1..=24u64 {
+        let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
+        let (workers, load) = (1 + (x % 3) as usize, 0.6 + (x / 3 % 10) as f64 / 10.0);
+        let window = [100_000, 1_000_000, 10_000_000][(seed % 3) as usize];
+        let timeline = seed % 4 == 0;
+        let batched = |c: &mut PolicyConfig| {
+            c.batch_window = window;
+            c.batch_max = 1 + (seed % 8) as usize;
+            if timeline {
+                c.worker_queue = QueueKind::Timeline(CtEdfConfig { delta_window: 50_000 });
+            }
+        };
+        for policy in early {
+            let (admission, runaways, demote) = (seed % 2 == 0, seed % 3 == 0, seed % 5 == 0);
+            let lane = (seed % 6 == 0).then_some(0);
+            let d = drive_with(
+                policy,
+                x,
+                (workers, load),
+                admission,
+                (runaways, demote),
+                lane,
+                &batched,
+            );
+            if !admission && !runaways {
+                assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
+            }
+            followed += d.followed;
+        }
+    }
+    assert!(followed > 1_000, "batches ran back to back: {followed} followers");
 }
 
 #[test]

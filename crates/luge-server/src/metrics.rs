@@ -435,7 +435,7 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
             writeln!(out, "luge_worker_ready_bytes{{worker=\"{}\"}} {}", w.index, w.ready_bytes);
     }
     let groups = runtime.group_stats();
-    let families: [GroupFamily; 6] = [
+    let families: [GroupFamily; 7] = [
         (
             "luge_group_queued",
             "gauge",
@@ -465,6 +465,12 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
             "counter",
             "Arrivals whose wake-up was left to the periodic notification (notify_interval_us).",
             |g| g.deferred,
+        ),
+        (
+            "luge_group_batched_total",
+            "counter",
+            "Requests committed behind a worker's run, to start without a hand-off (batch_window_us).",
+            |g| g.batched,
         ),
         (
             "luge_group_ull_total",

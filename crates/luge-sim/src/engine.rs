@@ -17,7 +17,7 @@
 //! completion.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use luge_sched::{
     Action, ContractChecker, ContractViolation, Estimator, EstimatorConfig, Event, FunctionId,
@@ -230,6 +230,9 @@ pub struct SimOutput {
     pub wakeups: u64,
     /// Arrivals held for the end of a notification period.
     pub deferred: u64,
+    /// Requests a worker started unasked, committed behind the run before them
+    /// ([`Action::Follow`], Edge-RT §IV-A): hand-offs that batching saved.
+    pub followed: u64,
 }
 
 struct Sim<'a> {
@@ -251,6 +254,9 @@ struct Sim<'a> {
     events: u64,
     wakeups: u64,
     deferred: u64,
+    /// Per worker, the requests committed behind its run ([`Action::Follow`]).
+    follow: Vec<VecDeque<Request>>,
+    followed: u64,
     out: Vec<Action>,
 }
 
@@ -286,6 +292,7 @@ pub fn simulate(cfg: &SimConfig, jobs: &[Job]) -> Result<SimOutput, SimError> {
         events: sim.events,
         wakeups: sim.wakeups,
         deferred: sim.deferred,
+        followed: sim.followed,
     })
 }
 
@@ -362,6 +369,8 @@ impl<'a> Sim<'a> {
             events: 0,
             wakeups: 0,
             deferred: 0,
+            follow: vec![VecDeque::new(); cfg.workers],
+            followed: 0,
             out: Vec::new(),
         }
     }
@@ -585,6 +594,14 @@ impl<'a> Sim<'a> {
                     }
                     self.run_on(g, base + worker, req, at)?;
                 }
+                // Started by the worker itself when the run before it completes.
+                Action::Follow { worker, req } => {
+                    if worker >= size {
+                        let what = format!("follow on worker {worker} of {size}");
+                        return Err(self.violation(g, what));
+                    }
+                    self.follow[base + worker].push_back(req);
+                }
                 Action::Preempt { worker, id } => {
                     let w = base + worker;
                     if let Some(cur) = self.current.get(w).copied().flatten()
@@ -616,18 +633,24 @@ impl<'a> Sim<'a> {
         if self.current[w].is_some() {
             return Err(self.violation(g, format!("run of {:?} on busy worker {w}", req.id)));
         }
+        self.start_on(w, req, at, self.cfg.overheads.enqueue);
+        Ok(())
+    }
+
+    /// Starts `req` on the free worker `w` at `at`, after a hand-off of `handoff` ns (none for
+    /// a follower: the worker holds it already) and its start-up costs.
+    fn start_on(&mut self, w: usize, req: Request, at: Nanos, handoff: Nanos) {
         let runs = &mut self.runs[job_of(req.id).0];
         let o = &self.cfg.overheads;
-        let start_cost = o.enqueue
+        let start_cost = handoff
             + o.context_switch
             + if *runs == 0 { o.sandbox_start } else { o.preempt_resume };
         *runs += 1;
-        self.worker_busy += start_cost - self.cfg.overheads.enqueue;
+        self.worker_busy += start_cost - handoff;
         self.epoch += 1;
         let epoch = self.epoch;
         self.current[w] = Some(Current { req, epoch, started: None, preempt_on_start: false });
         self.push(at + start_cost, Ev::Started { w, epoch });
-        Ok(())
     }
 
     fn started(&mut self, w: usize, epoch: u64) -> Result<(), SimError> {
@@ -660,6 +683,11 @@ impl<'a> Sim<'a> {
         self.estimator.observe(job.function, execution + self.start_cost());
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;
+        // The next request of its batch starts there at once, without a hand-off.
+        if let Some(next) = self.follow[w].pop_front() {
+            self.followed += 1;
+            self.start_on(w, next, self.now, 0);
+        }
         let last = k + 1 == job.stages;
         if last {
             self.finish_record(g, id, Outcome::Completed)?;
@@ -685,6 +713,8 @@ impl<'a> Sim<'a> {
         let executed = cur.req.executed + ran;
         let id = cur.req.id;
         self.current[w] = None;
+        // The batch behind it never starts: the policy takes it back.
+        self.follow[w].clear();
         self.worker_busy += ran;
         self.records[job_of(id).0].preemptions += 1;
         let g = self.group_of_worker[w];

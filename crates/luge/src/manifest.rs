@@ -136,6 +136,7 @@ struct RawServer {
     tick_us: Option<u64>,
     notify_interval_us: Option<u64>,
     worker_queue: Option<Spanned<String>>,
+    batch_window_us: Option<u64>,
     delta_window_us: Option<Spanned<u64>>,
     ull_lane: Option<bool>,
     ull_threshold_us: Option<u64>,
@@ -606,6 +607,9 @@ fn settings(
         }
         c.delta_window = d.get_ref().saturating_mul(1_000);
     }
+    if let Some(b) = raw.batch_window_us {
+        runtime.policy_config.batch_window = b.saturating_mul(1_000);
+    }
     runtime.ull_lane = raw.ull_lane.unwrap_or(runtime.ull_lane);
     if let Some(t) = raw.ull_threshold_us {
         runtime.ull_threshold = Duration::from_micros(t);
@@ -797,6 +801,9 @@ policy = "fifo"
         assert!(e.contains("needs `worker_queue"), "{e}");
         let e = parse("[server]\nworker_queue = \"list\"\n").unwrap_err().to_string();
         assert!(e.contains("unknown worker queue `list`"), "{e}");
+        assert_eq!(m.server.runtime.policy_config.batch_window, 0);
+        let m = parse("[server]\nbatch_window_us = 8000\n").unwrap();
+        assert_eq!(m.server.runtime.policy_config.batch_window, 8_000_000);
         let m = parse("[server]\nnotify_interval_us = 250\n").unwrap();
         assert_eq!(m.server.runtime.notify_interval, Duration::from_micros(250));
         assert!(m.server.runtime.ull_lane);

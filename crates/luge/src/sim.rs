@@ -143,6 +143,11 @@ struct RunArgs {
     /// With --worker-queue timeline: the quantum Δwindow in µs (Edge-RT: 500).
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
     delta_window_us: u64,
+    /// Deadline-limited batching Δbatch (Edge-RT §IV-A), as the runtime's `batch_window_us`:
+    /// an early-binding worker that takes its next request also commits the queued requests due
+    /// within this window of it, to run back to back without a hand-off (0 = off).
+    #[arg(long, default_value_t = 0)]
+    batch_window_us: u64,
     /// The uLL lane (HORSE §3), as the runtime's `ull_lane`: requests whose estimate is at most
     /// --ull-threshold-us run ahead of every other request.
     #[arg(long)]
@@ -254,6 +259,7 @@ fn adhoc(a: RunArgs) -> Result<()> {
     cfg.dispatchers = a.dispatchers;
     cfg.overheads = parse_overheads(&a.overheads)?;
     cfg.policy_config.admission = a.admission.admission();
+    cfg.policy_config.batch_window = a.batch_window_us.saturating_mul(1_000);
     cfg.policy_config.worker_queue = match a.worker_queue {
         QueueKind::Tree => QueueKind::Tree,
         QueueKind::Timeline(_) => QueueKind::Timeline(CtEdfConfig {

@@ -54,13 +54,14 @@ impl Rig {
             demoted: Default::default(),
             ull_lane: None,
             ull: Default::default(),
+            batched: Default::default(),
             deferred: Default::default(),
             deferred_total: Default::default(),
             grace_ns: std::sync::atomic::AtomicU64::new(u64::MAX),
             ingress: Default::default(),
             ingress_changes: Default::default(),
         });
-        let worker = Arc::new(WorkerShared::new(0));
+        let worker = Arc::new(WorkerShared::new(0, 0));
         let policy_config = PolicyConfig { workers: 1, ..config.policy_config.clone() };
         let dispatcher = Dispatcher::new(
             Arc::clone(&group),
@@ -135,6 +136,7 @@ impl Rig {
                 WorkerEvent::Started { .. } => "started",
                 WorkerEvent::Completed { .. } => "completed",
                 WorkerEvent::Preempted { .. } => "preempted",
+                WorkerEvent::Returned { .. } => "returned",
             })
             .collect();
         for e in all {

@@ -48,6 +48,10 @@ pub(crate) trait Algorithm: Send {
         None
     }
 
+    /// A follower committed to `worker` (Edge-RT §IV-A) took over from the run that completed
+    /// there at `now`.
+    fn promoted(&mut self, _worker: WorkerId, _now: Nanos, _out: &mut Vec<Action>) {}
+
     /// A timer asked for with `WakeAt` fired at `now`.
     fn tick(&mut self, _now: Nanos, _out: &mut Vec<Action>) {}
 
@@ -99,8 +103,12 @@ impl<A: Algorithm> Policy for A {
                 }
             }
             Event::Completed { worker, id, executed } => {
-                if self.cores_mut().finish(worker, id, executed).is_some() {
-                    self.run_next(worker, now, out);
+                if let Some(ended) = self.cores_mut().finish(worker, id, executed) {
+                    if self.cores_mut().promote(worker, &ended, out) {
+                        self.promoted(worker, now, out);
+                    } else {
+                        self.run_next(worker, now, out);
+                    }
                 }
             }
             Event::Preempted { worker, id, executed } => {
@@ -109,6 +117,11 @@ impl<A: Algorithm> Policy for A {
                         self.cores_mut().requeue_demoted(run.req);
                     } else {
                         self.requeue(worker, run.req);
+                    }
+                    // The driver discarded the batch behind it.
+                    let back: Vec<Request> = self.cores_mut().take_followers(worker).collect();
+                    for req in back {
+                        self.requeue(worker, req);
                     }
                     self.run_next(worker, now, out);
                 }

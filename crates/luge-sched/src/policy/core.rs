@@ -5,6 +5,7 @@
 //! steps the policies share (refuse, admit on the wait, shed the doomed, demote) in one place,
 //! with the group's best-effort lane of demoted requests (Edge-RT §IV-D).
 
+use super::batch::Batches;
 use super::lane::Lane;
 use super::{Action, Admission, PolicyConfig, PolicyStats, RejectReason, WorkerId};
 use crate::queue::EdfQueue;
@@ -67,6 +68,8 @@ pub(crate) struct Cores {
     lane: Lane,
     /// Per worker, the run whose deadline a timer already watches ([`Cores::watch_deadline`]).
     watched: Vec<Option<RequestId>>,
+    /// Per worker, the requests committed behind its run (Edge-RT §IV-A).
+    batches: Batches,
 }
 
 impl Cores {
@@ -80,6 +83,7 @@ impl Cores {
             stats: PolicyStats::default(),
             lane: Lane::new(config),
             watched: vec![None; config.workers.max(1)],
+            batches: Batches::new(config),
         }
     }
 
@@ -147,6 +151,56 @@ impl Cores {
             }
             _ => false,
         }
+    }
+
+    /// Whether `req` may join the batch of `w` behind its run (Edge-RT §IV-A, Δbatch): batching
+    /// is on, an on-time run holds `w` with no preemption on its way, and `req`'s deadline is no
+    /// earlier than the batch's last and within Δbatch of its run's.
+    pub fn may_follow(&self, w: WorkerId, req: &Request) -> bool {
+        self.get(w).is_some_and(|run| {
+            !run.demoted
+                && !run.preempt_pending
+                && self.batches.admits(w, run.req.absolute_deadline, req)
+        })
+    }
+
+    /// Commits `req` to `w` behind its run and the followers before it, and emits `Follow`.
+    pub fn follow(&mut self, w: WorkerId, req: Request, out: &mut Vec<Action>) {
+        debug_assert!(!self.is_idle(w), "policy batched a request on idle worker {w}");
+        self.batches.push(w, req);
+        out.push(Action::Follow { worker: w, req });
+    }
+
+    /// After the `Completed` of `ended` on `w`: its next follower, which the driver has started
+    /// already, becomes the run; if a preemption of `ended` was on its way, it is asked again of
+    /// the follower (the worker was wanted for something more urgent). Returns whether a
+    /// follower took over.
+    pub fn promote(&mut self, w: WorkerId, ended: &Running, out: &mut Vec<Action>) -> bool {
+        let Some(req) = self.batches.pop(w) else { return false };
+        let run =
+            Running { req, since: None, slice_start: None, preempt_pending: false, demoted: false };
+        self.running[w] = Some(run);
+        if ended.preempt_pending {
+            self.preempt(w, out);
+        }
+        true
+    }
+
+    /// `w`'s followers, taken back after its run was preempted (the driver discarded them).
+    pub fn take_followers(&mut self, w: WorkerId) -> impl Iterator<Item = Request> + use<> {
+        self.batches.take(w).into_iter()
+    }
+
+    /// Requests committed to workers behind their runs, not started.
+    pub fn following(&self) -> usize {
+        self.batches.len()
+    }
+
+    /// What `w` is held for ahead of the requests bound there at `now`: its run's
+    /// [`claim`](Self::claim) and the work of the followers committed behind it.
+    pub fn claim_on(&self, now: Nanos, w: WorkerId) -> Nanos {
+        let run = self.get(w).map_or(0, |r| self.claim(now, r));
+        run.saturating_add(self.batches.work(w))
     }
 
     /// Takes the run of `id` off `w` (on `Completed` or `Preempted`), with `executed` recorded.

@@ -555,6 +555,7 @@ mod tests {
                     Action::Preempt { .. }
                     | Action::WakeAt(_)
                     | Action::Enqueue { .. }
+                    | Action::Follow { .. }
                     | Action::Demote { .. } => panic!("darc emitted {a:?}"),
                     Action::Reject { .. } => panic!("nothing should be rejected: {a:?}"),
                 }

@@ -76,7 +76,7 @@ impl EarlyBinding {
                 stats.workers_inspected += n as u64;
                 (0..n)
                     .min_by_key(|&w| {
-                        let run = self.cores.get(w).map_or(0, |r| self.cores.claim(now, r));
+                        let run = self.cores.claim_on(now, w);
                         self.queues[w].total_work().saturating_add(run)
                     })
                     .unwrap_or(0)
@@ -114,8 +114,9 @@ impl algorithm::Algorithm for EarlyBinding {
         edf::run_next(&mut self.cores, &mut self.queues[worker], worker, now, out);
     }
 
+    /// Queued requests, and those committed to a worker's batch that have not started.
     fn waiting(&self) -> usize {
-        self.queues.iter().map(EdfQueue::len).sum()
+        self.queues.iter().map(EdfQueue::len).sum::<usize>() + self.cores.following()
     }
 
     fn on_time_for(&self, worker: WorkerId) -> bool {

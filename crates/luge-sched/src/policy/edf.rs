@@ -11,8 +11,8 @@ use crate::request::{Nanos, Request};
 use crate::run_queue::RunQueue;
 
 /// Where a newcomer's work starts on worker `w`, and where the queued requests behind it start:
-/// `(start, rest_start)`, the latter after what the running request still claims of the worker
-/// ([`Cores::claim`]). `preempts` says `req` will preempt the running request; then, and when a
+/// `(start, rest_start)`, the latter after what the running request and the batch committed
+/// behind it still claim of the worker ([`Cores::claim_on`]). `preempts` says `req` will preempt the running request; then, and when a
 /// preemption of the running request is already in flight and `req` is more urgent than it, `req`
 /// does not wait for the running request (only the queued requests behind `req` still count it).
 pub(crate) fn starts(
@@ -22,7 +22,7 @@ pub(crate) fn starts(
     req: &Request,
 ) -> (Nanos, Nanos) {
     let running = cores.get(w);
-    let rest_start = now.saturating_add(running.map_or(0, |r| cores.claim(now, r)));
+    let rest_start = now.saturating_add(cores.claim_on(now, w));
     let jumps_ahead =
         running.is_some_and(|r| preempts || (r.preempt_pending && req.key() < r.req.key()));
     (if jumps_ahead { now } else { rest_start }, rest_start)
@@ -50,6 +50,13 @@ pub(crate) fn bind(
         cores.run(w, req, out);
         return;
     }
+    // A busy worker with nothing queued ahead of it: the newcomer joins its batch if Δbatch
+    // allows (Edge-RT §IV-A: "if a receiving FWP is already active, messages transferred to it
+    // are batched").
+    if !preempt && queue.peek().is_none_or(|h| req.key() < h.key()) && cores.may_follow(w, &req) {
+        cores.follow(w, req, out);
+        return;
+    }
     queue.insert(req);
     // Admitted ahead of others: shed what it pushed past its deadline.
     cores.shed_doomed(queue, (at.0, now), out);
@@ -73,8 +80,21 @@ pub(crate) fn run_next(
     match cores.pop_runnable(queue, now, out) {
         Some(next) => {
             cores.run(w, next, out);
+            fill_batch(cores, queue, w, out);
             true
         }
         None => false,
+    }
+}
+
+/// Deadline-limited batching (Edge-RT §IV-A): commits to `w`, behind the run it just got, the
+/// queued requests whose deadlines lie within Δbatch of that run's, most urgent first, up to the
+/// batch's size bound ([`Cores::may_follow`]). Nothing is committed with batching off. The
+/// queue was just shed of what its work dooms, so every follower can still make its deadline
+/// as expected.
+fn fill_batch(cores: &mut Cores, queue: &mut RunQueue, w: WorkerId, out: &mut Vec<Action>) {
+    while queue.peek().is_some_and(|head| cores.may_follow(w, head)) {
+        let Some(req) = queue.pop() else { return };
+        cores.follow(w, req, out);
     }
 }

@@ -14,7 +14,10 @@
 //!   driver starts or resumes `req` there, then reports [`Event::Started`] when it actually runs
 //!   (after any start-up overhead). Execution so far is `req.executed`.
 //! - When a running request finishes, the driver reports [`Event::Completed`] with its total
-//!   execution.
+//!   execution; if the policy committed followers to that worker ([`Action::Follow`]), the
+//!   driver starts the first of them there at once and reports its `Started` in turn.
+//! - When a run is preempted, the driver discards the worker's followers, unstarted; the policy
+//!   takes them back with the `Preempted`.
 //! - On [`Action::Preempt`] `{ worker, id }`, if `id` is still running on `worker` when the
 //!   preemption is delivered, the driver stops it and reports [`Event::Preempted`] with its total
 //!   execution so far; if `id` completed first, it reports only [`Event::Completed`] and drops the
@@ -41,6 +44,7 @@
 //! driving every policy directly, and the simulator's) run every policy under it.
 
 mod algorithm;
+mod batch;
 mod core;
 mod darc;
 mod early;
@@ -137,6 +141,18 @@ pub enum Action {
         req: Request,
         /// Why.
         reason: RejectReason,
+    },
+    /// Commit `req` to `worker` as the next run of its batch (Edge-RT §IV-A, deadline-limited
+    /// batching): the driver starts it there as soon as the worker's current run (or the
+    /// follower before it) *completes*, without asking the policy, and reports `Started` for it
+    /// then. If that run is preempted instead, the driver discards the worker's followers (they
+    /// never start) and the policy takes them back with the `Preempted`. Only ever emitted for a
+    /// worker with a run in progress (`Run` issued, not ended).
+    Follow {
+        /// Worker.
+        worker: WorkerId,
+        /// The request, with its execution so far.
+        req: Request,
     },
     /// Deliver an [`Event::Tick`] at or after this time.
     WakeAt(Nanos),
@@ -380,6 +396,14 @@ pub struct PolicyConfig {
     /// `sledgescale-steal`, `rr`, `jsq`, `lld`): the exact deadline tree (default) or Edge-RT's
     /// constant-time timeline (§IV-C).
     pub worker_queue: QueueKind,
+    /// Deadline-limited batching Δbatch (Edge-RT §IV-A) of the early-binding policies: when a
+    /// worker takes its next request, the requests queued behind it whose deadlines lie within
+    /// this window of its own are committed to it as one batch ([`Action::Follow`]), run back
+    /// to back without a round trip through the dispatcher; an arrival for a busy worker with
+    /// nothing queued joins its batch on the same terms. 0 (the default) is off.
+    pub batch_window: Nanos,
+    /// The most requests one batch commits beyond its first (32).
+    pub batch_max: usize,
 }
 
 impl Default for PolicyConfig {
@@ -399,6 +423,8 @@ impl Default for PolicyConfig {
             demoted_expiry: 10_000_000_000,
             admission: Admission::default(),
             worker_queue: QueueKind::Tree,
+            batch_window: 0,
+            batch_max: 32,
         }
     }
 }

@@ -98,13 +98,13 @@ impl SledgeScale {
             return WaitTime::Preemptible;
         }
         WaitTime::Wait(
-            queue.work_before(req.absolute_deadline).saturating_add(self.cores.claim(now, run)),
+            queue.work_before(req.absolute_deadline).saturating_add(self.cores.claim_on(now, w)),
         )
     }
 
     /// Cᵢ (Eq. 2): remaining work of everything on worker `w`.
     pub fn total_work(&self, w: WorkerId, now: Nanos) -> Nanos {
-        let running = self.cores.get(w).map_or(0, |r| self.cores.claim(now, r));
+        let running = self.cores.claim_on(now, w);
         self.queues[w].total_work().saturating_add(running)
     }
 
@@ -207,8 +207,14 @@ impl algorithm::Algorithm for SledgeScale {
         self.watch_deadline(worker, now, out);
     }
 
+    /// Queued requests, and those committed to a worker's batch that have not started.
+    /// A follower's deadline is watched as a run's is.
+    fn promoted(&mut self, worker: WorkerId, now: Nanos, out: &mut Vec<Action>) {
+        self.watch_deadline(worker, now, out);
+    }
+
     fn waiting(&self) -> usize {
-        self.queues.iter().map(EdfQueue::len).sum()
+        self.queues.iter().map(EdfQueue::len).sum::<usize>() + self.cores.following()
     }
 
     fn on_time_for(&self, worker: WorkerId) -> bool {
@@ -266,6 +272,68 @@ mod tests {
         put(&mut p, 1, 120, 50, true);
         put(&mut p, 1, 300, 100, false);
         p
+    }
+
+    /// The `Follow`s among `out`: (worker, request id).
+    fn follows(out: &[Action]) -> Vec<(WorkerId, u64)> {
+        out.iter()
+            .filter_map(|a| match a {
+                Action::Follow { worker, req } => Some((*worker, req.id.0)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_holds_what_lies_within_delta_batch_of_its_run_and_runs_unasked() {
+        // Edge-RT §IV-A with Δbatch = 1 ms on one worker: a long run, then three requests due at
+        // 10.5, 10.9 and 11.6 ms queue behind it.
+        let cfg = PolicyConfig { batch_window: 1_000_000, ..PolicyConfig::papers(1) };
+        let mut p = SledgeScale::new(&cfg);
+        feed(&mut p, 0, Event::Arrival(req(1, 100_000_000, 1_000_000)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        for (id, d) in [(2, 10_500_000), (3, 10_900_000), (4, 11_600_000)] {
+            let out = feed(&mut p, 1, Event::Arrival(req(id, d, 10_000)));
+            assert!(follows(&out).is_empty(), "nothing joins a run due at 100 ms: {out:?}");
+        }
+        // The long run completes: 2 runs, 3 follows it (0.4 ms later), 4 (1.1 ms later) waits.
+        let out = feed(&mut p, 2, Event::Completed { worker: 0, id: RequestId(1), executed: 2 });
+        assert!(out.iter().any(|a| matches!(a, Action::Run { req, .. } if req.id.0 == 2)));
+        assert_eq!(follows(&out), [(0, 3)]);
+        assert_eq!(p.queued(), 2, "a follower counts as queued until it starts");
+        // An arrival due after the follower, within the window of the run and ahead of the
+        // queued 4, joins the batch; one due after 4 does not.
+        let out = feed(&mut p, 3, Event::Arrival(req(5, 11_000_000, 10_000)));
+        assert_eq!(follows(&out), [(0, 5)]);
+        let out = feed(&mut p, 3, Event::Arrival(req(7, 11_700_000, 10_000)));
+        assert_eq!(follows(&out), []);
+        // 2 completes: the driver started 3 unasked, the policy asks for nothing.
+        let out = feed(&mut p, 4, Event::Completed { worker: 0, id: RequestId(2), executed: 9 });
+        assert!(out.iter().all(|a| matches!(a, Action::WakeAt(_))), "{out:?}");
+        feed(&mut p, 4, Event::Started { worker: 0, id: RequestId(3) });
+        // 3 is preempted by something due at once: 5 and 4 go back to the queue, run in order.
+        let out = feed(&mut p, 5, Event::Arrival(req(6, 200_000, 10_000)));
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(3) }), "{out:?}");
+        let out = feed(&mut p, 6, Event::Preempted { worker: 0, id: RequestId(3), executed: 2 });
+        assert!(out.iter().any(|a| matches!(a, Action::Run { req, .. } if req.id.0 == 6)));
+    }
+
+    #[test]
+    fn an_arrival_for_a_busy_worker_with_nothing_queued_joins_its_batch() {
+        let cfg = PolicyConfig { batch_window: 1_000_000, ..PolicyConfig::papers(1) };
+        let mut p = SledgeScale::new(&cfg);
+        feed(&mut p, 0, Event::Arrival(req(1, 10_000_000, 100_000)));
+        let out = feed(&mut p, 1, Event::Arrival(req(2, 10_500_000, 100_000)));
+        assert_eq!(follows(&out), [(0, 2)]);
+        // Earlier than the batch's last, or past the window: queued instead.
+        let out = feed(&mut p, 2, Event::Arrival(req(3, 10_400_000, 100_000)));
+        assert_eq!(follows(&out), []);
+        let out = feed(&mut p, 2, Event::Arrival(req(4, 12_000_000, 100_000)));
+        assert_eq!(follows(&out), []);
+        // Batching off: never.
+        let mut p = SledgeScale::new(&PolicyConfig::papers(1));
+        feed(&mut p, 0, Event::Arrival(req(1, 10_000_000, 100_000)));
+        assert_eq!(follows(&feed(&mut p, 1, Event::Arrival(req(2, 10_500_000, 1_000)))), []);
     }
 
     #[test]

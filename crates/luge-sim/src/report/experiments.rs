@@ -18,6 +18,7 @@ use crate::sweep::{max_sustainable, sweep};
 
 mod edgert;
 mod edgert_fig6;
+mod edgert_fig6a;
 mod fig13;
 mod horse;
 mod overload;
@@ -44,6 +45,9 @@ pub enum Experiment {
     /// Edge-RT Fig. 6b: periodic notification (Δtimer) swept on 16 workers, Luge's rule against
     /// Edge-RT's.
     EdgeRtFig6,
+    /// Edge-RT Fig. 6a: deadline-limited batching (Δbatch) swept on 16 workers, `sledgescale`
+    /// and `lld`.
+    EdgeRtFig6a,
     /// SFS §VIII: Azure mix, 50–100 % load, SFS vs PS vs FIFO vs SRPT, RTE.
     Sfs,
     /// Luge's overload experiment: goodput at 1–5× capacity with and without admission on the
@@ -56,7 +60,7 @@ pub enum Experiment {
 
 impl Experiment {
     /// Every experiment, in documentation order.
-    pub const ALL: [Experiment; 11] = [
+    pub const ALL: [Experiment; 12] = [
         Experiment::Fig8,
         Experiment::Fig9,
         Experiment::Fig10,
@@ -65,6 +69,7 @@ impl Experiment {
         Experiment::Fig13,
         Experiment::EdgeRt,
         Experiment::EdgeRtFig6,
+        Experiment::EdgeRtFig6a,
         Experiment::Sfs,
         Experiment::Overload,
         Experiment::HorseLane,
@@ -81,6 +86,7 @@ impl Experiment {
             Experiment::Fig13 => "sledgescale-fig13",
             Experiment::EdgeRt => "edgert-fig11",
             Experiment::EdgeRtFig6 => "edgert-fig6b",
+            Experiment::EdgeRtFig6a => "edgert-fig6a",
             Experiment::Sfs => "sfs-azure",
             Experiment::Overload => "overload",
             Experiment::HorseLane => "horse-lane",
@@ -98,6 +104,7 @@ impl Experiment {
             Experiment::Fig13 => "SD-VBS mix, varying SIFT deadline (SledgeScale Fig. 13)",
             Experiment::EdgeRt => "Edge-RT bimodal light/heavy chains (Edge-RT Fig. 11)",
             Experiment::EdgeRtFig6 => "Periodic notification, Δtimer (Edge-RT Fig. 6b)",
+            Experiment::EdgeRtFig6a => "Deadline-limited batching, Δbatch (Edge-RT Fig. 6a)",
             Experiment::Sfs => "Azure duration mix, unknown execution times (SFS §VIII)",
             Experiment::Overload => "Goodput under overload with and without admission on the wait",
             Experiment::HorseLane => "Short requests with and without the uLL lane (HORSE §3)",
@@ -593,6 +600,7 @@ pub fn run_experiment(
         Experiment::Fig13 => fig13::run(&run),
         Experiment::EdgeRt => edgert::run(&run),
         Experiment::EdgeRtFig6 => edgert_fig6::run(&run),
+        Experiment::EdgeRtFig6a => edgert_fig6a::run(&run),
         Experiment::HorseLane => horse::run(&run),
         Experiment::Sfs => sfs::run(&run),
         Experiment::Overload => overload::run(&run),

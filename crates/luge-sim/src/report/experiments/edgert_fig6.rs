@@ -29,7 +29,7 @@ const DISPATCHERS: usize = 4;
 /// Stages per chain.
 const STAGES: u8 = 4;
 /// A sleeping group's wake-up (ns), as measured on the runtime's VM.
-const WAKEUP: u64 = 20_000;
+pub(super) const WAKEUP: u64 = 20_000;
 
 /// The two notification rules compared.
 #[derive(Debug, Clone, Copy)]
@@ -44,7 +44,7 @@ const RULES: [Rule; 2] =
 
 /// Fig. 6a's per-stage workload: light 20 µs (5 ms end to end), heavy 5 ms (500 ms), 625 light
 /// requests per 20 heavy ones (Edge-RT §IV-A's per-client rates).
-fn per_stage() -> Result<ServiceDist, ExperimentError> {
+pub(super) fn per_stage() -> Result<ServiceDist, ExperimentError> {
     let mix = Mix::new(vec![
         MixClass::point("light", 20_000, 625.0).with_deadline(5_000_000),
         MixClass::point("heavy", 5_000_000, 20.0).with_deadline(500_000_000),
