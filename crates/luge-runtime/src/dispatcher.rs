@@ -112,9 +112,10 @@ pub(crate) struct GroupShared {
     pub ull_lane: Option<UllConfig>,
     /// Arrivals that took the uLL lane so far (`Runtime::group_stats`).
     pub ull: AtomicU64,
-    /// Requests committed behind a worker's run so far (`Action::Follow`, Edge-RT §IV-A;
-    /// `Runtime::group_stats`).
+    /// Requests committed behind a worker's run so far (`Action::Follow`, Edge-RT §IV-A), and
+    /// of those, handed back unstarted when the run was preempted (`Runtime::group_stats`).
     pub batched: AtomicU64,
+    pub returned: AtomicU64,
     /// Set by a submitter that left its arrival's notification to the ticker
     /// (`RuntimeConfig::notify_interval`); the ticker clears it and notifies.
     pub deferred: AtomicBool,
@@ -340,6 +341,7 @@ impl Dispatcher {
                     // `Preempted` that comes next.
                     WorkerEvent::Returned { task } => {
                         busy = true;
+                        self.shared.returned.fetch_add(1, Ordering::Relaxed);
                         self.running -= 1;
                         self.pending.insert(task.sched, task);
                         continue;

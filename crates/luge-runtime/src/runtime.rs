@@ -141,6 +141,7 @@ impl Runtime {
                     }),
                     ull: AtomicU64::new(0),
                     batched: AtomicU64::new(0),
+                    returned: AtomicU64::new(0),
                     deferred: AtomicBool::new(false),
                     deferred_total: AtomicU64::new(0),
                     grace_ns: AtomicU64::new(u64::MAX),
@@ -456,6 +457,7 @@ impl Runtime {
                 deferred: g.deferred_total.load(Ordering::Relaxed),
                 ull: g.ull.load(Ordering::Relaxed),
                 batched: g.batched.load(Ordering::Relaxed),
+                batch_returned: g.returned.load(Ordering::Relaxed),
             })
             .collect()
     }

@@ -48,8 +48,11 @@ pub struct GroupStats {
     pub deferred: u64,
     /// Arrivals that took the uLL lane (HORSE §3; `RuntimeConfig::ull_lane`).
     pub ull: u64,
-    /// Requests committed to a worker behind its run and started there without a hand-off
-    /// (deadline-limited batching, Edge-RT §IV-A; `PolicyConfig::batch_window`), or handed back
-    /// when that run was preempted.
+    /// Requests committed to a worker behind its run (deadline-limited batching, Edge-RT §IV-A;
+    /// `PolicyConfig::batch_window`): each started there without a hand-off, or was handed back
+    /// when that run was preempted and counted again if committed again.
     pub batched: u64,
+    /// Of `batched`, the commitments handed back unstarted (`batched − batch_returned` requests
+    /// started without a hand-off).
+    pub batch_returned: u64,
 }

@@ -435,7 +435,7 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
             writeln!(out, "luge_worker_ready_bytes{{worker=\"{}\"}} {}", w.index, w.ready_bytes);
     }
     let groups = runtime.group_stats();
-    let families: [GroupFamily; 7] = [
+    let families: [GroupFamily; 8] = [
         (
             "luge_group_queued",
             "gauge",
@@ -471,6 +471,12 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
             "counter",
             "Requests committed behind a worker's run, to start without a hand-off (batch_window_us).",
             |g| g.batched,
+        ),
+        (
+            "luge_group_batch_returned_total",
+            "counter",
+            "Of the batched requests, those handed back unstarted when the run before them was preempted.",
+            |g| g.batch_returned,
         ),
         (
             "luge_group_ull_total",

@@ -55,6 +55,7 @@ impl Rig {
             ull_lane: None,
             ull: Default::default(),
             batched: Default::default(),
+            returned: Default::default(),
             deferred: Default::default(),
             deferred_total: Default::default(),
             grace_ns: std::sync::atomic::AtomicU64::new(u64::MAX),
