@@ -43,6 +43,7 @@ mod density;
 mod edge_rt;
 mod edge_rt_fig11;
 mod edge_rt_fig6;
+mod edge_rt_fig6a;
 mod horse;
 mod isolation;
 mod machine;
@@ -355,8 +356,8 @@ pub struct IsolationOptions {
 /// `edge-rt` settings (`None` takes the default of the mode).
 #[derive(Debug, Clone, Default)]
 pub struct EdgeRtOptions {
-    /// The figures to run, of 14, 11 and 6 (Fig. 6b; default all).
-    pub figures: Vec<u32>,
+    /// The figures to run, of `14`, `11`, `6b` (or `6`) and `6a` (default all).
+    pub figures: Vec<String>,
     /// Fig. 14: infinite-loop tasks per worker (default 0, 1, 2, 4; quick 0, 2).
     pub hogs: Vec<usize>,
     /// Fig. 11: utilisations of the worker (default 0.6 to 1.0 by 0.1; quick 0.9); Fig. 6b:
@@ -365,6 +366,8 @@ pub struct EdgeRtOptions {
     /// Fig. 6b: the periodic notification intervals swept (default 0, 50, 250, 500, 1000 µs;
     /// quick 0, 250 µs).
     pub notify_intervals: Vec<Duration>,
+    /// Fig. 6a: the batching windows swept (default 0, 1, 4, 8, 16 ms; quick 0, 8 ms).
+    pub batch_windows: Vec<Duration>,
     /// Time measured per point (default 10 s; quick 1 s).
     pub duration: Option<Duration>,
     /// Trials of every point (default 3; quick 1).

@@ -449,10 +449,10 @@ struct IsolationArgs {
 struct EdgeRtArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Edge-RT figures to run, comma-separated, of 14, 11 and 6 (Fig. 6b, the Δtimer sweep)
-    /// [default: 14,11,6].
+    /// Edge-RT figures to run, comma-separated, of 14, 11, 6b (or 6: the Δtimer sweep) and 6a
+    /// (the Δbatch sweep) [default: 14,11,6b,6a].
     #[arg(long, value_delimiter = ',')]
-    figures: Vec<u32>,
+    figures: Vec<String>,
     /// Fig. 14: infinite-loop tasks per worker, comma-separated [default: 0,1,2,4; quick: 0,2].
     #[arg(long, value_delimiter = ',')]
     hogs: Vec<usize>,
@@ -464,6 +464,10 @@ struct EdgeRtArgs {
     /// [default: 0,50,250,500,1000; quick: 0,250].
     #[arg(long, value_delimiter = ',')]
     notify_intervals_us: Vec<u64>,
+    /// Fig. 6a: deadline-limited batching windows in µs, comma-separated (0 = off)
+    /// [default: 0,1000,4000,8000,16000; quick: 0,8000].
+    #[arg(long, value_delimiter = ',')]
+    batch_windows_us: Vec<u64>,
     /// Time measured per point [default: 10s; quick 1s].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -701,6 +705,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                     .into_iter()
                     .map(Duration::from_micros)
                     .collect(),
+                batch_windows: a.batch_windows_us.into_iter().map(Duration::from_micros).collect(),
                 duration: a.duration,
                 trials: a.trials,
             };

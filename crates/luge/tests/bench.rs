@@ -386,7 +386,7 @@ fn chain_answers_what_its_stages_give_by_hand_and_reports_its_hand_over() {
 }
 
 #[test]
-fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf_fig_11_chains_and_fig_6b() {
+fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf_fig_11_chains_and_fig_6() {
     let (dir, report, summary) = quick("edge-rt", &["edge-rt"]);
     let r = &report["results"]["fig14"];
     assert_eq!(r["hogs_per_worker"], serde_json::json!([0, 2]), "quick: k = 0 and 2");
@@ -458,6 +458,24 @@ fn edge_rt_runs_fig_14_with_loops_demoted_killed_and_under_plain_edf_fig_11_chai
         }
     }
     assert!(summary.contains("Fig. 6b"), "{summary}");
+    // Fig. 6a: the Δbatch sweep on the threads layout, off and 8 ms. Off, nothing is batched;
+    // on, light stages due within 8 ms of each other run back to back.
+    let r = &report["results"]["fig6a"];
+    assert_eq!(r["windows_us"], serde_json::json!([0, 8000]), "quick: 0 and 8 ms");
+    let trials = r["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 2, "{trials:?}");
+    for t in trials {
+        assert!(t["point"]["planned"].as_u64().unwrap() > 100, "{t}");
+        assert_eq!(t["layout"], "threads", "{t}");
+        let batched = t["batched_per_request"].as_f64().unwrap();
+        let followed = t["followed_per_request"].as_f64().unwrap();
+        assert!(followed <= batched, "{t}");
+        match t["batch_window_us"].as_u64().unwrap() {
+            0 => assert_eq!(batched, 0.0, "{t}"),
+            _ => assert!(followed > 0.0, "{t}"),
+        }
+    }
+    assert!(summary.contains("Fig. 6a"), "{summary}");
     done(&dir);
 }
 

@@ -31,7 +31,8 @@ use super::output::{Results, Table, us};
 use super::overload::parse_spec;
 use super::policies::spin_function;
 use super::{
-    EdgeRtOptions, Protocol, ScenarioOptions, edge_rt_fig6, edge_rt_fig11, layout_name, wait_name,
+    EdgeRtOptions, Protocol, ScenarioOptions, edge_rt_fig6, edge_rt_fig6a, edge_rt_fig11,
+    layout_name, wait_name,
 };
 use crate::calibrate::Calibration;
 use crate::error::BenchError;
@@ -166,8 +167,9 @@ fn point(
     })
 }
 
-/// The figures of Edge-RT this scenario runs (6: Fig. 6b, the Δtimer sweep).
-const FIGURES: [u32; 3] = [14, 11, 6];
+/// The figures of Edge-RT this scenario runs (6b: the Δtimer sweep, also named 6; 6a: the
+/// Δbatch sweep).
+const FIGURES: [&str; 4] = ["14", "11", "6b", "6a"];
 
 pub(crate) fn run(
     o: &EdgeRtOptions,
@@ -175,10 +177,14 @@ pub(crate) fn run(
     pin: Option<Pinning>,
     _out: &mut Results,
 ) -> Result<(String, serde_json::Value), BenchError> {
-    let figures = if o.figures.is_empty() { FIGURES.to_vec() } else { o.figures.clone() };
+    let figures: Vec<&str> = if o.figures.is_empty() {
+        FIGURES.to_vec()
+    } else {
+        o.figures.iter().map(|f| if f == "6" { "6b" } else { f.as_str() }).collect()
+    };
     if let Some(f) = figures.iter().find(|f| !FIGURES.contains(f)) {
         return Err(BenchError::Scenario(format!(
-            "edge-rt runs Fig. 14, Fig. 11 and Fig. 6 (6b), not Fig. {f}"
+            "edge-rt runs Fig. 14, 11, 6b (or 6) and 6a, not Fig. {f}"
         )));
     }
     let duration =
@@ -188,14 +194,24 @@ pub(crate) fn run(
     let mut md = String::new();
     let mut results = serde_json::Map::new();
     for figure in figures {
+        let load = o.loads.first().copied().unwrap_or(0.9);
         let (section, part) = match figure {
-            14 => fig14(o, opts, pin, (duration, trials), &mut calibration)?,
-            11 => {
+            "14" => fig14(o, opts, pin, (duration, trials), &mut calibration)?,
+            "6a" => {
+                let ms = Duration::from_millis;
+                let windows = opts.given_or(
+                    &o.batch_windows,
+                    vec![ms(0), ms(8)],
+                    vec![ms(0), ms(1), ms(4), ms(8), ms(16)],
+                );
+                let sweep = (load, &windows[..]);
+                edge_rt_fig6a::run(opts, pin, sweep, (duration, trials), &mut calibration)?
+            }
+            "11" => {
                 let loads = opts.given_or(&o.loads, vec![0.9], vec![0.6, 0.7, 0.8, 0.9, 1.0]);
                 edge_rt_fig11::run(opts, pin, &loads, (duration, trials), &mut calibration)?
             }
             _ => {
-                let load = o.loads.first().copied().unwrap_or(0.9);
                 let us = Duration::from_micros;
                 let intervals = opts.given_or(
                     &o.notify_intervals,
@@ -206,9 +222,8 @@ pub(crate) fn run(
                 edge_rt_fig6::run(opts, pin, sweep, (duration, trials), &mut calibration)?
             }
         };
-        let name = if figure == 6 { "6b".to_owned() } else { figure.to_string() };
-        let _ = writeln!(md, "## Fig. {name}\n\n{section}");
-        results.insert(format!("fig{name}"), part);
+        let _ = writeln!(md, "## Fig. {figure}\n\n{section}");
+        results.insert(format!("fig{figure}"), part);
     }
     Ok((md, serde_json::Value::Object(results)))
 }

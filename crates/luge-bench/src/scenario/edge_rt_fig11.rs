@@ -65,6 +65,9 @@ pub(super) struct Trial {
     pub(super) trial: usize,
     /// The node's periodic notification (Δtimer; 0 = off, as shipped).
     pub(super) notify_interval_us: u64,
+    /// The node's deadline-limited batching (Δbatch; 0 = off, as shipped), and its layout.
+    pub(super) batch_window_us: u64,
+    pub(super) layout: &'static str,
     /// The whole run.
     pub(super) point: Point,
     /// Share of light / heavy requests answered within their deadline.
@@ -80,6 +83,22 @@ pub(super) struct Trial {
     pub(super) wakeups_per_request: f64,
     pub(super) sleeps_per_request: f64,
     pub(super) deferred_per_request: f64,
+    /// Per chain request measured: stages committed behind a run (Δbatch), and of those, the
+    /// ones that started there without a hand-off (the others were handed back by a
+    /// preemption).
+    pub(super) batched_per_request: f64,
+    pub(super) followed_per_request: f64,
+}
+
+/// What a point changes of the node as shipped.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Knobs {
+    /// Periodic notification (Δtimer, `notify_interval_us`).
+    pub(super) notify_interval: Duration,
+    /// Deadline-limited batching (Δbatch, `batch_window_us`).
+    pub(super) batch_window: Duration,
+    /// A layout other than the scenario's first.
+    pub(super) layout: Option<luge_runtime::Layout>,
 }
 
 /// The functions and chains of the node: a `spin_relay` function per class (each its own
@@ -117,24 +136,25 @@ fn rate_at(load: f64) -> f64 {
     load / (STAGES as f64 * mean_s)
 }
 
-/// One point: a fresh node running `c` with periodic notification every `notify_interval`
-/// (zero: off), both classes' chains at `load` for `duration`.
+/// One point: a fresh node running `c` with the `knobs` set (periodic notification, batching
+/// and layout; zero durations: off), both classes' chains at `load` for `duration`.
 pub(super) fn point(
     opts: &ScenarioOptions,
     pin: Option<Pinning>,
     (c, load, trial): (Contender, f64, usize),
-    notify_interval: Duration,
+    knobs: Knobs,
     (warm, duration): (Duration, Duration),
     calibration: &mut Option<Calibration>,
 ) -> Result<Trial, BenchError> {
     let (mut functions, chains) = functions_and_chains();
     functions.push(spin_function(&opts.functions)?);
-    let (wait, layout) = (opts.first_mode(), opts.first_layout());
+    let (wait, layout) = (opts.first_mode(), knobs.layout.unwrap_or(opts.first_layout()));
     let spec = NodeSpec {
         policy: c.policy,
         papers_admission: !c.admission,
         chains,
-        notify_interval,
+        notify_interval: knobs.notify_interval,
+        batch_window: knobs.batch_window,
         ..NodeSpec::of(opts, wait, layout, Protocol::Udp, pin)
     };
     LugeNode::with(&spec, &functions, |node| {
@@ -173,7 +193,9 @@ pub(super) fn point(
             contender: c,
             load,
             trial,
-            notify_interval_us: notify_interval.as_micros() as u64,
+            notify_interval_us: knobs.notify_interval.as_micros() as u64,
+            batch_window_us: knobs.batch_window.as_micros() as u64,
+            layout: layout_name(layout),
             light_met: met(0),
             heavy_met: met(1),
             light_failed: class(0).map_or(0.0, |x| x.errors as f64 / x.planned.max(1) as f64),
@@ -181,6 +203,8 @@ pub(super) fn point(
             wakeups_per_request: per_request(|g| g.wakeups),
             sleeps_per_request: per_request(|g| g.sleeps),
             deferred_per_request: per_request(|g| g.deferred),
+            batched_per_request: per_request(|g| g.batched),
+            followed_per_request: per_request(|g| g.batched.saturating_sub(g.batch_returned)),
             point: Point::of(&report),
         })
     })
@@ -201,7 +225,7 @@ pub(super) fn run(
         for &load in loads {
             for c in CONTENDERS {
                 let setting = (c, load, trial);
-                let t = point(opts, pin, setting, Duration::ZERO, (warm, duration), calibration)?;
+                let t = point(opts, pin, setting, Knobs::default(), (warm, duration), calibration)?;
                 opts.say(format!(
                     "edge-rt fig 11: trial {} load {load:.2} {}: light met {:.2} %, heavy met \
                      {:.2} %, p99 {} µs, errors {:?}",

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::edge_rt_fig11::{CONTENDERS, MIX, STAGES, Trial, point};
+use super::edge_rt_fig11::{CONTENDERS, Knobs, MIX, STAGES, Trial, point};
 use super::measure::median;
 use super::node::Pinning;
 use super::output::{Table, us};
@@ -37,7 +37,8 @@ pub(super) fn run(
     let mut results: Vec<Trial> = Vec::new();
     for trial in 0..trials {
         for &every in intervals {
-            let t = point(opts, pin, (luge, load, trial), every, (warm, duration), calibration)?;
+            let knobs = Knobs { notify_interval: every, ..Knobs::default() };
+            let t = point(opts, pin, (luge, load, trial), knobs, (warm, duration), calibration)?;
             opts.say(format!(
                 "edge-rt fig 6b: trial {} Δtimer {} µs: light met {:.2} %, failed {:.2} %, \
                  p99 {} µs, {:.2} wake-ups and {:.2} sleeps per chain, {:.2} deferred",

@@ -120,6 +120,9 @@ pub(crate) struct NodeSpec {
     /// Periodic notification of arrivals (`notify_interval_us`; off, as `luge serve` ships,
     /// except in `luge bench edge-rt --figures 6b`).
     pub notify_interval: Duration,
+    /// Deadline-limited batching (`batch_window_us`; off, as `luge serve` ships, except in
+    /// `luge bench edge-rt --figures 6a`).
+    pub batch_window: Duration,
     /// The uLL lane (`ull_lane`; on, as `luge serve` ships, except in `luge bench horse`'s
     /// `off` condition).
     pub ull_lane: bool,
@@ -144,6 +147,7 @@ impl NodeSpec {
             tracing: None,
             chains: Vec::new(),
             notify_interval: Duration::ZERO,
+            batch_window: Duration::ZERO,
             ull_lane: RuntimeConfig::default().ull_lane,
             ready_sandboxes: RuntimeConfig::default().ready_sandboxes,
         }
@@ -225,6 +229,7 @@ impl LugeNode {
             tenants: spec.tenants.clone(),
             ..RuntimeConfig::default()
         };
+        runtime.policy_config.batch_window = spec.batch_window.as_nanos() as u64;
         if !spec.deadline_admission {
             runtime.policy_config.admission.on_wait = false;
             runtime.policy_config.admission.shed = false;
