@@ -474,6 +474,27 @@ impl Dispatcher {
         self.estimator.observe(function, executed.max(relative));
     }
 
+    /// Moves the task of `id` to `worker`'s inbox (a `Run`, or a `Follow` behind its run) and
+    /// notifies the worker (free while it is awake); returns the task's execution so far, or
+    /// `None` if the dispatcher does not hold it (a policy bug, logged).
+    fn hand_over(&mut self, worker: usize, id: RequestId) -> Option<Nanos> {
+        let Some(mut task) = self.pending.remove(&id) else {
+            tracing::error!(id = id.0, "policy handed over a request the dispatcher does not hold");
+            return None;
+        };
+        let executed = task.executed;
+        self.running += 1;
+        let w = &self.workers[worker];
+        while let Err(back) = w.inbox.push(task) {
+            // The inbox holds a run and a full batch; the worker drains it promptly.
+            task = back;
+            w.notify.notify();
+            std::thread::yield_now();
+        }
+        w.notify.notify();
+        Some(executed)
+    }
+
     fn apply(&mut self, now: Nanos, action: Action) {
         match action {
             Action::Enqueue { .. } => {}
@@ -492,48 +513,18 @@ impl Dispatcher {
                 }
             }
             Action::Run { worker, req } => {
-                let Some(task) = self.pending.remove(&req.id) else {
-                    tracing::error!(
-                        id = req.id.0,
-                        "policy ran a request the dispatcher does not hold"
-                    );
-                    return;
-                };
-                self.running += 1;
-                self.turnaround.ran(worker, now, task.executed);
-                let w = &self.workers[worker];
-                let mut task = task;
-                while let Err(back) = w.inbox.push(task) {
-                    // The policy only runs on idle workers, so the inbox drains promptly.
-                    task = back;
-                    w.notify.notify();
-                    std::thread::yield_now();
+                if let Some(executed) = self.hand_over(worker, req.id) {
+                    self.turnaround.ran(worker, now, executed);
                 }
-                w.notify.notify();
             }
             // Committed behind the worker's run (Edge-RT §IV-A): it starts there when that run
             // completes, without a round trip through this thread. The worker is notified all
             // the same (free while it is awake, which it nearly always is): the run may have
             // completed already and the worker gone to sleep before the follower landed.
             Action::Follow { worker, req } => {
-                let Some(task) = self.pending.remove(&req.id) else {
-                    tracing::error!(
-                        id = req.id.0,
-                        "policy batched a request the dispatcher does not hold"
-                    );
-                    return;
-                };
-                self.running += 1;
-                self.shared.batched.fetch_add(1, Ordering::Relaxed);
-                let w = &self.workers[worker];
-                let mut task = task;
-                while let Err(back) = w.inbox.push(task) {
-                    // Sized for a run and a full batch: only a slow drain gets here.
-                    task = back;
-                    w.notify.notify();
-                    std::thread::yield_now();
+                if self.hand_over(worker, req.id).is_some() {
+                    self.shared.batched.fetch_add(1, Ordering::Relaxed);
                 }
-                w.notify.notify();
             }
             Action::Preempt { worker, id } => {
                 let Some(w) = self.workers.get(worker) else { return };

@@ -249,6 +249,23 @@ impl ContractChecker {
         self
     }
 
+    /// What a `Run` or `Follow` of `req` on `worker` must hold of the request: not running
+    /// elsewhere, and carrying the execution the driver last reported.
+    fn startable(
+        held: &Held,
+        req: &crate::request::Request,
+        worker: WorkerId,
+    ) -> Result<(), ContractViolation> {
+        if let Some(on) = held.running {
+            return Err(ContractViolation::RunningElsewhere { id: req.id, worker, on });
+        }
+        if req.executed != held.executed {
+            let (id, executed, reported) = (req.id, req.executed, held.executed);
+            return Err(ContractViolation::StaleExecution { id, executed, reported });
+        }
+        Ok(())
+    }
+
     /// Whether an EDF worker whose order has quanta of `w` ns may run `req` at `now` while `head`
     /// is the most urgent request bound to it: it is the head, or, with a window, see the module
     /// docs.
@@ -375,13 +392,7 @@ impl ContractChecker {
                     let (id, running) = (req.id, run.id);
                     return Err(ContractViolation::BusyWorker { worker, id, running });
                 }
-                if let Some(on) = held.running {
-                    return Err(ContractViolation::RunningElsewhere { id: req.id, worker, on });
-                }
-                if req.executed != held.executed {
-                    let (id, executed, reported) = (req.id, req.executed, held.executed);
-                    return Err(ContractViolation::StaleExecution { id, executed, reported });
-                }
+                Self::startable(held, &req, worker)?;
                 if let Some(bound) = self.bound.get(worker) {
                     let head = bound.first();
                     if held.demoted {
@@ -410,13 +421,7 @@ impl ContractChecker {
                 let Some(run) = self.runs[worker] else {
                     return Err(ContractViolation::FollowIdle { worker, id: req.id });
                 };
-                if let Some(on) = held.running {
-                    return Err(ContractViolation::RunningElsewhere { id: req.id, worker, on });
-                }
-                if req.executed != held.executed {
-                    let (id, executed, reported) = (req.id, req.executed, held.executed);
-                    return Err(ContractViolation::StaleExecution { id, executed, reported });
-                }
+                Self::startable(&held, &req, worker)?;
                 if let Some(bound) = self.bound.get(worker) {
                     // The most urgent bound request that is neither the run nor committed yet.
                     let committed =

@@ -423,25 +423,24 @@ impl CtEdfQueue {
         let threshold = i64::try_from(start).unwrap_or(i64::MAX);
         let mut from = 0;
         while let Some((slot, ahead)) = self.first_below_from(from, threshold) {
-            let mut done = ahead;
-            let mut i = self.lists[slot].head;
-            while i != NIL {
-                let e = &self.entries[i as usize];
-                done = done.saturating_add(e.req.remaining());
-                if start.saturating_add(done) > e.req.absolute_deadline {
-                    return Some(e.req.key());
-                }
-                i = e.next;
+            if let Some(key) = self.first_late_in(slot, start.saturating_add(ahead)) {
+                return Some(key);
             }
             from = (slot + SLOTS - self.slot_of(self.cur)) % SLOTS + 1;
         }
         // Overdue requests, last in this queue's order: past their deadline, so the first is.
-        let mut done = self.span_from(0, SLOTS).work;
-        let mut i = self.lists[OVERDUE].head;
+        self.first_late_in(OVERDUE, start.saturating_add(self.span_from(0, SLOTS).work))
+    }
+
+    /// The first request of `list` that finishes after its deadline when the list's work
+    /// starts at `start`.
+    fn first_late_in(&self, list: usize, start: Nanos) -> Option<QueueKey> {
+        let mut end = start;
+        let mut i = self.lists[list].head;
         while i != NIL {
             let e = &self.entries[i as usize];
-            done = done.saturating_add(e.req.remaining());
-            if start.saturating_add(done) > e.req.absolute_deadline {
+            end = end.saturating_add(e.req.remaining());
+            if end > e.req.absolute_deadline {
                 return Some(e.req.key());
             }
             i = e.next;

@@ -16,6 +16,15 @@ use luge_sched::{
     UllLane, WorkerId,
 };
 
+/// The early-binding policies: per-worker EDF queues, batching.
+const EARLY: [PolicyKind; 5] = [
+    PolicyKind::SledgeScale,
+    PolicyKind::SledgeScaleSteal,
+    PolicyKind::Rr,
+    PolicyKind::Jsq,
+    PolicyKind::Lld,
+];
+
 /// A change to a policy's configuration.
 type Tune<'a> = &'a dyn Fn(&mut PolicyConfig);
 
@@ -476,13 +485,6 @@ fn timeline_workers_keep_the_contract() {
     // horizon, so long deadlines are clamped at its end) to 500 µs (Edge-RT's; most of these
     // deadlines share a quantum), with and without admission, shedding and demotion, and behind
     // the uLL lane. The checker holds each run to EDF within the quantum.
-    let early = [
-        PolicyKind::SledgeScale,
-        PolicyKind::SledgeScaleSteal,
-        PolicyKind::Rr,
-        PolicyKind::Jsq,
-        PolicyKind::Lld,
-    ];
     for seed in 1..=24u64 {
         let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
         let (workers, load) = (1 + (x % 4) as usize, 0.3 + (x / 4 % 13) as f64 / 10.0);
@@ -490,7 +492,7 @@ fn timeline_workers_keep_the_contract() {
         let timeline = |c: &mut PolicyConfig| {
             c.worker_queue = QueueKind::Timeline(CtEdfConfig { delta_window: window });
         };
-        for policy in early {
+        for policy in EARLY {
             let (admission, runaways, demote) = (seed % 2 == 0, seed % 4 == 0, seed % 5 == 0);
             let lane = (seed % 6 == 0).then_some(0);
             let d = drive_with(
@@ -515,13 +517,6 @@ fn batches_keep_the_contract_and_run_back_to_back() {
     // queues, with admission, runaways, demotion and the uLL lane mixed in: every follower the
     // driver starts unasked, and every batch it discards on a preemption, keeps the contract;
     // without admission every request completes.
-    let early = [
-        PolicyKind::SledgeScale,
-        PolicyKind::SledgeScaleSteal,
-        PolicyKind::Rr,
-        PolicyKind::Jsq,
-        PolicyKind::Lld,
-    ];
     let mut followed = 0;
     for seed in 1..=24u64 {
         let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
@@ -535,7 +530,7 @@ fn batches_keep_the_contract_and_run_back_to_back() {
                 c.worker_queue = QueueKind::Timeline(CtEdfConfig { delta_window: 50_000 });
             }
         };
-        for policy in early {
+        for policy in EARLY {
             let (admission, runaways, demote) = (seed % 2 == 0, seed % 3 == 0, seed % 5 == 0);
             let lane = (seed % 6 == 0).then_some(0);
             let d = drive_with(
