@@ -12,9 +12,10 @@ use crate::run_queue::RunQueue;
 
 /// Where a newcomer's work starts on worker `w`, and where the queued requests behind it start:
 /// `(start, rest_start)`, the latter after what the running request and the batch committed
-/// behind it still claim of the worker ([`Cores::claim_on`]). `preempts` says `req` will preempt the running request; then, and when a
-/// preemption of the running request is already in flight and `req` is more urgent than it, `req`
-/// does not wait for the running request (only the queued requests behind `req` still count it).
+/// behind it still claim of the worker ([`Cores::claim_on`]). `preempts` says `req` will preempt
+/// the running request; then, and when a preemption of the running request is already in flight
+/// and `req` is more urgent than it, `req` does not wait for the running request (only the
+/// queued requests behind `req` still count it).
 pub(crate) fn starts(
     cores: &Cores,
     (w, preempts): (WorkerId, bool),
