@@ -31,8 +31,8 @@ enum SimCommand {
 
 #[derive(Debug, Args)]
 struct ExperimentArgs {
-    /// sledgescale-fig8 … sledgescale-fig13, edgert-fig11, edgert-fig6b, sfs-azure, overload, or
-    /// all.
+    /// sledgescale-fig8 … sledgescale-fig13, edgert-fig11, edgert-fig6a, edgert-fig6b,
+    /// sfs-azure, overload, horse-lane, scale, or all.
     name: String,
     /// Output directory (one sub-directory per experiment).
     #[arg(long, default_value = "results/sim")]

@@ -22,6 +22,7 @@ mod edgert_fig6a;
 mod fig13;
 mod horse;
 mod overload;
+mod scale;
 mod sfs;
 
 /// Every named experiment.
@@ -56,11 +57,14 @@ pub enum Experiment {
     /// HORSE §3's uLL lane: 10 µs / 10 ms requests under one deadline on 1 and 48 workers at
     /// rising load, with and without the lane.
     HorseLane,
+    /// Scale on paper: no-op throughput at 16–64 cores from this machine's per-request costs,
+    /// inline and with D dispatcher cores (SledgeScale §4, Fig. 5).
+    Scale,
 }
 
 impl Experiment {
     /// Every experiment, in documentation order.
-    pub const ALL: [Experiment; 12] = [
+    pub const ALL: [Experiment; 13] = [
         Experiment::Fig8,
         Experiment::Fig9,
         Experiment::Fig10,
@@ -73,6 +77,7 @@ impl Experiment {
         Experiment::Sfs,
         Experiment::Overload,
         Experiment::HorseLane,
+        Experiment::Scale,
     ];
 
     /// Command-line name.
@@ -90,6 +95,7 @@ impl Experiment {
             Experiment::Sfs => "sfs-azure",
             Experiment::Overload => "overload",
             Experiment::HorseLane => "horse-lane",
+            Experiment::Scale => "scale",
         }
     }
 
@@ -108,6 +114,9 @@ impl Experiment {
             Experiment::Sfs => "Azure duration mix, unknown execution times (SFS §VIII)",
             Experiment::Overload => "Goodput under overload with and without admission on the wait",
             Experiment::HorseLane => "Short requests with and without the uLL lane (HORSE §3)",
+            Experiment::Scale => {
+                "No-op throughput at 16–64 cores from this machine's costs (SledgeScale Fig. 5)"
+            }
         }
     }
 }
@@ -604,5 +613,6 @@ pub fn run_experiment(
         Experiment::HorseLane => horse::run(&run),
         Experiment::Sfs => sfs::run(&run),
         Experiment::Overload => overload::run(&run),
+        Experiment::Scale => scale::run(&run),
     }
 }
