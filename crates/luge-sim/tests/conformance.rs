@@ -1,11 +1,13 @@
 //! Every policy of `luge-sched`, driven by the simulator with contract checking on, over random
 //! workloads (chains and demotable requests among them), worker counts, dispatcher groups and
-//! racy overheads: no policy may run a request on a busy worker, break EDF order on an EDF
-//! worker, answer a request twice or lose one.
+//! racy overheads, batching and CT-EDF queues: no policy may run a request on a busy worker,
+//! break EDF order on an EDF worker, answer a request twice or lose one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use luge_sched::{Admission, FunctionId, Overrun, PolicyKind, RejectReason};
+use luge_sched::{
+    Admission, CtEdfConfig, FunctionId, Overrun, PolicyKind, QueueKind, RejectReason,
+};
 use luge_sim::{Job, Outcome, Overheads, Record, SimConfig, simulate};
 use proptest::prelude::*;
 
@@ -68,6 +70,15 @@ fn check(
         cfg.notify_urgent = seed.is_multiple_of(2);
     }
     cfg.policy_config.sledge_batch = 1 + (seed % 5) as usize;
+    if seed % 5 == 1 {
+        // Deadline-limited batching (Edge-RT §IV-A): followers start unasked, or go back.
+        cfg.policy_config.batch_window = 100_000 * (1 + seed % 100);
+    }
+    if seed % 7 == 2 {
+        // CT-EDF as the early-binding workers' queue (Edge-RT §IV-C).
+        let delta_window = 5_000 + seed % 500_000;
+        cfg.policy_config.worker_queue = QueueKind::Timeline(CtEdfConfig { delta_window });
+    }
     cfg.policy_config.admission = if admission {
         Admission { max_queued: Some(20), ..Admission::default() }
     } else {
@@ -126,6 +137,13 @@ fn late(
     cfg.check_contract = true;
     cfg.overheads = Overheads::NONE;
     cfg.policy_config.admission = admission;
+    if seed.is_multiple_of(3) {
+        // Followers count as work ahead: batching must not make admission promise too much.
+        cfg.policy_config.batch_window = 1_000_000;
+    }
+    // Not on CT-EDF's timeline: there a preempted request goes back to the tail of its deadline
+    // quantum, behind what arrived in that quantum while it ran, so the promise holds only up
+    // to one quantum (`docs/edge-rt.md`, "CT-EDF as the worker's queue").
     let out = simulate(&cfg, &js).unwrap_or_else(|e| panic!("{policy}: {e}"));
     assert!(out.records.iter().all(|r| r.outcome != Outcome::Pending), "{policy}: lost");
     // Late: completed past its deadline, or ended late (a chain's stage that found its time

@@ -61,6 +61,11 @@ impl Batches {
         taken
     }
 
+    /// `w`'s followers, in the order they run.
+    pub fn iter(&self, w: WorkerId) -> impl Iterator<Item = &Request> {
+        self.followers[w].iter()
+    }
+
     /// Σ remaining work of `w`'s followers.
     pub fn work(&self, w: WorkerId) -> Nanos {
         self.followers[w].iter().fold(0, |sum, r| sum.saturating_add(r.remaining()))

@@ -432,20 +432,38 @@ impl Cores {
         if self.get(w).is_some_and(|r| r.demoted) { Some(self.lane.quantum) } else { policy }
     }
 
-    /// Admission on the wait for `req` ([`fits_the_wait`], when `Admission::on_wait`): false,
-    /// with `req` refused as unreachable at the current load, when it does not fit.
+    /// Admission on the wait for `req` on worker `w` whose queue is `queue`, at `now`, its work
+    /// starting at `at` ([`fits_the_wait`], when `Admission::on_wait`; with `protect_admitted`
+    /// also the batch committed behind `w`'s run when `req` goes ahead of it): false, with `req`
+    /// refused as unreachable at the current load, when it does not fit.
     pub fn passes_the_wait(
         &mut self,
-        queue: &RunQueue,
-        at: (Nanos, Nanos),
+        (w, queue): (WorkerId, &RunQueue),
+        (now, at): (Nanos, (Nanos, Nanos)),
         req: &Request,
         out: &mut Vec<Action>,
     ) -> bool {
-        if self.admission.on_wait && !fits_the_wait(&self.admission, queue, at, req) {
+        let fits = fits_the_wait(&self.admission, queue, at, req)
+            && (!self.admission.protect_admitted
+                || at.0 >= at.1
+                || self.followers_fit(w, now, req.own_work()));
+        if self.admission.on_wait && !fits {
             self.refuse(*req, RejectReason::Unreachable, out);
             return false;
         }
         true
+    }
+
+    /// Whether every follower committed behind `w`'s run still finishes by its deadline when a
+    /// newcomer of `own` work goes ahead of the run and the batch (it preempts the run; the
+    /// batch goes back to the queue behind it).
+    fn followers_fit(&self, w: WorkerId, now: Nanos, own: Nanos) -> bool {
+        let run = self.get(w).map_or(0, |r| self.claim(now, r));
+        let mut end = now.saturating_add(run).saturating_add(own);
+        self.batches.iter(w).all(|f| {
+            end = end.saturating_add(f.remaining());
+            end <= f.absolute_deadline
+        })
     }
 
     /// With `Admission::shed`, whether `req`, started at `now`, can no longer finish by its

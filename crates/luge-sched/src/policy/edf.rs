@@ -43,7 +43,7 @@ pub(crate) fn bind(
 ) {
     queue.advance(now);
     let at = starts(cores, (w, preempt), now, &req);
-    if !cores.passes_the_wait(queue, at, &req, out) {
+    if !cores.passes_the_wait((w, queue), (now, at), &req, out) {
         return;
     }
     out.push(Action::Enqueue { worker: w, id: req.id });
@@ -53,8 +53,14 @@ pub(crate) fn bind(
     }
     // A busy worker with nothing queued ahead of it: the newcomer joins its batch if Δbatch
     // allows (Edge-RT §IV-A: "if a receiving FWP is already active, messages transferred to it
-    // are batched").
-    if !preempt && queue.peek().is_none_or(|h| req.key() < h.key()) && cores.may_follow(w, &req) {
+    // are batched") and it finishes in time behind the batch — a committed request starts
+    // unasked, so it is judged now, not when it would reach the head.
+    let fits_behind = at.1.saturating_add(req.own_work()) <= req.absolute_deadline;
+    if !preempt
+        && fits_behind
+        && queue.peek().is_none_or(|h| req.key() < h.key())
+        && cores.may_follow(w, &req)
+    {
         cores.follow(w, req, out);
         return;
     }
