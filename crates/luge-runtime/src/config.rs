@@ -142,6 +142,11 @@ pub struct RuntimeConfig {
     pub wasm_stack_bytes: usize,
     /// Cranelift optimisation level (part of the AoT cache key).
     pub code_opt: CodeOpt,
+    /// Compile guests with epoch checks (at every loop header and function entry): what lets
+    /// the runtime preempt a guest and end it at its budget or deadline. On in every runtime that
+    /// serves; off only to measure what the checks cost (`luge bench overhead`) — a runtime
+    /// without them can neither preempt nor stop a guest, so no manifest setting reaches it.
+    pub epoch_interruption: bool,
     /// Bounds-check every memory access in code instead of relying on a 4 GiB virtual
     /// reservation with guard pages (smaller address-space footprint, slower code).
     pub explicit_bounds_checks: bool,
@@ -196,6 +201,7 @@ impl Default for RuntimeConfig {
             max_memory_bytes: 64 << 20,
             wasm_stack_bytes: 512 << 10,
             code_opt: CodeOpt::Speed,
+            epoch_interruption: true,
             explicit_bounds_checks: false,
             cache_dir: None,
             cache_max_bytes: 1 << 30,

@@ -34,7 +34,7 @@ pub(crate) fn build(config: &RuntimeConfig) -> Result<Engine, Error> {
     let mut wasm = Config::new();
     wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
         .memory_init_cow(true)
-        .epoch_interruption(true)
+        .epoch_interruption(config.epoch_interruption)
         .max_wasm_stack(config.wasm_stack_bytes)
         .async_stack_size(config.wasm_stack_bytes + HOST_STACK_HEADROOM)
         .cranelift_opt_level(match config.code_opt {

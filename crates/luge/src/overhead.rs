@@ -3,7 +3,14 @@
 //! `<fn>-timed` harness: parse, compute, format; no process start) against the same request in
 //! a fresh Luge sandbox per request (instantiation, first-touch page faults and teardown
 //! included). Both sides are thread CPU time, so a busy machine inflates neither.
-//! It also shows the effect of two Wasmtime settings on the geometric mean.
+//!
+//! Every other configuration changes one thing against that default, so that each cost has a
+//! column of its own: the sandbox instantiated *before* the timed region (what ready sandboxes
+//! save), epoch interruption off (what preemption's checks at every loop header and function
+//! entry cost; a runtime without them cannot preempt or stop a guest, so it is a measurement,
+//! never a setting), explicit bounds checks (a memory reservation of only what a guest may use
+//! instead of 4 GiB and guard pages), and unoptimised code. The native build uses the same `-O2`
+//! and the same 128-bit vectors (SSE2 against Wasm's SIMD128; `functions/Makefile`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -28,7 +35,8 @@ pub struct OverheadArgs {
     /// Time budget per function, size and configuration (samples stop early past it).
     #[arg(long, default_value_t = 2000)]
     budget_ms: u64,
-    /// Skip the extra Wasmtime configurations (explicit bounds checks, unoptimised code).
+    /// Skip the other configurations (instantiated ahead, epochs off, explicit bounds checks,
+    /// unoptimised code).
     #[arg(long)]
     default_only: bool,
     /// Results directory [default: results/overhead-<UTC time>].
@@ -51,10 +59,27 @@ struct Row {
     wasm: Vec<(String, Stats)>,
 }
 
-const CONFIGS: [(&str, bool, CodeOpt); 3] = [
-    ("default", false, CodeOpt::Speed),
-    ("bounds-checked", true, CodeOpt::Speed),
-    ("unoptimised", false, CodeOpt::None),
+/// One configuration measured: the default with one thing changed.
+struct Setting {
+    label: &'static str,
+    /// Explicit bounds checks instead of a 4 GiB reservation.
+    bounds: bool,
+    opt: CodeOpt,
+    /// Epoch-interruption checks compiled in (preemption, budgets).
+    epochs: bool,
+    /// The sandbox instantiated before the timed region.
+    ahead: bool,
+}
+
+const DEFAULT: Setting =
+    Setting { label: "default", bounds: false, opt: CodeOpt::Speed, epochs: true, ahead: false };
+
+const CONFIGS: [Setting; 5] = [
+    DEFAULT,
+    Setting { label: "instantiated-ahead", ahead: true, ..DEFAULT },
+    Setting { label: "epochs-off", epochs: false, ..DEFAULT },
+    Setting { label: "bounds-checked", bounds: true, ..DEFAULT },
+    Setting { label: "unoptimised", opt: CodeOpt::None, ..DEFAULT },
 ];
 
 /// Runs `luge bench overhead`.
@@ -91,10 +116,12 @@ pub fn run(args: OverheadArgs) -> Result<()> {
             rows.push(Row { function: name.clone(), size: size.clone(), native, wasm: Vec::new() });
         }
     }
-    for (label, bounds, opt) in configs {
+    for setting in configs {
+        let label = setting.label;
         let runtime = Runtime::start(RuntimeConfig {
-            explicit_bounds_checks: *bounds,
-            code_opt: *opt,
+            explicit_bounds_checks: setting.bounds,
+            code_opt: setting.opt,
+            epoch_interruption: setting.epochs,
             ..RuntimeConfig::default()
         })?;
         for name in &names {
@@ -112,7 +139,7 @@ pub fn run(args: OverheadArgs) -> Result<()> {
         for row in rows.iter_mut() {
             let input =
                 std::fs::read(build.join(format!("inputs/{}-{}.in", row.function, row.size)))?;
-            let stats = wasm(&runtime, &row.function, &input, budget)?;
+            let stats = wasm(&runtime, &row.function, &input, (budget, setting.ahead))?;
             eprintln!(
                 "  {label:<15} {:<15} {:<7} native {:>10.1} µs  wasm {:>10.1} µs",
                 row.function, row.size, row.native.median_us, stats.median_us
@@ -160,8 +187,14 @@ fn native(build: &Path, name: &str, input: &Path) -> Result<Stats> {
 
 /// Median and p99 of one request in a fresh Luge sandbox — the runtime's own sandbox future,
 /// run on this thread (`Runtime::run_here`) — in thread CPU time, as the native harness
-/// measures, so that other jobs on the machine inflate neither side.
-fn wasm(runtime: &Runtime, name: &str, input: &[u8], budget: Duration) -> Result<Stats> {
+/// measures, so that other jobs on the machine inflate neither side. With `ahead`, the sandbox
+/// is instantiated before the timed region (`Runtime::prepare_here`, as a ready sandbox is).
+fn wasm(
+    runtime: &Runtime,
+    name: &str,
+    input: &[u8],
+    (budget, ahead): (Duration, bool),
+) -> Result<Stats> {
     let function = runtime.function(name).context("function vanished")?;
     for _ in 0..3 {
         runtime.run_here(&function, input.to_vec()).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
@@ -170,8 +203,13 @@ fn wasm(runtime: &Runtime, name: &str, input: &[u8], budget: Duration) -> Result
     let mut samples = Vec::new();
     while samples.len() < 200 && (samples.len() < 11 || start.elapsed() < budget) {
         let payload = input.to_vec();
+        let prepared = if ahead {
+            Some(runtime.prepare_here(&function).context("cannot instantiate ahead")?)
+        } else {
+            None
+        };
         let t0 = thread_cpu_us();
-        let result = runtime.run_here(&function, payload);
+        let result = runtime.run_here_in(&function, payload, prepared);
         let t1 = thread_cpu_us();
         result.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         samples.push(t1 - t0);
@@ -192,24 +230,32 @@ fn thread_cpu_us() -> f64 {
 fn render(rows: &[Row], configs: usize) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(
+    // Per function and size: native, the default, and each configuration's ratio to native.
+    let labels: Vec<&str> =
+        rows.first().map_or(Vec::new(), |r| r.wasm.iter().map(|(l, _)| l.as_str()).collect());
+    let _ = write!(
         s,
-        "| function | size | native median µs | Luge median µs | ratio | native p99 µs | Luge p99 µs |"
+        "| function | size | native median µs | Luge median µs | native p99 µs | Luge p99 µs |"
     );
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|");
+    for l in &labels {
+        let _ = write!(s, " {l} ÷ native |");
+    }
+    let _ = write!(s, "\n|---|---|---:|---:|---:|---:|");
+    for _ in &labels {
+        let _ = write!(s, "---:|");
+    }
+    let _ = writeln!(s);
     for r in rows {
         let w = r.wasm[0].1;
-        let _ = writeln!(
+        let _ = write!(
             s,
-            "| {} | {} | {:.1} | {:.1} | {:.2}× | {:.1} | {:.1} |",
-            r.function,
-            r.size,
-            r.native.median_us,
-            w.median_us,
-            w.median_us / r.native.median_us,
-            r.native.p99_us,
-            w.p99_us
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            r.function, r.size, r.native.median_us, w.median_us, r.native.p99_us, w.p99_us
         );
+        for (_, c) in &r.wasm {
+            let _ = write!(s, " {:.2}× |", c.median_us / r.native.median_us);
+        }
+        let _ = writeln!(s);
     }
     let _ = writeln!(s, "\n| configuration | geometric mean of ratios | arithmetic mean |");
     let _ = writeln!(s, "|---|---:|---:|");

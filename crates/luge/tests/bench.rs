@@ -559,7 +559,16 @@ fn overhead_compares_native_and_wasm() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8_lossy(&out.stdout);
-    for needle in ["| ekf | small |", "| resize | small |", "| default |", "| bounds-checked |"] {
+    for needle in [
+        "| ekf | small |",
+        "| resize | small |",
+        "| default |",
+        "| instantiated-ahead |",
+        "| epochs-off |",
+        "| bounds-checked |",
+        "| unoptimised |",
+        "epochs-off ÷ native |",
+    ] {
         assert!(table.contains(needle), "missing `{needle}` in:\n{table}");
     }
     let report: Value =
