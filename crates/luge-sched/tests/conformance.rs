@@ -492,23 +492,32 @@ fn timeline_workers_keep_the_contract() {
         let timeline = |c: &mut PolicyConfig| {
             c.worker_queue = QueueKind::Timeline(CtEdfConfig { delta_window: window });
         };
-        for policy in EARLY {
-            let (admission, runaways, demote) = (seed % 2 == 0, seed % 4 == 0, seed % 5 == 0);
-            let lane = (seed % 6 == 0).then_some(0);
-            let d = drive_with(
-                policy,
-                x,
-                (workers, load),
-                admission,
-                (runaways, demote),
-                lane,
-                &timeline,
-            );
-            if !admission && !runaways {
-                assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
-            }
-        }
+        drive_early((seed, x), (workers, load), 4, &timeline);
     }
+}
+
+/// Drives every early-binding policy, its configuration `tune`d, on the workload of `x`: with
+/// admission on even `seed`s, runaways every `runaway_every`-th, demotion every 5th and the uLL
+/// lane every 6th; without admission or runaways every request must complete. Returns the
+/// followers that started.
+fn drive_early(
+    (seed, x): (u64, u64),
+    (workers, load): (usize, f64),
+    runaway_every: u64,
+    tune: Tune<'_>,
+) -> usize {
+    let mut followed = 0;
+    for policy in EARLY {
+        let admission = seed.is_multiple_of(2);
+        let (runaways, demote) = (seed.is_multiple_of(runaway_every), seed.is_multiple_of(5));
+        let lane = seed.is_multiple_of(6).then_some(0);
+        let d = drive_with(policy, x, (workers, load), admission, (runaways, demote), lane, tune);
+        if !admission && !runaways {
+            assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
+        }
+        followed += d.followed;
+    }
+    followed
 }
 
 #[test]
@@ -530,23 +539,7 @@ fn batches_keep_the_contract_and_run_back_to_back() {
                 c.worker_queue = QueueKind::Timeline(CtEdfConfig { delta_window: 50_000 });
             }
         };
-        for policy in EARLY {
-            let (admission, runaways, demote) = (seed % 2 == 0, seed % 3 == 0, seed % 5 == 0);
-            let lane = (seed % 6 == 0).then_some(0);
-            let d = drive_with(
-                policy,
-                x,
-                (workers, load),
-                admission,
-                (runaways, demote),
-                lane,
-                &batched,
-            );
-            if !admission && !runaways {
-                assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
-            }
-            followed += d.followed;
-        }
+        followed += drive_early((seed, x), (workers, load), 3, &batched);
     }
     assert!(followed > 1_000, "batches ran back to back: {followed} followers");
 }
