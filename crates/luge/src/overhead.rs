@@ -35,6 +35,11 @@ pub struct OverheadArgs {
     /// Time budget per function, size and configuration (samples stop early past it).
     #[arg(long, default_value_t = 2000)]
     budget_ms: u64,
+    /// Repetitions, interleaved (native and every configuration, then again): each figure is
+    /// the median of the repetitions' medians, shown with their spread. The budget is shared
+    /// among them.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
+    repetitions: u64,
     /// Skip the other configurations (instantiated ahead, epochs off, explicit bounds checks,
     /// unoptimised code).
     #[arg(long)]
@@ -51,12 +56,30 @@ struct Stats {
     samples: usize,
 }
 
+impl Stats {
+    /// The median of the repetitions' medians and of their p99s; samples summed.
+    fn of_repetitions(reps: &[Stats]) -> Stats {
+        let mid = |f: fn(&Stats) -> f64| {
+            let mut v: Vec<f64> = reps.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        Stats {
+            median_us: mid(|s| s.median_us),
+            p99_us: mid(|s| s.p99_us),
+            samples: reps.iter().map(|s| s.samples).sum(),
+        }
+    }
+}
+
 #[derive(Debug, serde::Serialize)]
 struct Row {
     function: String,
     size: String,
     native: Stats,
     wasm: Vec<(String, Stats)>,
+    /// Per repetition: native, then each configuration in order.
+    repetitions: Vec<Vec<Stats>>,
 }
 
 /// One configuration measured: the default with one thing changed.
@@ -106,46 +129,53 @@ pub fn run(args: OverheadArgs) -> Result<()> {
         .filter(|n| args.only.is_empty() || args.only.contains(n))
         .collect();
     names.sort();
-    let budget = Duration::from_millis(args.budget_ms);
+    let reps = args.repetitions as usize;
+    let budget = Duration::from_millis(args.budget_ms) / reps as u32;
     let configs = if args.default_only { &CONFIGS[..1] } else { &CONFIGS[..] };
     let mut rows: Vec<Row> = Vec::new();
     for name in &names {
         for size in &args.sizes {
-            let input_path = build.join(format!("inputs/{name}-{size}.in"));
-            let native = native(&build, name, &input_path)?;
-            rows.push(Row { function: name.clone(), size: size.clone(), native, wasm: Vec::new() });
+            rows.push(Row {
+                function: name.clone(),
+                size: size.clone(),
+                native: Stats { median_us: 0.0, p99_us: 0.0, samples: 0 },
+                wasm: Vec::new(),
+                repetitions: Vec::new(),
+            });
         }
     }
-    for setting in configs {
-        let label = setting.label;
-        let runtime = Runtime::start(RuntimeConfig {
-            explicit_bounds_checks: setting.bounds,
-            code_opt: setting.opt,
-            epoch_interruption: setting.epochs,
-            ..RuntimeConfig::default()
-        })?;
-        for name in &names {
-            let mut config = FunctionConfig::new(name);
-            config.limits = Limits {
-                max_execution: Duration::from_secs(60),
-                max_memory_bytes: 64 << 20,
-                max_output_bytes: 8 << 20,
-                max_request_bytes: 8 << 20,
-            };
-            config.relative_deadline = Duration::from_secs(60);
-            let module = std::fs::read(build.join(format!("wasm/{name}.wasm")))?;
-            runtime.register(config, &module)?;
-        }
+    let runtimes: Vec<Runtime> = configs
+        .iter()
+        .map(|setting| runtime_for(setting, &build, &names))
+        .collect::<Result<_>>()?;
+    for rep in 0..reps {
         for row in rows.iter_mut() {
-            let input =
-                std::fs::read(build.join(format!("inputs/{}-{}.in", row.function, row.size)))?;
-            let stats = wasm(&runtime, &row.function, &input, (budget, setting.ahead))?;
+            let input_path = build.join(format!("inputs/{}-{}.in", row.function, row.size));
+            let input = std::fs::read(&input_path)?;
+            let mut measured = vec![native(&build, &row.function, &input_path)?];
+            for (setting, runtime) in configs.iter().zip(&runtimes) {
+                let stats = wasm(runtime, &row.function, &input, (budget, setting.ahead))?;
+                measured.push(stats);
+            }
             eprintln!(
-                "  {label:<15} {:<15} {:<7} native {:>10.1} µs  wasm {:>10.1} µs",
-                row.function, row.size, row.native.median_us, stats.median_us
+                "  repetition {}/{reps} {:<15} {:<7} native {:>10.1} µs  default {:>10.1} µs",
+                rep + 1,
+                row.function,
+                row.size,
+                measured[0].median_us,
+                measured[1].median_us
             );
-            row.wasm.push((label.to_string(), stats));
+            row.repetitions.push(measured);
         }
+    }
+    for row in rows.iter_mut() {
+        let column = |c: usize| -> Vec<Stats> { row.repetitions.iter().map(|r| r[c]).collect() };
+        row.native = Stats::of_repetitions(&column(0));
+        row.wasm = configs
+            .iter()
+            .enumerate()
+            .map(|(c, setting)| (setting.label.to_string(), Stats::of_repetitions(&column(c + 1))))
+            .collect();
     }
     let table = render(&rows, configs.len());
     print!("{table}");
@@ -158,6 +188,29 @@ pub fn run(args: OverheadArgs) -> Result<()> {
     std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&rows)?)?;
     eprintln!("wrote {}", out.display());
     Ok(())
+}
+
+/// A runtime of `setting` with every function of `names` registered.
+fn runtime_for(setting: &Setting, build: &Path, names: &[String]) -> Result<Runtime> {
+    let runtime = Runtime::start(RuntimeConfig {
+        explicit_bounds_checks: setting.bounds,
+        code_opt: setting.opt,
+        epoch_interruption: setting.epochs,
+        ..RuntimeConfig::default()
+    })?;
+    for name in names {
+        let mut config = FunctionConfig::new(name);
+        config.limits = Limits {
+            max_execution: Duration::from_secs(60),
+            max_memory_bytes: 64 << 20,
+            max_output_bytes: 8 << 20,
+            max_request_bytes: 8 << 20,
+        };
+        config.relative_deadline = Duration::from_secs(60);
+        let module = std::fs::read(build.join(format!("wasm/{name}.wasm")))?;
+        runtime.register(config, &module)?;
+    }
+    Ok(runtime)
 }
 
 /// Median and p99 of the native harness (`<fn>-timed`, thread CPU time per run).
@@ -257,14 +310,38 @@ fn render(rows: &[Row], configs: usize) -> String {
         }
         let _ = writeln!(s);
     }
-    let _ = writeln!(s, "\n| configuration | geometric mean of ratios | arithmetic mean |");
-    let _ = writeln!(s, "|---|---:|---:|");
+    let _ = writeln!(
+        s,
+        "\n| configuration | geometric mean of ratios | spread over repetitions | arithmetic mean |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|");
+    let geomean =
+        |ratios: &[f64]| (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
     for c in 0..configs {
         let ratios: Vec<f64> =
             rows.iter().map(|r| r.wasm[c].1.median_us / r.native.median_us).collect();
-        let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
         let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
-        let _ = writeln!(s, "| {} | {geo:.3}× | {mean:.3}× |", rows[0].wasm[c].0);
+        // The same geometric mean within each repetition: how much it moved between them.
+        let reps = rows[0].repetitions.len();
+        let per_rep: Vec<f64> = (0..reps)
+            .map(|k| {
+                let r: Vec<f64> = rows
+                    .iter()
+                    .map(|row| {
+                        row.repetitions[k][c + 1].median_us / row.repetitions[k][0].median_us
+                    })
+                    .collect();
+                geomean(&r)
+            })
+            .collect();
+        let (lo, hi) =
+            per_rep.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &g| (lo.min(g), hi.max(g)));
+        let _ = writeln!(
+            s,
+            "| {} | {:.3}× | {lo:.3}–{hi:.3}× ({reps}) | {mean:.3}× |",
+            rows[0].wasm[c].0,
+            geomean(&ratios)
+        );
     }
     s
 }

@@ -568,6 +568,7 @@ fn overhead_compares_native_and_wasm() {
         "| bounds-checked |",
         "| unoptimised |",
         "epochs-off ÷ native |",
+        "spread over repetitions",
     ] {
         assert!(table.contains(needle), "missing `{needle}` in:\n{table}");
     }
@@ -575,6 +576,10 @@ fn overhead_compares_native_and_wasm() {
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
             .unwrap();
     assert_eq!(report.as_array().unwrap().len(), 2);
+    // Five interleaved repetitions, each native and the five configurations.
+    let reps = report[0]["repetitions"].as_array().unwrap();
+    assert_eq!(reps.len(), 5);
+    assert!(reps.iter().all(|r| r.as_array().unwrap().len() == 6));
     std::fs::remove_dir_all(&out_dir).unwrap();
 }
 
