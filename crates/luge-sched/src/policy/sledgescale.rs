@@ -64,13 +64,18 @@ impl SledgeScale {
     /// group instead of idling. Early binding decides with the backlog known at arrival; when
     /// execution then differs from that picture (a preemption, a request finishing early) one
     /// worker can idle while another still has waiting work. Stealing the earliest deadline
-    /// keeps the group's EDF order and makes the group work-conserving. Not in the paper.
+    /// keeps the group's EDF order and makes the group work-conserving. Not in the paper. It
+    /// does not batch (`PolicyConfig::batch_window` is ignored).
     pub fn with_stealing(config: &PolicyConfig) -> Self {
         Self::build("sledgescale-steal", config, true)
     }
 
     fn build(name: &'static str, config: &PolicyConfig, steal: bool) -> Self {
-        let cores = Cores::new(name, config);
+        // With stealing, no batches (Edge-RT §IV-A): a request committed behind a run could not
+        // be taken by an idle neighbour, which is what stealing is for, and the admission that
+        // counted on the batch's worker would no longer hold once a steal reorders the rest.
+        let batch_window = if steal { 0 } else { config.batch_window };
+        let cores = Cores::new(name, &PolicyConfig { batch_window, ..config.clone() });
         let (kind, window) = (config.worker_queue, config.worker_queue.window());
         Self {
             queues: (0..cores.len()).map(|_| RunQueue::new(kind)).collect(),
