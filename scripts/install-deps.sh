@@ -3,7 +3,8 @@
 # to native code: clang, lld, wasi-libc, the wasm32 compiler-rt builtins, wabt (wasm-objdump /
 # wasm2wat for inspecting modules) and make; and Debian's chromium, the headless browser the status
 # page's test loads the page in (crates/luge-server/tests/status_page.rs); and HAProxy, the load
-# balancer scripts/cluster.sh puts in front of several nodes (crates/luge/tests/cluster.rs).
+# balancer scripts/cluster.sh puts in front of several nodes (crates/luge/tests/cluster.rs); and wrk
+# and nginx, the load generator and the HTTP server `luge bench peers` measures Luge against.
 #
 # Idempotent: checks each package with `dpkg -s` and runs apt-get only when something is missing.
 # As root it installs what is missing; as any other user with packages missing it fails with a
@@ -13,7 +14,7 @@ set -euo pipefail
 PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 wabt make)
 # What only the tests need; `LUGE_DEPS=build` (the container's builder stage) leaves it out.
 if [ "${LUGE_DEPS:-all}" != build ]; then
-    PACKAGES+=(chromium haproxy)
+    PACKAGES+=(chromium haproxy wrk nginx-light)
 fi
 
 missing=()

@@ -29,6 +29,7 @@
 //! | [`edge-rt`](Scenario::EdgeRt) | Edge-RT Fig. 14: well-behaved requests beside k infinite-loop tasks per worker, loops demoted, killed, or under plain EDF; Fig. 11: bimodal 4-stage chains at rising utilisation, Luge vs EDF, FIFO and fair share: deadlines met, interleaved trials |
 //! | [`horse`](Scenario::Horse) | HORSE §3: an ultra-short function (no-op, 5 µs, 20 µs) alone and beside a saturating load of 2 ms requests, with no uLL lane, the lane, and the lane with ready sandboxes: latency, readiness (mean and share of the trigger), the long requests' throughput, interleaved trials |
 //! | [`path`](Scenario::Path) | The request path over UDP-RPC: `luge serve` as shipped (run-to-completion on its worker), the threads layout and the UDP echo floor, 1 and 16 in flight: latency, closed-loop throughput, server CPU and context switches per request, interleaved trials |
+//! | [`peers`](Scenario::Peers) | HTTP no-op with wrk against `luge serve` as a user starts it, bare hyper, nginx and `wasmtime serve` (each a process on the same pinned core) at 16 and 64 connections: req/s, p50, p99 and Luge ÷ each, interleaved trials |
 //! | [`chain`](Scenario::Chain) | a chain of real functions end to end ÷ the sum of its stages called one by one (p99, one in flight, HTTP and UDP-RPC), after checking it answers byte for byte what they give by hand |
 //! | [`soak`](Scenario::Soak) | mixed good and hostile load for a long time: RSS, open fds and threads sampled, the slope after warm-up |
 //! | [`tracing`](Scenario::Tracing) | HTTP no-op throughput and latency with request spans exported over OTLP (1 % and all sampled), ÷ without, interleaved trials |
@@ -53,6 +54,7 @@ mod noop;
 mod output;
 mod overload;
 mod path;
+mod peers;
 mod policies;
 mod sim_real;
 mod slow_clients;
@@ -404,6 +406,34 @@ impl Default for PathOptions {
     }
 }
 
+/// `peers` settings (`None` takes the default of the mode). Programs that are `None` are not
+/// installed: their server is left out, and the summary says so.
+#[derive(Debug, Clone)]
+pub struct PeersOptions {
+    /// The `luge` binary (started as `luge serve` and `luge bench baseline hyper`).
+    pub luge: PathBuf,
+    /// The `wrk` binary.
+    pub wrk: PathBuf,
+    /// The `nginx` binary.
+    pub nginx: Option<PathBuf>,
+    /// The `wasmtime` binary (wasmtime-cli, for `wasmtime serve`).
+    pub wasmtime: Option<PathBuf>,
+    /// The wasi-http no-op component `wasmtime serve` runs.
+    pub component: Option<PathBuf>,
+    /// The wasi-http spin component `wasmtime serve` runs for the deadline mix.
+    pub spin_component: Option<PathBuf>,
+    /// The deadline mix (a `WorkloadSpec`; default `high-bimodal`).
+    pub mix_workload: String,
+    /// Its load, of one core (default 0.9).
+    pub mix_load: f64,
+    /// wrk's connection counts (default 16 and 64).
+    pub connections: Vec<usize>,
+    /// Time per run, whole seconds (default 5 s; quick 1 s).
+    pub duration: Option<Duration>,
+    /// Trials (default 5; quick 1).
+    pub trials: Option<usize>,
+}
+
 /// `chain` settings (`None` takes the default of the mode).
 #[derive(Debug, Clone)]
 pub struct ChainOptions {
@@ -469,6 +499,8 @@ pub enum Scenario {
     Horse(HorseOptions),
     /// The request path over UDP-RPC: as shipped, the threads layout and the echo floor.
     Path(PathOptions),
+    /// HTTP against bare hyper, nginx and `wasmtime serve`, driven by wrk.
+    Peers(PeersOptions),
 }
 
 impl Scenario {
@@ -491,6 +523,7 @@ impl Scenario {
             Scenario::Chain(_) => "chain",
             Scenario::Horse(_) => "horse",
             Scenario::Path(_) => "path",
+            Scenario::Peers(_) => "peers",
         }
     }
 }
@@ -537,6 +570,7 @@ pub fn run_scenario(
         Scenario::EdgeRt(e) => edge_rt::run(e, opts, pin, &mut out),
         Scenario::Horse(h) => horse::run(h, opts, pin, &mut out),
         Scenario::Path(p) => path::run(p, opts, pin, &mut out),
+        Scenario::Peers(p) => peers::run(p, opts, pin, &mut out),
         Scenario::Chain(c) => chain::run(c, opts, pin, &mut out),
     };
     if pin.is_some() && !before.is_empty() {

@@ -10,15 +10,15 @@
 //! its mapping onto the scenario's options; the scenarios themselves live in `luge-bench`.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_bench::scenario::{
     BackpressureOptions, ChainOptions, CompareOptions, DensityOptions, EdgeRtOptions, HorseOptions,
-    IsolationOptions, OverloadOptions, PathOptions, Pin, PoliciesOptions, Protocol, Scenario,
-    ScenarioOptions, SimRealOptions, SlowClientsOptions, SoakOptions, TenantsOptions,
+    IsolationOptions, OverloadOptions, PathOptions, PeersOptions, Pin, PoliciesOptions, Protocol,
+    Scenario, ScenarioOptions, SimRealOptions, SlowClientsOptions, SoakOptions, TenantsOptions,
     TracingOptions, blobs_image, run_scenario,
 };
 use luge_bench::{
@@ -91,6 +91,13 @@ enum BenchCommand {
     /// answers on one thread), the threads layout and the UDP echo floor, 1 and 16 in flight:
     /// latency, closed-loop throughput, server CPU and context switches per request.
     Path(PathArgs),
+    /// HTTP no-op driven by wrk against `luge serve` as a user starts it, bare hyper, nginx and
+    /// `wasmtime serve` (each a process on the same pinned core), 16 and 64 connections:
+    /// req/s, p50, p99 and Luge ÷ each, interleaved trials.
+    Peers(PeersArgs),
+    /// Runs a baseline server until SIGINT or SIGTERM, for a load generator of your choice
+    /// (`luge bench baseline hyper --addr 127.0.0.1:9000`, then e.g. `wrk`).
+    Baseline(BaselineArgs),
     /// Holds slow connections to a node until stdin closes (run by `slow-clients`).
     #[command(hide = true)]
     HoldSlowConnections(HoldArgs),
@@ -510,6 +517,61 @@ struct PathArgs {
 }
 
 #[derive(Debug, Args)]
+struct PeersArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// wrk's connection counts (one thread, keep-alive).
+    #[arg(long, value_delimiter = ',', default_value = "16,64")]
+    connections: Vec<usize>,
+    /// Time per run, whole seconds [default: 5s; quick: 1s].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Trials, interleaved [default: 5; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
+    /// The wrk binary.
+    #[arg(long, default_value = "wrk")]
+    wrk: PathBuf,
+    /// The nginx binary [default: `nginx` on the PATH or in /usr/sbin; left out if none].
+    #[arg(long)]
+    nginx: Option<PathBuf>,
+    /// The wasmtime binary [default: `wasmtime` on the PATH, else target/peers/bin/wasmtime
+    /// beside this binary's target directory (`scripts/peers.sh`); left out if none].
+    #[arg(long)]
+    wasmtime: Option<PathBuf>,
+    /// The wasi-http no-op component for `wasmtime serve` [default:
+    /// target/peers/http-noop.wasm, built by `scripts/peers.sh`].
+    #[arg(long)]
+    component: Option<PathBuf>,
+    /// The wasi-http spin component for the deadline mix [default:
+    /// target/peers/http-spin.wasm].
+    #[arg(long)]
+    spin_component: Option<PathBuf>,
+    /// The deadline mix, open loop against Luge's `spin` and the peer's.
+    #[arg(long, default_value = "high-bimodal")]
+    mix_workload: String,
+    /// The mix's load, of one core.
+    #[arg(long, default_value_t = 0.9)]
+    mix_load: f64,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum BaselineKind {
+    /// Bare hyper: Luge's HTTP front end's hyper and tokio settings, answering `200 ok`.
+    Hyper,
+}
+
+#[derive(Debug, Args)]
+struct BaselineArgs {
+    /// The baseline.
+    #[arg(value_enum)]
+    kind: BaselineKind,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    addr: std::net::SocketAddr,
+}
+
+#[derive(Debug, Args)]
 struct ChainArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -721,6 +783,31 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 PathOptions { outstanding: a.outstanding, duration: a.duration, trials: a.trials };
             scenario(Scenario::Path(p), &a.common)
         }
+        BenchCommand::Peers(a) => {
+            let luge = std::env::current_exe().context("where is the luge binary")?;
+            // target/<profile>/luge → target/peers, where scripts/peers.sh builds the peer.
+            let peers = luge.parent().and_then(Path::parent).map(|t| t.join("peers"));
+            let built = |file: &str| peers.as_ref().map(|p| p.join(file)).filter(|p| p.is_file());
+            let p = PeersOptions {
+                wrk: a.wrk,
+                nginx: a
+                    .nginx
+                    .or_else(|| find_program("nginx", &[PathBuf::from("/usr/sbin/nginx")])),
+                wasmtime: a.wasmtime.or_else(|| {
+                    find_program("wasmtime", &built("bin/wasmtime").into_iter().collect::<Vec<_>>())
+                }),
+                component: a.component.or_else(|| built("http-noop.wasm")),
+                spin_component: a.spin_component.or_else(|| built("http-spin.wasm")),
+                mix_workload: a.mix_workload,
+                mix_load: a.mix_load,
+                connections: a.connections,
+                duration: a.duration,
+                trials: a.trials,
+                luge,
+            };
+            scenario(Scenario::Peers(p), &a.common)
+        }
+        BenchCommand::Baseline(a) => baseline(&a),
         BenchCommand::Chain(a) => {
             let manifest = Manifest::load(&a.manifest)
                 .with_context(|| format!("--manifest {}", a.manifest.display()))?;
@@ -747,6 +834,31 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             Ok(luge_bench::hold_slow_connections(a.to, a.connections, a.per_address)?)
         }
     }
+}
+
+/// `name` on the PATH, else the first of `fallbacks` that is a file.
+fn find_program(name: &str, fallbacks: &[PathBuf]) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join(name));
+    on_path.chain(fallbacks.iter().cloned()).find(|p| p.is_file())
+}
+
+/// `luge bench baseline`: one baseline server until SIGINT or SIGTERM.
+fn baseline(a: &BaselineArgs) -> Result<()> {
+    let signals = crate::serve::block_signals();
+    let server = match a.kind {
+        BaselineKind::Hyper => {
+            let config = luge_bench::BareHttpConfig { addr: a.addr, ..Default::default() };
+            luge_bench::BareHttpServer::start(config)
+                .with_context(|| format!("cannot start bare hyper on {}", a.addr))?
+        }
+    };
+    println!("bare hyper listening on http://{}", server.local_addr());
+    crate::serve::wait_for_signal(&signals);
+    server.shutdown();
+    Ok(())
 }
 
 fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {

@@ -135,7 +135,7 @@ pub fn init_logging(format: LogFormat) {
 
 /// Blocks SIGINT and SIGTERM in the calling thread (and so in every thread it spawns later),
 /// so that [`wait_for_signal`] can take them synchronously.
-fn block_signals() -> libc::sigset_t {
+pub(crate) fn block_signals() -> libc::sigset_t {
     // SAFETY: `set` is initialised by sigemptyset before use; the signal numbers are valid and
     // pthread_sigmask only changes this thread's mask.
     unsafe {
@@ -148,7 +148,7 @@ fn block_signals() -> libc::sigset_t {
     }
 }
 
-fn wait_for_signal(set: &libc::sigset_t) -> i32 {
+pub(crate) fn wait_for_signal(set: &libc::sigset_t) -> i32 {
     let mut signal = 0;
     // SAFETY: `set` holds the blocked signals and `signal` is a valid out-pointer.
     unsafe { libc::sigwait(set, &mut signal) };

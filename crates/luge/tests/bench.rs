@@ -627,3 +627,41 @@ fn tracing_measures_span_export_against_none() {
     assert!(summary.contains("| sample_all"), "{summary}");
     done(&dir);
 }
+
+#[test]
+fn peers_drives_luge_serve_bare_hyper_and_nginx_with_wrk() {
+    let (dir, report, summary) = quick("peers", &["peers", "--connections", "4"]);
+    let r = &report["results"];
+    let trials = r["results"].as_array().unwrap();
+    // setup.sh installs wrk and nginx; scripts/peers.sh (not run by CI: it compiles
+    // wasmtime-cli, ~25 minutes) adds `wasmtime serve`, which is otherwise left out with why.
+    let mut servers = vec!["luge", "bare-hyper", "nginx"];
+    let left_out = r["left_out"].as_array().unwrap();
+    if left_out.is_empty() {
+        servers.push("wasmtime-serve");
+    } else {
+        assert_eq!(left_out.len(), 1, "{left_out:?}");
+        assert_eq!(left_out[0]["server"], "wasmtime-serve");
+        assert!(summary.contains("wasmtime serve left out: "), "{summary}");
+    }
+    assert_eq!(trials.len(), servers.len(), "one run each: {trials:?}");
+    for server in servers {
+        let t = trials.iter().find(|t| t["server"] == server).unwrap();
+        assert_eq!(t["connections"], 4);
+        assert!(t["rps"].as_f64().unwrap() > 100.0, "{t}");
+        assert!(t["p99_us"].as_f64().unwrap() >= t["p50_us"].as_f64().unwrap(), "{t}");
+        // Every answer a 2xx: Luge ran the no-op, the others answered their floor.
+        assert_eq!(t["errors"], 0, "{t}");
+        // The server process's threads were read: its CPU per request is measured.
+        assert!(t["cpu_us"].as_f64().unwrap() > 0.0, "{t}");
+    }
+    assert!(summary.contains("Luge ÷ it, req/s"), "{summary}");
+    // The deadline mix ran against Luge's `spin` (calibrated on it) and met deadlines.
+    let mix = r["mix"]["results"].as_array().unwrap();
+    let luge = mix.iter().find(|m| m["server"] == "luge").unwrap();
+    assert!(luge["planned"].as_u64().unwrap() > 0, "{luge}");
+    assert!(luge["deadline_miss_rate"].as_f64().unwrap() < 1.0, "{luge}");
+    assert!(r["mix"]["calibration"]["ns_per_iteration"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(summary.contains("deadlines met (%)"), "{summary}");
+    done(&dir);
+}

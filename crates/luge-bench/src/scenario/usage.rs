@@ -1,6 +1,7 @@
-//! What the server threads of this process spent: CPU time and context switches of the threads
-//! whose names start with given prefixes, read from `/proc/self/task` (`schedstat`'s time on
-//! CPU in ns; `status`'s voluntary and involuntary switches). A scenario samples before and after
+//! What the server threads of this process (or of a server process) spent: CPU time and context
+//! switches of the threads whose names start with given prefixes, read from `/proc/self/task`
+//! or `/proc/<pid>/task` (`schedstat`'s time on CPU in ns; `status`'s voluntary and involuntary
+//! switches). A scenario samples before and after
 //! a run of a server started in the same process and divides by the requests it answered. A
 //! thread that exits between the samples is lost from the difference: sample within the server's
 //! lifetime.
@@ -22,11 +23,21 @@ impl Usage {
     /// Reads the threads of this process whose name starts with one of `prefixes` (`None` when
     /// `/proc/self/task` cannot be read).
     pub(crate) fn of_threads(prefixes: &[&str]) -> Option<Self> {
+        Self::of_tasks("/proc/self/task", |name| prefixes.iter().any(|p| name.starts_with(p)))
+    }
+
+    /// Reads every thread of process `pid` (another process: a server a scenario started).
+    pub(crate) fn of_process(pid: u32) -> Option<Self> {
+        Self::of_tasks(&format!("/proc/{pid}/task"), |_| true)
+    }
+
+    /// Sums the threads in `tasks` whose name `matches`.
+    fn of_tasks(tasks: &str, matches: impl Fn(&str) -> bool) -> Option<Self> {
         let mut usage = Usage::default();
-        for entry in fs::read_dir("/proc/self/task").ok()?.flatten() {
+        for entry in fs::read_dir(tasks).ok()?.flatten() {
             let dir = entry.path();
             let Ok(name) = fs::read_to_string(dir.join("comm")) else { continue };
-            if !prefixes.iter().any(|p| name.trim_end().starts_with(p)) {
+            if !matches(name.trim_end()) {
                 continue;
             }
             let cpu = fs::read_to_string(dir.join("schedstat"))
@@ -92,6 +103,10 @@ mod tests {
         let (cpu_us, _) = usage.per_request(&Usage::default(), 1000).unwrap();
         assert!(cpu_us >= 10.0, "{cpu_us}");
         assert_eq!(Usage::of_threads(&["no-such-thread"]).unwrap().threads, 0);
+        // The whole process, read as another process would be: this thread and the rest too.
+        let all = Usage::of_process(std::process::id()).unwrap();
+        assert!(all.threads >= 2 && all.cpu_ns >= usage.cpu_ns, "{all:?} vs {usage:?}");
+        assert!(Usage::of_process(u32::MAX).is_none(), "no such process");
         go.send(()).unwrap();
         worker.join().unwrap();
     }
