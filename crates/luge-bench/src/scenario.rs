@@ -226,11 +226,18 @@ pub struct CompareOptions {
     pub process_program: Option<PathBuf>,
     /// Requests in flight for the closed-loop throughput (default 16).
     pub closed_outstanding: usize,
+    /// Interleaved trials: each measures every server once (default 5; quick 1).
+    pub trials: Option<usize>,
 }
 
 impl Default for CompareOptions {
     fn default() -> Self {
-        Self { p99_target: Duration::from_millis(1), process_program: None, closed_outstanding: 16 }
+        Self {
+            p99_target: Duration::from_millis(1),
+            process_program: None,
+            closed_outstanding: 16,
+            trials: None,
+        }
     }
 }
 

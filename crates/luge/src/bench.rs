@@ -288,6 +288,10 @@ struct CompareArgs {
     /// Requests in flight for the closed-loop throughput.
     #[arg(long, default_value_t = 16)]
     outstanding: usize,
+    /// Trials, interleaved: each measures every server once; ratios are medians over them
+    /// [default: 5; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -669,6 +673,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 p99_target: a.p99_target,
                 process_program: a.process_program,
                 closed_outstanding: a.outstanding.max(1),
+                trials: a.trials,
             };
             scenario(Scenario::Compare(c), &a.common)
         }

@@ -86,9 +86,14 @@ fn done(dir: &Path) {
 fn compare_prints_the_ratio_table() {
     // Sleep mode only (no spinning servers in parallel tests).
     let (dir, report, stdout) =
-        quick("compare", &["compare", "--modes", "sleep", "--layouts", "inline"]);
+        quick("compare", &["compare", "--modes", "sleep", "--layouts", "inline", "--trials", "2"]);
     assert!(stdout.contains("Ratios (Luge ÷ baseline)"), "{stdout}");
-    let ratios = report["results"]["ratios"].as_array().unwrap();
+    assert!(stdout.contains("2 interleaved trials"), "{stdout}");
+    // Each trial's ratios, then one row of medians per pair.
+    let all = report["results"]["ratios"].as_array().unwrap();
+    assert_eq!(all.len(), 8, "{all:?}");
+    assert_eq!(all.iter().filter(|r| r["trial"] == 1).count(), 4, "{all:?}");
+    let ratios = report["results"]["medians"].as_array().unwrap();
     let baselines: Vec<(&str, &str)> = ratios
         .iter()
         .map(|r| (r["protocol"].as_str().unwrap(), r["baseline"].as_str().unwrap()))

@@ -13,7 +13,9 @@
 //!    box spoils single runs; a rate the server cannot sustain fails both).
 //!
 //! Ratios are Luge ÷ baseline: p50 and p99 from (2) (lower is better), throughput from (4)
-//! (higher is better). When a baseline never meets the target at any rate (process-per-request
+//! (higher is better). The whole sequence runs `trials` times (default 5), interleaved — every
+//! server once per trial — and each ratio is taken within a trial, then reported as the median
+//! over the trials with its range, so a reader can tell a change from the box's drift. When a baseline never meets the target at any rate (process-per-request
 //! usually cannot keep p99 under 1 ms), its throughput ratio falls back to (3) and says so.
 //! Baselines that have no wait mode (bare hyper, process) are measured once and compared with
 //! Luge in every mode.
@@ -78,11 +80,12 @@ impl Budget {
     }
 }
 
-/// Everything measured on one server.
+/// Everything measured on one server in one trial.
 #[derive(Debug, Clone, Serialize)]
 struct Measured {
     #[serde(flatten)]
     id: ServerId,
+    trial: usize,
     latency: Point,
     closed: Point,
     search: Search,
@@ -149,6 +152,7 @@ fn measure_luge(
     c: &CompareOptions,
     opts: &ScenarioOptions,
     pin: Option<Pinning>,
+    trial: usize,
 ) -> Result<Measured, BenchError> {
     let spec = NodeSpec::of(opts, wait, layout, protocol, pin);
     let label = format!("{} {}", protocol.name(), spec.describe());
@@ -156,9 +160,10 @@ fn measure_luge(
         let mapping = node.noop()?;
         measure(&label, node.target(protocol)?, mapping, c, opts)
     })?;
-    Ok(Measured { id: ServerId::luge(protocol, wait, layout), latency, closed, search })
+    Ok(Measured { id: ServerId::luge(protocol, wait, layout), trial, latency, closed, search })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn measure_baseline(
     kind: BaselineKind,
     protocol: Protocol,
@@ -167,6 +172,7 @@ fn measure_baseline(
     c: &CompareOptions,
     opts: &ScenarioOptions,
     pin: Option<Pinning>,
+    trial: usize,
 ) -> Result<Measured, BenchError> {
     let label = format!(
         "{} {}{}",
@@ -178,12 +184,13 @@ fn measure_baseline(
     let (latency, closed, search) = Baseline::with(kind, protocol, spin, program, pin, |server| {
         measure(&label, server.target()?, Baseline::noop(), c, opts)
     })?;
-    Ok(Measured { id: ServerId::baseline(kind, protocol, wait), latency, closed, search })
+    Ok(Measured { id: ServerId::baseline(kind, protocol, wait), trial, latency, closed, search })
 }
 
-/// One line of the ratio table.
+/// One line of the ratio table: one trial's ratios, or (in the summary) their medians.
 #[derive(Debug, Clone, Serialize)]
 struct RatioRow {
+    trial: Option<usize>,
     protocol: &'static str,
     wait: String,
     layout: String,
@@ -206,16 +213,9 @@ fn div(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-fn ratio_row(luge: &Measured, base: &Measured) -> RatioRow {
-    let p50 = div(luge.latency.p50_us, base.latency.p50_us);
-    let p99 = div(luge.latency.p99_us, base.latency.p99_us);
-    let closed = div(Some(luge.closed.throughput_rps), Some(base.closed.throughput_rps));
-    let (throughput, basis) = if base.at_target() > 0.0 {
-        (div(Some(luge.at_target()), Some(base.at_target())), "p99 target")
-    } else {
-        (closed, "closed loop (baseline never met the p99 target)")
-    };
-    let (goal, met) = match base.id.server.as_str() {
+/// The goal against a baseline (issue #6), and whether the ratios meet it.
+fn goal(baseline: &str, p50: Option<f64>, throughput: Option<f64>) -> (String, Option<bool>) {
+    match baseline {
         "udp-echo" => (
             "p50 ≤ 2×, throughput ≥ 0.6×".to_owned(),
             Some(p50.is_some_and(|r| r <= 2.0) && throughput.is_some_and(|r| r >= 0.6)),
@@ -225,9 +225,43 @@ fn ratio_row(luge: &Measured, base: &Measured) -> RatioRow {
         }
         "process" => ("throughput ≥ 20×".to_owned(), Some(throughput.is_some_and(|r| r >= 20.0))),
         _ => ("-".to_owned(), None),
+    }
+}
+
+/// A ratio's median over the trials and its range: `(median, min, max)`; a missing ratio
+/// counts as infinite (`None` when the median is).
+fn spread(rows: &[&RatioRow], f: impl Fn(&RatioRow) -> Option<f64>) -> Option<(f64, f64, f64)> {
+    let mut v: Vec<f64> = rows.iter().map(|r| f(r).unwrap_or(f64::INFINITY)).collect();
+    v.sort_by(f64::total_cmp);
+    let m = *v.get(v.len() / 2)?;
+    m.is_finite().then(|| (m, v[0], v[v.len() - 1]))
+}
+
+/// `median [min–max]` (just the median for one trial or no spread).
+fn ratio_range(s: Option<(f64, f64, f64)>) -> String {
+    match s {
+        Some((m, lo, hi)) if lo < hi => {
+            format!("{} [{}–{}]", ratio(Some(m)), ratio(Some(lo)), ratio(Some(hi)))
+        }
+        Some((m, _, _)) => ratio(Some(m)),
+        None => ratio(None),
+    }
+}
+
+fn ratio_row(luge: &Measured, base: &Measured) -> RatioRow {
+    let p50 = div(luge.latency.p50_us, base.latency.p50_us);
+    let p99 = div(luge.latency.p99_us, base.latency.p99_us);
+    let closed = div(Some(luge.closed.throughput_rps), Some(base.closed.throughput_rps));
+    let (throughput, basis) = if base.at_target() > 0.0 {
+        (div(Some(luge.at_target()), Some(base.at_target())), "p99 target")
+    } else {
+        (closed, "closed loop (baseline never met the p99 target)")
     };
+    let (goal, met) = goal(&base.id.server, p50, throughput);
+    let trial = Some(luge.trial);
     let base = &base.id;
     RatioRow {
+        trial,
         protocol: luge.id.protocol,
         wait: luge.id.wait.clone(),
         layout: luge.id.layout.clone(),
@@ -246,6 +280,54 @@ fn ratio_row(luge: &Measured, base: &Measured) -> RatioRow {
     }
 }
 
+/// The ratios of every (protocol, wait, layout, baseline), in the order first measured: a row
+/// of medians (goal judged on them; `trial` = `None`) and the spread of p50, p99, throughput
+/// and closed-loop ratios over the trials. The throughput basis is the p99 target only when
+/// every trial had one.
+type Summary = Vec<(RatioRow, [Option<(f64, f64, f64)>; 4])>;
+
+fn summarise(rows: &[RatioRow]) -> Summary {
+    let key = |r: &RatioRow| (r.protocol, r.wait.clone(), r.layout.clone(), r.baseline.clone());
+    let mut keys = Vec::new();
+    for r in rows {
+        if !keys.contains(&key(r)) {
+            keys.push(key(r));
+        }
+    }
+    keys.into_iter()
+        .filter_map(|k| {
+            let of: Vec<&RatioRow> = rows.iter().filter(|r| key(r) == k).collect();
+            let first = *of.first()?;
+            let spreads = [
+                spread(&of, |r| r.p50),
+                spread(&of, |r| r.p99),
+                spread(&of, |r| r.throughput),
+                spread(&of, |r| r.closed_throughput),
+            ];
+            let [p50, p99, throughput, closed] = spreads.map(|s| s.map(|s| s.0));
+            let basis = if of.iter().all(|r| r.throughput_basis == "p99 target") {
+                first.throughput_basis
+            } else {
+                "closed loop (baseline never met the p99 target)"
+            };
+            let base = first.baseline.split(' ').next().unwrap_or_default();
+            let (goal, met) = goal(base, p50, throughput);
+            let median = RatioRow {
+                trial: None,
+                p50,
+                p99,
+                throughput,
+                throughput_basis: basis,
+                closed_throughput: closed,
+                goal,
+                met,
+                ..first.clone()
+            };
+            Some((median, spreads))
+        })
+        .collect()
+}
+
 pub(crate) fn run(
     c: &CompareOptions,
     opts: &ScenarioOptions,
@@ -253,52 +335,47 @@ pub(crate) fn run(
     _out: &mut Results,
 ) -> Result<(String, serde_json::Value), BenchError> {
     let program = process_program(c.process_program.as_deref());
+    let trials = c.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
     let mut all: Vec<Measured> = Vec::new();
     let mut rows: Vec<RatioRow> = Vec::new();
-    for &protocol in &opts.protocols {
-        let mut once = Vec::new();
-        if protocol == Protocol::Http {
-            once.push(measure_baseline(
-                BaselineKind::BareHttp,
-                protocol,
-                None,
-                &program,
-                c,
-                opts,
-                pin,
-            )?);
+    for trial in 0..trials {
+        if trials > 1 {
+            opts.say(format!("compare: trial {}/{trials}", trial + 1));
         }
-        once.push(measure_baseline(BaselineKind::Process, protocol, None, &program, c, opts, pin)?);
-        for &wait in &opts.modes {
-            let echo = if protocol == Protocol::Udp {
-                Some(measure_baseline(
-                    BaselineKind::UdpEcho,
-                    protocol,
-                    Some(wait),
-                    &program,
-                    c,
-                    opts,
-                    pin,
-                )?)
-            } else {
-                None
-            };
-            for &layout in &opts.layouts {
-                let luge = measure_luge(protocol, wait, layout, c, opts, pin)?;
-                for base in echo.iter().chain(&once) {
-                    rows.push(ratio_row(&luge, base));
-                }
-                all.push(luge);
+        for &protocol in &opts.protocols {
+            let baseline =
+                |kind, wait| measure_baseline(kind, protocol, wait, &program, c, opts, pin, trial);
+            let mut once = Vec::new();
+            if protocol == Protocol::Http {
+                once.push(baseline(BaselineKind::BareHttp, None)?);
             }
-            all.extend(echo);
+            once.push(baseline(BaselineKind::Process, None)?);
+            for &wait in &opts.modes {
+                let echo = if protocol == Protocol::Udp {
+                    Some(baseline(BaselineKind::UdpEcho, Some(wait))?)
+                } else {
+                    None
+                };
+                for &layout in &opts.layouts {
+                    let luge = measure_luge(protocol, wait, layout, c, opts, pin, trial)?;
+                    for base in echo.iter().chain(&once) {
+                        rows.push(ratio_row(&luge, base));
+                    }
+                    all.push(luge);
+                }
+                all.extend(echo);
+            }
+            all.extend(once);
         }
-        all.extend(once);
     }
+    let summary = summarise(&rows);
 
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "No-op request (`noop` built-in, empty body) over loopback. Ratios are Luge ÷ baseline: \
+        "No-op request (`noop` built-in, empty body) over loopback, {trials} interleaved trials \
+         (every server once per trial); each ratio is taken within a trial and shown as the \
+         median over the trials [with their range]. Ratios are Luge ÷ baseline: \
          p50/p99 of one request in flight (closed loop; lower is better), throughput = the \
          highest Poisson rate whose p99 stayed ≤ {} µs with ≤ 0.1 % failures in one of {} runs \
          of {:.2} s (higher is better; `*` = the baseline never met the target, closed-loop \
@@ -324,20 +401,20 @@ pub(crate) fn run(
         "goal",
         "met",
     ]);
-    for r in &rows {
+    for (r, [p50, p99, throughput, closed]) in &summary {
         t.row(vec![
             r.protocol.into(),
             r.wait.clone(),
             r.layout.clone(),
             r.baseline.clone(),
-            ratio(r.p50),
-            ratio(r.p99),
+            ratio_range(*p50),
+            ratio_range(*p99),
             format!(
                 "{}{}",
-                ratio(r.throughput),
+                ratio_range(*throughput),
                 if r.throughput_basis == "p99 target" { "" } else { " *" }
             ),
-            ratio(r.closed_throughput),
+            ratio_range(*closed),
             r.goal.clone(),
             match r.met {
                 Some(true) => "yes".into(),
@@ -348,6 +425,7 @@ pub(crate) fn run(
     }
     md.push_str(&t.section("Ratios (Luge ÷ baseline)"));
     let mut t = Table::new(&ServerId::columns(&[
+        ">trial",
         ">p50 µs",
         ">p99 µs",
         ">p99.9 µs",
@@ -360,6 +438,7 @@ pub(crate) fn run(
     ]));
     for m in &all {
         t.row(m.id.row(vec![
+            (m.trial + 1).to_string(),
             us(m.latency.p50_us),
             us(m.latency.p99_us),
             us(m.latency.p999_us),
@@ -386,6 +465,8 @@ pub(crate) fn run(
         "p99_target_us": c.p99_target.as_secs_f64() * 1e6,
         "closed_outstanding": c.closed_outstanding,
         "process_program": program.display().to_string(),
+        "trials": trials,
+        "medians": summary.iter().map(|(r, _)| r).collect::<Vec<_>>(),
         "ratios": rows,
         "servers": all,
     });
