@@ -43,7 +43,7 @@ use luge_sched::{
 };
 
 use crate::config::WaitMode;
-use crate::ingress::Ingress;
+use crate::ingress::{Driver, Ingress};
 use crate::notify::Notify;
 use crate::outcome::{Failure, Rejection};
 use crate::signals::Signals;
@@ -123,7 +123,10 @@ pub(crate) struct GroupShared {
     pub deferred_total: AtomicU64,
     /// The front end's socket the group's inline worker reads when idle (`ingress.rs`).
     pub ingress: Mutex<Option<Arc<dyn Ingress>>>,
-    /// Bumped on every attach and detach, so that a waiting worker (spinning too) notices.
+    /// The front end whose event loop the group's inline worker runs when idle (`ingress.rs`).
+    pub driver: Mutex<Option<Arc<dyn Driver>>>,
+    /// Bumped on every attach and detach (of either), so that a waiting worker (spinning too)
+    /// notices.
     pub ingress_changes: AtomicU64,
 }
 
@@ -151,6 +154,25 @@ impl GroupShared {
                 return false;
             }
             *slot = ingress;
+        }
+        self.ingress_changes.fetch_add(1, Ordering::Release);
+        self.notify.notify();
+        true
+    }
+
+    /// The attached driver, if any.
+    pub(crate) fn driver(&self) -> Option<Arc<dyn Driver>> {
+        self.driver.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// As [`set_ingress`](Self::set_ingress), for the driver.
+    pub(crate) fn set_driver(&self, driver: Option<Arc<dyn Driver>>) -> bool {
+        {
+            let mut slot = self.driver.lock().unwrap_or_else(|p| p.into_inner());
+            if driver.is_some() && slot.is_some() {
+                return false;
+            }
+            *slot = driver;
         }
         self.ingress_changes.fetch_add(1, Ordering::Release);
         self.notify.notify();

@@ -8,8 +8,14 @@
 //! front end's own thread reads instead ([`Ingress::busy`]) and hands requests over as before, so
 //! an urgent arrival still preempts a long run at once. The worker calls [`Ingress::idle`]
 //! whenever it has nothing left to run: the front end sends what the worker answered meanwhile.
+//!
+//! A front end read through an event loop (HTTP: hyper on a tokio runtime, whose connections
+//! are tasks, not one socket) attaches a [`Driver`] instead: the idle worker runs the event loop
+//! itself until there is work, so a request read there is submitted, run and answered on the
+//! worker's thread; while the worker is busy the front end's own thread runs the loop, as above.
 
 use std::os::fd::RawFd;
+use std::time::Duration;
 
 /// A source of requests an inline worker reads when idle. Called only from that worker's
 /// thread.
@@ -29,5 +35,23 @@ pub trait Ingress: Send + Sync {
 
     /// The worker has nothing left to run (it will wait on [`fd`](Self::fd), or build ready
     /// sandboxes first): whoever read for it may stop. Also called once after a detach.
+    fn idle(&self);
+}
+
+/// A front end whose event loop an inline worker runs on its own thread while it waits (see the
+/// module docs). Called only from that worker's thread, except where said.
+pub trait Driver: Send + Sync {
+    /// Runs the event loop on this thread until one of `wake` is readable (the worker's wake-up
+    /// epoll set: readable when the worker is notified or the socket of an [`Ingress`] attached
+    /// beside has data; the descriptor lives as long as the runtime) or `timeout` passes
+    /// (`Some(ZERO)`: one turn that does not wait). Requests the loop submits here run after it
+    /// returns.
+    fn drive(&self, wake: &[RawFd], timeout: Option<Duration>);
+
+    /// As [`Ingress::busy`]: the front end's own thread must run the loop meanwhile. Also
+    /// called when the worker stops for good.
+    fn busy(&self);
+
+    /// As [`Ingress::idle`]: the worker runs the loop again. Also called once after a detach.
     fn idle(&self);
 }

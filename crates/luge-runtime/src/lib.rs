@@ -50,7 +50,7 @@ pub use crate::affinity::{affinity, set_affinity};
 pub use crate::chain::{Chain, ChainConfig, MAX_STAGES};
 pub use crate::config::{CodeOpt, FunctionConfig, Layout, Limits, RuntimeConfig, WaitMode};
 pub use crate::error::{Error, RegisterError, RegistrationLimit};
-pub use crate::ingress::Ingress;
+pub use crate::ingress::{Driver, Ingress};
 pub use crate::limits::RegistrationLimits;
 pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, StageReport, Timing, TrapKind};
 pub use crate::registry::Function;

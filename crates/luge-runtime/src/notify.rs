@@ -180,6 +180,49 @@ impl Notify {
         }
     }
 
+    /// Waits, as [`wait_on`](Self::wait_on) does, but by running a front end's event loop
+    /// (`drive`, `ingress::Driver`) until this handle's epoll set is readable — its eventfd
+    /// signalled, or `source` (an ingress's socket beside) readable — or `timeout` passes; in
+    /// [`WaitMode::Spin`] by turns that do not wait. The loop is given the epoll set's
+    /// descriptor, one that lives as long as this handle. Falls back to [`wait`](Self::wait) if
+    /// no epoll set can be made (the loop then runs only on the front end's own thread).
+    pub(crate) fn wait_driving(
+        &self,
+        mode: WaitMode,
+        timeout: Option<Duration>,
+        source: Option<(RawFd, u64)>,
+        has_work: impl Fn() -> bool,
+        drive: impl Fn(&[RawFd], Option<Duration>),
+    ) {
+        let watched = self.poller().and_then(|p| match source {
+            Some(source) => p.watch(source).map(|()| p),
+            None => Ok(p),
+        });
+        let poller = match watched {
+            Ok(p) => p,
+            Err(e) => {
+                log_poller_error(&e);
+                return self.wait(mode, timeout, has_work);
+            }
+        };
+        let wake = [poller.epoll.as_raw_fd()];
+        match mode {
+            WaitMode::Spin => {
+                let start = std::time::Instant::now();
+                while !has_work() && !source.is_some_and(|(fd, _)| readable(fd)) {
+                    if timeout.is_some_and(|t| start.elapsed() >= t) {
+                        return;
+                    }
+                    drive(&wake, Some(Duration::ZERO));
+                }
+            }
+            WaitMode::Sleep => self.sleep_unless(has_work, || {
+                drive(&wake, timeout);
+                drain(poller.event.as_raw_fd());
+            }),
+        }
+    }
+
     /// Marks the consumer asleep and, unless `has_work` then says otherwise, blocks in `block`
     /// (counted as a sleep). Pairs with the fence in [`notify`](Self::notify): either the
     /// consumer sees the work, or the producer sees it asleep and wakes it.

@@ -14,7 +14,7 @@ use crate::chain::{self, Chain, ChainConfig, Chains};
 use crate::config::{FunctionConfig, Layout, RuntimeConfig};
 use crate::dispatcher::{Dispatcher, GroupShared, Submission};
 use crate::error::{Error, RegisterError};
-use crate::ingress::Ingress;
+use crate::ingress::{Driver, Ingress};
 use crate::notify::Notify;
 use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing};
 use crate::registry::{Function, Registry};
@@ -146,6 +146,7 @@ impl Runtime {
                     deferred_total: AtomicU64::new(0),
                     grace_ns: AtomicU64::new(u64::MAX),
                     ingress: Mutex::new(None),
+                    driver: Mutex::new(None),
                     ingress_changes: AtomicU64::new(0),
                 })
             })
@@ -291,6 +292,32 @@ impl Runtime {
     pub fn detach_ingress(&self, group: usize) {
         if let Some(shared) = self.inner.groups.get(group) {
             shared.set_ingress(None);
+        }
+    }
+
+    /// Lets the inline worker of `group` run `driver`'s event loop when idle (see [`Driver`]);
+    /// beside an attached [`Ingress`]. Gives it back if the group cannot take one: no such
+    /// inline group, or a driver is attached already.
+    pub fn attach_driver(
+        &self,
+        group: usize,
+        driver: Arc<dyn Driver>,
+    ) -> Result<(), Arc<dyn Driver>> {
+        if group >= self.ingress_groups() {
+            return Err(driver);
+        }
+        if self.inner.groups[group].set_driver(Some(Arc::clone(&driver))) {
+            Ok(())
+        } else {
+            Err(driver)
+        }
+    }
+
+    /// Detaches the driver of `group` (its front end stops); the worker stops running its loop
+    /// from its next turn, and is woken for it.
+    pub fn detach_driver(&self, group: usize) {
+        if let Some(shared) = self.inner.groups.get(group) {
+            shared.set_driver(None);
         }
     }
 

@@ -14,6 +14,7 @@
 //! what the execution budget counts and `Timing::executed` reports; `sandbox.rs` has why).
 
 use std::cell::{Cell, RefCell};
+use std::os::fd::RawFd;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -21,7 +22,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::config::WaitMode;
 use crate::dispatcher::{Dispatcher, Step};
-use crate::ingress::Ingress;
+use crate::ingress::{Driver, Ingress};
 use crate::notify::Notify;
 use crate::outcome::Failure;
 use luge_sched::Nanos;
@@ -74,6 +75,12 @@ fn clear_ready(me: &WorkerShared) {
     READY.with(|pool| pool.borrow_mut().clear(me));
 }
 
+/// How long an inline worker runs short requests back to back before a driven front end's own
+/// thread runs its event loop (`ingress::Driver`): what was answered meanwhile waits at most this
+/// long to be written, and arrivals to be read. Handing the loop over costs two wake-ups (~20 µs
+/// each on a VM), so the bound is a tick, not a short run (ns).
+const DRIVE_HOLD: u64 = 1_000_000;
+
 /// Lets the inline dispatcher of this thread handle arrivals and events, and enforce a shutdown's
 /// grace period, while a sandbox runs (called from the epoch callback); a no-op on other threads.
 pub(crate) fn poll_inline() {
@@ -86,9 +93,13 @@ pub(crate) fn poll_inline() {
             // meanwhile. Not at every callback: a submitter's epoch bump lands in short runs too.
             if let Some(start) = RUN_START.get()
                 && d.signals.clock.now().saturating_sub(start) >= d.shared.short_run()
-                && let Some(ingress) = d.shared.ingress()
             {
-                ingress.busy();
+                if let Some(ingress) = d.shared.ingress() {
+                    ingress.busy();
+                }
+                if let Some(driver) = d.shared.driver() {
+                    driver.busy();
+                }
             }
         }
     });
@@ -112,9 +123,12 @@ pub(crate) fn run_inline(
     me.notify.bind_current();
     init_ready(&me);
     let group = Arc::clone(&dispatcher.shared);
-    // The ingress this worker last read (`ingress.rs`), to tell it once more that the worker is
-    // idle after it is detached.
+    // The ingress this worker last read and the driver whose loop it last ran (`ingress.rs`),
+    // to tell them once more that the worker is idle after they are detached.
     let mut reader: Option<Arc<dyn Ingress>> = None;
+    let mut driving: Option<Arc<dyn Driver>> = None;
+    // When the worker last ran out of work (and ran a driver's loop).
+    let mut idle_at = signals.clock.now();
     INLINE.with(|cell| *cell.borrow_mut() = Some(dispatcher));
     loop {
         let step = INLINE.with(|cell| cell.borrow_mut().as_mut().map_or(Step::Done, |d| d.step()));
@@ -124,6 +138,13 @@ pub(crate) fn run_inline(
             {
                 // Not known to be short: the front end reads while this runs.
                 ingress.busy();
+            }
+            // A driven front end's answers go out when the worker next runs its loop: after
+            // `DRIVE_HOLD` of runs back to back, its own thread runs the loop meanwhile.
+            if let Some(driver) = group.driver()
+                && (!task.short || signals.clock.now().saturating_sub(idle_at) >= DRIVE_HOLD)
+            {
+                driver.busy();
             }
             RUN_START.set(Some(signals.clock.now()));
             execute(&me, &notify, &signals, task);
@@ -140,6 +161,7 @@ pub(crate) fn run_inline(
             Step::Busy => {}
             Step::Done => break,
             Step::Idle(timeout) => {
+                idle_at = signals.clock.now();
                 let ingress = group.ingress();
                 let last = std::mem::replace(&mut reader, ingress.clone());
                 // Run-to-completion (`ingress.rs`): what waits on the socket is read here, so
@@ -155,13 +177,23 @@ pub(crate) fn run_inline(
                 if let Some(i) = ingress.as_ref().or(last.as_ref()) {
                     i.idle();
                 }
+                let driver = group.driver();
+                let last = std::mem::replace(&mut driving, driver.clone());
+                if let Some(d) = driver.as_ref().or(last.as_ref()) {
+                    d.idle();
+                }
                 if refill_ready(&me, &signals) {
                     continue;
                 }
                 let timeout = earliest(timeout, ready_timeout(&signals));
-                match ingress {
-                    Some(i) => notify.wait_on(mode, timeout, (i.fd(), changes), has_work),
-                    None => notify.wait(mode, timeout, has_work),
+                match (driver, ingress) {
+                    (Some(d), i) => {
+                        let source = i.map(|i| (i.fd(), changes));
+                        let drive = |wake: &[RawFd], t| d.drive(wake, t);
+                        notify.wait_driving(mode, timeout, source, has_work, drive)
+                    }
+                    (None, Some(i)) => notify.wait_on(mode, timeout, (i.fd(), changes), has_work),
+                    (None, None) => notify.wait(mode, timeout, has_work),
                 }
             }
         }
@@ -169,6 +201,10 @@ pub(crate) fn run_inline(
     // The last answers this worker produced go out before it stops.
     if let Some(i) = group.ingress().or(reader) {
         i.idle();
+    }
+    // And the front end's own thread runs the loop from now on: this worker runs it no more.
+    if let Some(d) = group.driver().or(driving) {
+        d.busy();
     }
     INLINE.with(|cell| cell.borrow_mut().take());
     clear_ready(&me);

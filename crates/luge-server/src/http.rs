@@ -70,6 +70,7 @@ mod admin_chains;
 mod agent;
 mod body;
 mod clients;
+mod drive;
 mod fuzz;
 mod invoke;
 mod plane;
@@ -252,6 +253,8 @@ struct Shared {
     refused_connections: AtomicU64,
     /// Of those, the ones refused for their client's cap.
     refused_per_client: AtomicU64,
+    /// Function calls read on the inline worker's thread, which then ran them (`drive`).
+    worker_requests: AtomicU64,
     /// Open connections per client address.
     clients: Arc<Clients>,
     /// Connections being served.
@@ -271,6 +274,9 @@ pub struct HttpServer {
     admin_addr: Option<SocketAddr>,
     agent_addr: Option<SocketAddr>,
     thread: Option<JoinHandle<()>>,
+    /// The worker group whose inline worker runs the event loop when idle (`drive`), if any.
+    driven_by: Option<usize>,
+    handoff: Arc<drive::Handoff>,
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -371,6 +377,7 @@ impl HttpServer {
             refusing: Arc::new(Semaphore::new(max_connections)),
             refused_connections: AtomicU64::new(0),
             refused_per_client: AtomicU64::new(0),
+            worker_requests: AtomicU64::new(0),
             clients: Clients::new(max_connections_per_client),
             open: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
@@ -378,18 +385,52 @@ impl HttpServer {
             local_addr,
         });
         let server = Arc::clone(&shared);
+        let rt = Arc::new(rt);
+        let handoff = Arc::new(drive::Handoff::new());
+        let (tokio, standby) = (Arc::clone(&rt), Arc::clone(&handoff));
         let thread = std::thread::Builder::new()
             .name("luge-http".into())
             .spawn(move || {
                 if let Some((agent, _)) = agent_listener {
-                    rt.spawn(agent::serve(Arc::clone(&server), agent));
+                    tokio.spawn(agent::serve(Arc::clone(&server), agent));
                 }
-                rt.block_on(serve(server, listener, admin_listener.map(|(l, _)| l)));
+                let mut serving =
+                    tokio.spawn(serve(server, listener, admin_listener.map(|(l, _)| l)));
+                // The standby (`drive`): runs the loop whenever the worker does not.
+                standby.bind(std::thread::current());
+                loop {
+                    standby.wait_needed();
+                    let ended = tokio.block_on(async {
+                        tokio::select! {
+                            biased;
+                            _ = &mut serving => true,
+                            () = standby.no_longer_needed() => false,
+                        }
+                    });
+                    if ended {
+                        break;
+                    }
+                }
                 // Whatever is left (a compile on the blocking pool, a connection that ignored
-                // the shutdown) is abandoned here.
-                rt.shutdown_timeout(ABANDON_FLUSH);
+                // the shutdown) is abandoned here; if the worker still holds the runtime, it
+                // goes when the worker lets it go.
+                if let Ok(rt) = Arc::try_unwrap(tokio) {
+                    rt.shutdown_timeout(ABANDON_FLUSH);
+                }
             })
             .map_err(HttpError::Thread)?;
+        // Run-to-completion over HTTP (`drive`): one inline worker group and a current-thread
+        // runtime, which any one thread at a time can run.
+        let runtime = &shared.runtime;
+        let driven_by = (shared.config.threads == 1 && runtime.ingress_groups() == 1)
+            .then(|| {
+                let driver = Arc::new(drive::HttpDriver::new(rt, Arc::clone(&handoff)));
+                runtime.attach_driver(0, driver).ok().map(|()| 0)
+            })
+            .flatten();
+        if driven_by.is_some() {
+            handoff.give_back();
+        }
         tracing::info!(addr = %local_addr, "HTTP front end listening");
         if let Some(addr) = admin_addr {
             tracing::info!(%addr, "admin API listening");
@@ -397,7 +438,15 @@ impl HttpServer {
         if let Some(addr) = agent_addr {
             tracing::info!(%addr, "load-balancer agent listening");
         }
-        Ok(Self { shared, local_addr, admin_addr, agent_addr, thread: Some(thread) })
+        Ok(Self {
+            shared,
+            local_addr,
+            admin_addr,
+            agent_addr,
+            thread: Some(thread),
+            driven_by,
+            handoff,
+        })
     }
 
     /// The address the function listener listens on.
@@ -430,6 +479,18 @@ impl HttpServer {
     /// cap.
     pub fn refused_per_client(&self) -> u64 {
         self.shared.refused_per_client.load(Ordering::Relaxed)
+    }
+
+    /// Function calls read by the inline worker while it ran the front end's event loop, and so
+    /// run on the thread that read them (run-to-completion; see `drive`).
+    pub fn worker_requests(&self) -> u64 {
+        self.shared.worker_requests.load(Ordering::Relaxed)
+    }
+
+    /// Whether an inline worker runs the front end's event loop when idle (`drive`): a
+    /// current-thread runtime (`threads = 1`) on a runtime with one inline worker group.
+    pub fn driven_by_worker(&self) -> bool {
+        self.driven_by.is_some()
     }
 
     /// Requests being handled right now: from their arrival (head read) to their response.
@@ -475,6 +536,11 @@ impl HttpServer {
             }
             running
         });
+        // The standby runs the loop to the end; the worker lets it go.
+        self.handoff.stop();
+        if let Some(group) = self.driven_by.take() {
+            self.shared.runtime.detach_driver(group);
+        }
         if let Some(thread) = self.thread.take() {
             if thread.join().is_err() {
                 tracing::error!("the HTTP server thread panicked");

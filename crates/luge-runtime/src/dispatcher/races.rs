@@ -60,6 +60,7 @@ impl Rig {
             deferred_total: Default::default(),
             grace_ns: std::sync::atomic::AtomicU64::new(u64::MAX),
             ingress: Default::default(),
+            driver: Default::default(),
             ingress_changes: Default::default(),
         });
         let worker = Arc::new(WorkerShared::new(0, 0));

@@ -51,6 +51,9 @@ pub(super) async fn invoke(
     } else {
         match read_body(body, cap, shared.body_pace()).await {
             Ok(payload) => {
+                if super::drive::on_worker() {
+                    shared.worker_requests.fetch_add(1, Ordering::Relaxed);
+                }
                 let call = Call {
                     target: function,
                     payload,
