@@ -584,5 +584,10 @@ pub fn run_scenario(
         node::set_affinity(&before);
     }
     let (summary, results) = result?;
-    out.finish(scenario.name(), opts, machine, &node::Pinning::describe(pin), summary, results)
+    let pinning = match scenario {
+        // Servers there are processes of their own, pinned whole.
+        Scenario::Peers(_) => peers::describe_pinning(pin),
+        _ => node::Pinning::describe(pin),
+    };
+    out.finish(scenario.name(), opts, machine, &pinning, summary, results)
 }

@@ -175,6 +175,18 @@ struct Running {
     process: Process,
 }
 
+/// Where the servers and wrk run, for the summary's header.
+pub(crate) fn describe_pinning(pin: Option<Pinning>) -> String {
+    match pin {
+        Some(p) => format!(
+            "pinned: each server one process with every thread on CPU {} (`taskset`, `--pin \
+             worker` and `server` alike), wrk and the deadline mix's load generator on CPU {}",
+            p.server, p.client
+        ),
+        None => "unpinned (`--pin none`)".to_owned(),
+    }
+}
+
 /// A free loopback port (bound then released: another process could take it in between, which
 /// then shows as a server that does not start).
 fn free_addr() -> Result<SocketAddr, BenchError> {
@@ -464,14 +476,7 @@ pub(crate) fn run(
     let (calibration, mix_runs) = mix(p, opts, &mix_servers, trials, mix_duration)?;
     drop(spin_peer);
     drop(running);
-    let mut summary = match pin {
-        Some(pin) => format!(
-            "Each server is one process with every thread on CPU {} (`taskset`), wrk on CPU {}.\n\n",
-            pin.server, pin.client
-        ),
-        None => "Unpinned (`--pin none`).\n\n".to_owned(),
-    };
-    summary.push_str(&render(&results, &p.connections, &absent, duration, trials));
+    let mut summary = render(&results, &p.connections, &absent, duration, trials);
     summary.push_str(&render_mix(&mix_runs, p, &calibration, mix_duration));
     let report = json!({
         "duration_s": duration.as_secs_f64(),
