@@ -127,7 +127,8 @@ pub(crate) fn run_inline(
     // to tell them once more that the worker is idle after they are detached.
     let mut reader: Option<Arc<dyn Ingress>> = None;
     let mut driving: Option<Arc<dyn Driver>> = None;
-    // When the worker last ran out of work (and ran a driver's loop).
+    // When the worker last ran out of work, or last stopped waiting (and running a driver's
+    // loop): the start of the runs back to back that `DRIVE_HOLD` bounds.
     let mut idle_at = signals.clock.now();
     INLINE.with(|cell| *cell.borrow_mut() = Some(dispatcher));
     loop {
@@ -195,6 +196,8 @@ pub(crate) fn run_inline(
                     (None, Some(i)) => notify.wait_on(mode, timeout, (i.fd(), changes), has_work),
                     (None, None) => notify.wait(mode, timeout, has_work),
                 }
+                // The loop ran until now: what it read is as fresh as this.
+                idle_at = signals.clock.now();
             }
         }
     }

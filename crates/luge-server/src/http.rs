@@ -487,6 +487,12 @@ impl HttpServer {
         self.shared.worker_requests.load(Ordering::Relaxed)
     }
 
+    /// Times the inline worker handed the event loop to the front end's own thread (a run not
+    /// known to be short, or short runs back to back for longer than the hold; `drive`).
+    pub fn loop_handovers(&self) -> u64 {
+        self.handoff.handovers()
+    }
+
     /// Whether an inline worker runs the front end's event loop when idle (`drive`): a
     /// current-thread runtime (`threads = 1`) on a runtime with one inline worker group.
     pub fn driven_by_worker(&self) -> bool {

@@ -9,21 +9,12 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use luge_client::{CallOptions, HttpClient};
-use luge_runtime::{FunctionConfig, Layout, RuntimeConfig, WaitMode};
-use luge_server::{HttpConfig, Node, NodeConfig, NodeFunction, UdpConfig};
+use luge_runtime::{Layout, RuntimeConfig, WaitMode};
+use luge_server::{HttpConfig, Node, NodeConfig, UdpConfig};
 
 mod common;
 
-use common::{NOOP, SPIN};
-
-fn function(name: &str, wat: &str, ull: bool) -> NodeFunction {
-    let mut config = FunctionConfig::new(name);
-    // Generous: test machines are slow and shared.
-    config.relative_deadline = Duration::from_secs(10);
-    config.limits.max_execution = Duration::from_secs(10);
-    config.ull = ull;
-    NodeFunction { config, module: wat.as_bytes().to_vec(), route: format!("/{name}") }
-}
+use common::{NOOP, SPIN, function};
 
 /// A node with HTTP (and, with `udp`, UDP-RPC beside it) serving `noop` (in the uLL lane: it
 /// preempts a long run) and `spin`.
@@ -80,6 +71,26 @@ fn an_idle_worker_reads_runs_and_answers_http_on_its_own_thread() {
 }
 
 #[test]
+fn sparse_short_requests_never_hand_the_loop_over() {
+    // Requests that find the worker idle (here 3 ms apart) are short runs: the loop stays with
+    // the worker, however long it waited for them.
+    let node = start(RuntimeConfig { workers: 1, ..Default::default() }, false);
+    let client = HttpClient::new().unwrap();
+    let url = base(&node);
+    let http = node.http().unwrap();
+    assert!(client.call(&url, "noop", b"", opts()).unwrap().is_success());
+    let before = http.loop_handovers();
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(3));
+        assert!(client.call(&url, "noop", b"", opts()).unwrap().is_success());
+    }
+    let handovers = http.loop_handovers() - before;
+    // (One or two on a loaded box: a no-op descheduled past the hold.)
+    assert!(handovers <= 2, "{handovers} hand-overs for 10 sparse no-ops");
+    node.shutdown();
+}
+
+#[test]
 fn a_long_run_hands_the_loop_back_so_an_http_arrival_still_preempts_it() {
     let node = start(RuntimeConfig { workers: 1, ..Default::default() }, false);
     assert!(node.http().unwrap().driven_by_worker());
@@ -110,6 +121,7 @@ fn a_long_run_hands_the_loop_back_so_an_http_arrival_still_preempts_it() {
     let noop_answered = Instant::now();
     assert!(r.is_success(), "{}", r.status);
     let spin_answered = long.join().unwrap();
+    assert!(node.http().unwrap().loop_handovers() >= 1, "the spin handed the loop over");
     // Without the hand-back the no-op would not be read until the spin ended.
     assert!(noop_answered < spin_answered, "the no-op is answered while the spin still runs");
     // The spin ran in two segments around the no-op's: the no-op preempted it.

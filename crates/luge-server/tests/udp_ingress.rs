@@ -11,24 +11,15 @@ use std::time::{Duration, Instant};
 
 use luge_client::{CallOptions, RpcClient, Status};
 use luge_proto::{Flags, MAX_DATAGRAM, Message, Request, RequestHeader, decode};
-use luge_runtime::{FunctionConfig, Layout, Runtime, RuntimeConfig, WaitMode};
+use luge_runtime::{Layout, Runtime, RuntimeConfig, WaitMode};
 use luge_server::{Metrics, Node, NodeConfig, NodeFunction, UdpConfig, UdpServer};
 
 mod common;
 
-use common::{ECHO, NOOP, SPIN};
+use common::{ECHO, NOOP, SPIN, function};
 
 /// spin iterations of a request that runs for tens of milliseconds.
 const SPIN_LONG: &[u8] = b"30000000";
-
-fn function(name: &str, wat: &str, ull: bool) -> NodeFunction {
-    let mut config = FunctionConfig::new(name);
-    // Generous: test machines are slow and shared.
-    config.relative_deadline = Duration::from_secs(10);
-    config.limits.max_execution = Duration::from_secs(10);
-    config.ull = ull;
-    NodeFunction { config, module: wat.as_bytes().to_vec(), route: format!("/{name}") }
-}
 
 fn start(runtime: RuntimeConfig, functions: &[NodeFunction]) -> Node {
     let udp = UdpConfig { addr: "127.0.0.1:0".parse().unwrap(), ..UdpConfig::default() };

@@ -22,7 +22,7 @@ use std::cell::Cell;
 use std::future::{Future, poll_fn};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::thread::Thread;
@@ -55,6 +55,8 @@ pub(super) struct Handoff {
     thread: OnceLock<Thread>,
     /// Tells a standby that runs the loop to stop (the worker takes it again).
     released: Notify,
+    /// Times the worker handed the loop to the standby.
+    handovers: AtomicU64,
 }
 
 impl Handoff {
@@ -64,6 +66,7 @@ impl Handoff {
             stopping: AtomicBool::new(false),
             thread: OnceLock::new(),
             released: Notify::new(),
+            handovers: AtomicU64::new(0),
         }
     }
 
@@ -79,8 +82,14 @@ impl Handoff {
             && !self.needed.swap(true, Ordering::AcqRel)
             && let Some(t) = self.thread.get()
         {
+            self.handovers.fetch_add(1, Ordering::Relaxed);
             t.unpark();
         }
+    }
+
+    /// Times the worker handed the loop to the standby so far.
+    pub(super) fn handovers(&self) -> u64 {
+        self.handovers.load(Ordering::Relaxed)
     }
 
     /// The worker runs the loop again: the standby stops after its current turn.

@@ -1,4 +1,4 @@
-//! What the front-end tests share: the WAT functions they register.
+//! What the front-end tests share: the WAT functions they register, and how.
 
 #![allow(dead_code)] // each test file uses a part
 
@@ -12,6 +12,16 @@ pub const OOB: &str = include_str!("../../../../functions/test/oob.wat");
 pub const EXIT3: &str = include_str!("../../../../functions/test/exit3.wat");
 pub const MEMBOMB: &str = include_str!("../../../../functions/test/membomb.wat");
 pub const ARGS: &str = include_str!("../../../../functions/test/args.wat");
+
+/// `name` served from `wat` with generous limits (test machines are slow and shared: a 10 s
+/// deadline and execution budget), in the uLL lane with `ull`.
+pub fn function(name: &str, wat: &str, ull: bool) -> luge_server::NodeFunction {
+    let mut config = luge_runtime::FunctionConfig::new(name);
+    config.relative_deadline = std::time::Duration::from_secs(10);
+    config.limits.max_execution = std::time::Duration::from_secs(10);
+    config.ull = ull;
+    luge_server::NodeFunction { config, module: wat.as_bytes().to_vec(), route: format!("/{name}") }
+}
 
 /// One answer read by [`exchange`]: the status code, the head (status line and headers) and the
 /// body.
