@@ -37,7 +37,7 @@ use super::measure::{Driver, Point, Search, search_rate};
 use super::node::{
     Baseline, BaselineKind, LugeNode, NodeSpec, Pinning, ServerId, noop_only, process_program,
 };
-use super::output::{Results, Table, ratio, rps, us};
+use super::output::{Results, Table, ratio_range, rps, spread, us};
 use super::{CompareOptions, Protocol, ScenarioOptions, wait_name};
 use crate::error::BenchError;
 use crate::plan::Mapping;
@@ -228,24 +228,11 @@ fn goal(baseline: &str, p50: Option<f64>, throughput: Option<f64>) -> (String, O
     }
 }
 
-/// A ratio's median over the trials and its range: `(median, min, max)`; a missing ratio
-/// counts as infinite (`None` when the median is).
-fn spread(rows: &[&RatioRow], f: impl Fn(&RatioRow) -> Option<f64>) -> Option<(f64, f64, f64)> {
+/// A ratio's median over the trials and its range (`output::spread`; a missing ratio counts as
+/// infinite).
+fn spread_of(rows: &[&RatioRow], f: impl Fn(&RatioRow) -> Option<f64>) -> Option<(f64, f64, f64)> {
     let mut v: Vec<f64> = rows.iter().map(|r| f(r).unwrap_or(f64::INFINITY)).collect();
-    v.sort_by(f64::total_cmp);
-    let m = *v.get(v.len() / 2)?;
-    m.is_finite().then(|| (m, v[0], v[v.len() - 1]))
-}
-
-/// `median [min–max]` (just the median for one trial or no spread).
-fn ratio_range(s: Option<(f64, f64, f64)>) -> String {
-    match s {
-        Some((m, lo, hi)) if lo < hi => {
-            format!("{} [{}–{}]", ratio(Some(m)), ratio(Some(lo)), ratio(Some(hi)))
-        }
-        Some((m, _, _)) => ratio(Some(m)),
-        None => ratio(None),
-    }
+    spread(&mut v)
 }
 
 fn ratio_row(luge: &Measured, base: &Measured) -> RatioRow {
@@ -299,10 +286,10 @@ fn summarise(rows: &[RatioRow]) -> Summary {
             let of: Vec<&RatioRow> = rows.iter().filter(|r| key(r) == k).collect();
             let first = *of.first()?;
             let spreads = [
-                spread(&of, |r| r.p50),
-                spread(&of, |r| r.p99),
-                spread(&of, |r| r.throughput),
-                spread(&of, |r| r.closed_throughput),
+                spread_of(&of, |r| r.p50),
+                spread_of(&of, |r| r.p99),
+                spread_of(&of, |r| r.throughput),
+                spread_of(&of, |r| r.closed_throughput),
             ];
             let [p50, p99, throughput, closed] = spreads.map(|s| s.map(|s| s.0));
             let basis = if of.iter().all(|r| r.throughput_basis == "p99 target") {

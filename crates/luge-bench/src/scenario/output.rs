@@ -218,6 +218,25 @@ pub(crate) fn ratio(v: Option<f64>) -> String {
     }
 }
 
+/// Median, minimum and maximum of `v` (sorted in place; an infinite value is a failure at its
+/// rank); `None` when `v` is empty or the median is infinite.
+pub(crate) fn spread(v: &mut [f64]) -> Option<(f64, f64, f64)> {
+    v.sort_by(f64::total_cmp);
+    let m = *v.get(v.len() / 2)?;
+    m.is_finite().then(|| (m, v[0], v[v.len() - 1]))
+}
+
+/// A ratio's [`spread`] as `median [min–max]` (just the median when there is no spread).
+pub(crate) fn ratio_range(s: Option<(f64, f64, f64)>) -> String {
+    match s {
+        Some((m, lo, hi)) if lo < hi => {
+            format!("{} [{}–{}]", ratio(Some(m)), ratio(Some(lo)), ratio(Some(hi)))
+        }
+        Some((m, _, _)) => ratio(Some(m)),
+        None => ratio(None),
+    }
+}
+
 /// Percent with 2 decimals.
 pub(crate) fn pct(v: f64) -> String {
     format!("{:.2}", 100.0 * v)

@@ -32,7 +32,7 @@ use luge_workload::WorkloadSpec;
 
 use super::measure::{Driver, Point};
 use super::node::Pinning;
-use super::output::{Results, Table, pct, ratio, rps, us};
+use super::output::{Results, Table, pct, ratio_range, rps, spread, us};
 use super::policies::short_class;
 use super::usage::Usage;
 use super::{PeersOptions, ScenarioOptions};
@@ -606,20 +606,11 @@ fn render_mix(
     md
 }
 
-/// Median and range of `v` (sorted in place); `None` when empty.
-fn spread(v: &mut [f64]) -> Option<(f64, f64, f64)> {
-    v.sort_by(f64::total_cmp);
-    Some((*v.get(v.len() / 2)?, *v.first()?, *v.last()?))
-}
-
-/// `median [min–max]` of a ratio.
+/// `median [min–max]` of the ratios `v`.
 fn ratio_spread(v: &mut [f64]) -> String {
     match spread(v) {
-        Some((m, lo, hi)) if v.len() > 1 && lo < hi => {
-            format!("{} [{}–{}]", ratio(Some(m)), ratio(Some(lo)), ratio(Some(hi)))
-        }
-        Some((m, _, _)) => ratio(Some(m)),
-        None => "-".into(),
+        None if v.is_empty() => "-".into(),
+        s => ratio_range(s),
     }
 }
 
