@@ -48,6 +48,10 @@ pub trait Driver: Send + Sync {
     /// returns.
     fn drive(&self, wake: &[RawFd], timeout: Option<Duration>);
 
+    /// One turn of the loop that does not wait (answers written, arrivals read and submitted),
+    /// between two runs; nothing if the front end's own thread runs the loop now.
+    fn turn(&self);
+
     /// As [`Ingress::busy`]: the front end's own thread must run the loop meanwhile. Also
     /// called when the worker stops for good.
     fn busy(&self);

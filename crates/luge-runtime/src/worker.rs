@@ -75,11 +75,11 @@ fn clear_ready(me: &WorkerShared) {
     READY.with(|pool| pool.borrow_mut().clear(me));
 }
 
-/// How long an inline worker runs short requests back to back before a driven front end's own
-/// thread runs its event loop (`ingress::Driver`): what was answered meanwhile waits at most this
-/// long to be written, and arrivals to be read. Handing the loop over costs two wake-ups (~20 µs
-/// each on a VM), so the bound is a tick, not a short run (ns).
-const DRIVE_HOLD: u64 = 1_000_000;
+/// How often an inline worker running short requests back to back takes a turn of a driven front
+/// end's event loop (`ingress::Driver::turn`), so that what it answered meanwhile is written and
+/// arrivals are read within about this long plus one short run (ns). A turn costs a few µs and no
+/// wake-up; the UDP ingress's outbox holds answers as long (`udp/ingress.rs`, `MAX_HOLD`).
+const DRIVE_TURN: u64 = 100_000;
 
 /// Lets the inline dispatcher of this thread handle arrivals and events, and enforce a shutdown's
 /// grace period, while a sandbox runs (called from the epoch callback); a no-op on other threads.
@@ -127,9 +127,8 @@ pub(crate) fn run_inline(
     // to tell them once more that the worker is idle after they are detached.
     let mut reader: Option<Arc<dyn Ingress>> = None;
     let mut driving: Option<Arc<dyn Driver>> = None;
-    // When the worker last ran out of work, or last stopped waiting (and running a driver's
-    // loop): the start of the runs back to back that `DRIVE_HOLD` bounds.
-    let mut idle_at = signals.clock.now();
+    // When the worker last ran a driver's loop (waiting, or a turn between runs).
+    let mut turned_at = signals.clock.now();
     INLINE.with(|cell| *cell.borrow_mut() = Some(dispatcher));
     loop {
         let step = INLINE.with(|cell| cell.borrow_mut().as_mut().map_or(Step::Done, |d| d.step()));
@@ -140,16 +139,25 @@ pub(crate) fn run_inline(
                 // Not known to be short: the front end reads while this runs.
                 ingress.busy();
             }
-            // A driven front end's answers go out when the worker next runs its loop: after
-            // `DRIVE_HOLD` of runs back to back, its own thread runs the loop meanwhile.
-            if let Some(driver) = group.driver()
-                && (!task.short || signals.clock.now().saturating_sub(idle_at) >= DRIVE_HOLD)
+            // Not known to be short: a driven front end's own thread runs its loop meanwhile.
+            let driver = group.driver();
+            if let Some(d) = &driver
+                && !task.short
             {
-                driver.busy();
+                d.busy();
             }
             RUN_START.set(Some(signals.clock.now()));
             execute(&me, &notify, &signals, task);
             RUN_START.set(None);
+            // Between short runs back to back, a turn of a driven front end's loop every
+            // `DRIVE_TURN`: what was answered goes out and arrivals are read, on this thread.
+            if let Some(d) = driver {
+                let now = signals.clock.now();
+                if now.saturating_sub(turned_at) >= DRIVE_TURN {
+                    d.turn();
+                    turned_at = now;
+                }
+            }
             continue;
         }
         let changes = group.ingress_changes.load(Ordering::Acquire);
@@ -162,7 +170,6 @@ pub(crate) fn run_inline(
             Step::Busy => {}
             Step::Done => break,
             Step::Idle(timeout) => {
-                idle_at = signals.clock.now();
                 let ingress = group.ingress();
                 let last = std::mem::replace(&mut reader, ingress.clone());
                 // Run-to-completion (`ingress.rs`): what waits on the socket is read here, so
@@ -196,8 +203,8 @@ pub(crate) fn run_inline(
                     (None, Some(i)) => notify.wait_on(mode, timeout, (i.fd(), changes), has_work),
                     (None, None) => notify.wait(mode, timeout, has_work),
                 }
-                // The loop ran until now: what it read is as fresh as this.
-                idle_at = signals.clock.now();
+                // The loop ran until now.
+                turned_at = signals.clock.now();
             }
         }
     }

@@ -121,7 +121,6 @@ fn a_long_run_hands_the_loop_back_so_an_http_arrival_still_preempts_it() {
     let noop_answered = Instant::now();
     assert!(r.is_success(), "{}", r.status);
     let spin_answered = long.join().unwrap();
-    assert!(node.http().unwrap().loop_handovers() >= 1, "the spin handed the loop over");
     // Without the hand-back the no-op would not be read until the spin ended.
     assert!(noop_answered < spin_answered, "the no-op is answered while the spin still runs");
     // The spin ran in two segments around the no-op's: the no-op preempted it.
