@@ -21,6 +21,7 @@
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -132,6 +133,14 @@ struct Process {
 impl Process {
     fn spawn(what: &'static str, mut command: Command) -> Result<Self, BenchError> {
         command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        // SAFETY: `prctl` is async-signal-safe and touches nothing of the parent's state; it
+        // only asks the kernel to stop the child if the scenario dies without dropping it.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
         let child = command
             .spawn()
             .map_err(|e| BenchError::io(format!("cannot start {what} ({command:?})"), e))?;
