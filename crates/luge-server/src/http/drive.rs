@@ -10,7 +10,7 @@
 //! thread per request, where the front end's own thread used to pay two (the worker woken for
 //! the request, the front end for the answer; each ~20 µs on a VM). Requests that arrive
 //! together are read in one turn and answered in the next: a batch per turn. Between short runs
-//! back to back the worker takes a turn that does not wait every 100 µs ([`Driver::turn`]), so
+//! back to back the worker takes a turn that does not wait every 500 µs ([`Driver::turn`]), so
 //! answers and arrivals wait about that long at most.
 //!
 //! The front end's thread (`luge-http`) stands by ([`Handoff`]): it runs the loop while no worker
