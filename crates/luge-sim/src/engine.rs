@@ -54,6 +54,20 @@ pub struct Job {
 pub const MAX_STAGES: u8 = 16;
 
 impl Job {
+    /// One request of function 0, class 0, that is answered at once when it can no longer meet
+    /// its deadline (`Overrun::Kill`): the plainest job, for tests and hand-written loads.
+    pub fn single(arrival: Nanos, execution: Nanos, relative_deadline: Nanos) -> Self {
+        Self {
+            arrival,
+            function: FunctionId(0),
+            class: 0,
+            execution,
+            relative_deadline,
+            stages: 1,
+            on_overrun: Overrun::Kill,
+        }
+    }
+
     /// Stage `k`'s execution: an equal share of the job's, the remainder on the last stage.
     fn stage_execution(&self, k: u8) -> Nanos {
         let n = Nanos::from(self.stages.max(1));

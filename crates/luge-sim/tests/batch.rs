@@ -5,22 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use luge_sched::{Admission, FunctionId, Overrun, PolicyKind};
+use luge_sched::{Admission, PolicyKind};
 use luge_sim::{Job, Outcome, Overheads, SimConfig, simulate};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
 
 fn job(arrival: u64, execution: u64, relative_deadline: u64) -> Job {
-    Job {
-        arrival,
-        function: FunctionId(0),
-        class: 0,
-        execution,
-        relative_deadline,
-        stages: 1,
-        on_overrun: Overrun::Kill,
-    }
+    Job::single(arrival, execution, relative_deadline)
 }
 
 /// One worker of `policy` whose every hand-off (`Run`) costs 20 µs, batching within `window`.

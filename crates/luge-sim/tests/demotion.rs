@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use luge_sched::{Admission, FunctionId, Overrun, PolicyKind, RejectReason};
+use luge_sched::{Admission, Overrun, PolicyKind, RejectReason};
 use luge_sim::{Job, Outcome, Overheads, SimConfig, simulate};
 
 const MS: u64 = 1_000_000;
@@ -14,13 +14,8 @@ const MS: u64 = 1_000_000;
 /// refused or demoted.
 fn jobs(on_overrun: Overrun) -> Vec<Job> {
     let one = |arrival, execution, relative_deadline| Job {
-        arrival,
-        function: FunctionId(0),
-        class: 0,
-        execution,
-        relative_deadline,
-        stages: 1,
         on_overrun,
+        ..Job::single(arrival, execution, relative_deadline)
     };
     let mut js = vec![one(0, 10 * MS, 12 * MS)];
     js.extend((0..4).map(|_| one(MS, 4 * MS, 5 * MS)));
