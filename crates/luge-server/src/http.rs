@@ -255,6 +255,8 @@ struct Shared {
     refused_per_client: AtomicU64,
     /// Function calls read on the inline worker's thread, which then ran them (`drive`).
     worker_requests: AtomicU64,
+    /// Who runs the event loop (`drive`): for its hand-over count in `/metrics`.
+    handoff: Arc<drive::Handoff>,
     /// Open connections per client address.
     clients: Arc<Clients>,
     /// Connections being served.
@@ -276,7 +278,6 @@ pub struct HttpServer {
     thread: Option<JoinHandle<()>>,
     /// The worker group whose inline worker runs the event loop when idle (`drive`), if any.
     driven_by: Option<usize>,
-    handoff: Arc<drive::Handoff>,
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -378,6 +379,7 @@ impl HttpServer {
             refused_connections: AtomicU64::new(0),
             refused_per_client: AtomicU64::new(0),
             worker_requests: AtomicU64::new(0),
+            handoff: Arc::new(drive::Handoff::new()),
             clients: Clients::new(max_connections_per_client),
             open: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
@@ -386,7 +388,7 @@ impl HttpServer {
         });
         let server = Arc::clone(&shared);
         let rt = Arc::new(rt);
-        let handoff = Arc::new(drive::Handoff::new());
+        let handoff = Arc::clone(&shared.handoff);
         let (tokio, standby) = (Arc::clone(&rt), Arc::clone(&handoff));
         let thread = std::thread::Builder::new()
             .name("luge-http".into())
@@ -438,15 +440,7 @@ impl HttpServer {
         if let Some(addr) = agent_addr {
             tracing::info!(%addr, "load-balancer agent listening");
         }
-        Ok(Self {
-            shared,
-            local_addr,
-            admin_addr,
-            agent_addr,
-            thread: Some(thread),
-            driven_by,
-            handoff,
-        })
+        Ok(Self { shared, local_addr, admin_addr, agent_addr, thread: Some(thread), driven_by })
     }
 
     /// The address the function listener listens on.
@@ -490,7 +484,7 @@ impl HttpServer {
     /// Times the inline worker handed the event loop to the front end's own thread (a run not
     /// known to be short, or short runs back to back for longer than the hold; `drive`).
     pub fn loop_handovers(&self) -> u64 {
-        self.handoff.handovers()
+        self.shared.handoff.handovers()
     }
 
     /// Whether an inline worker runs the front end's event loop when idle (`drive`): a
@@ -543,7 +537,7 @@ impl HttpServer {
             running
         });
         // The standby runs the loop to the end; the worker lets it go.
-        self.handoff.stop();
+        self.shared.handoff.stop();
         if let Some(group) = self.driven_by.take() {
             self.shared.runtime.detach_driver(group);
         }
@@ -774,6 +768,16 @@ async fn metrics(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
             text,
             "# HELP luge_http_connections_refused_per_client_total Connections refused because their client held max_connections_per_client.\n# TYPE luge_http_connections_refused_per_client_total counter\nluge_http_connections_refused_per_client_total {}",
             worker.refused_per_client.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            text,
+            "# HELP luge_http_worker_requests_total Function calls an idle inline worker read itself while running the HTTP event loop, and ran on its own thread.\n# TYPE luge_http_worker_requests_total counter\nluge_http_worker_requests_total {}",
+            worker.worker_requests.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            text,
+            "# HELP luge_http_loop_handovers_total Times the inline worker handed the HTTP event loop to the front end's own thread (a run not known to be short).\n# TYPE luge_http_loop_handovers_total counter\nluge_http_loop_handovers_total {}",
+            worker.handoff.handovers()
         );
         text
     })

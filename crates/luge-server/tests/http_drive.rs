@@ -14,7 +14,7 @@ use luge_server::{HttpConfig, Node, NodeConfig, UdpConfig};
 
 mod common;
 
-use common::{NOOP, SPIN, function};
+use common::{NOOP, SPIN, exchange, function};
 
 /// A node with HTTP (and, with `udp`, UDP-RPC beside it) serving `noop` (in the uLL lane: it
 /// preempts a long run) and `spin`.
@@ -50,6 +50,14 @@ fn sequential_noops(layout: Layout, wait: WaitMode, udp: bool) -> (bool, u64) {
     }
     let read = http.worker_requests() - before;
     let driven = http.driven_by_worker();
+    // The same count in /metrics, for operators.
+    let metrics = exchange(node.http_addr().unwrap(), "GET", "/metrics", &[], "");
+    let exported = metrics
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("luge_http_worker_requests_total "))
+        .and_then(|v| v.parse::<u64>().ok());
+    assert_eq!(exported, Some(http.worker_requests()), "{}", metrics.body);
     node.shutdown();
     (driven, read)
 }
@@ -85,6 +93,9 @@ fn sparse_short_requests_never_hand_the_loop_over() {
         assert!(client.call(&url, "noop", b"", opts()).unwrap().is_success());
     }
     let handovers = http.loop_handovers() - before;
+    let metrics = exchange(node.http_addr().unwrap(), "GET", "/metrics", &[], "");
+    let line = format!("luge_http_loop_handovers_total {}", http.loop_handovers());
+    assert!(metrics.body.lines().any(|l| l == line), "{}", metrics.body);
     // (One or two on a loaded box: a no-op descheduled past the hold.)
     assert!(handovers <= 2, "{handovers} hand-overs for 10 sparse no-ops");
     node.shutdown();
