@@ -148,16 +148,7 @@ impl GroupShared {
     /// Attaches or detaches (`None`) the ingress and wakes the worker to take the change;
     /// whether it was done (an attach is refused when one is attached already).
     pub(crate) fn set_ingress(&self, ingress: Option<Arc<dyn Ingress>>) -> bool {
-        {
-            let mut slot = self.ingress.lock().unwrap_or_else(|p| p.into_inner());
-            if ingress.is_some() && slot.is_some() {
-                return false;
-            }
-            *slot = ingress;
-        }
-        self.ingress_changes.fetch_add(1, Ordering::Release);
-        self.notify.notify();
-        true
+        self.set_front_end(&self.ingress, ingress)
     }
 
     /// The attached driver, if any.
@@ -167,12 +158,18 @@ impl GroupShared {
 
     /// As [`set_ingress`](Self::set_ingress), for the driver.
     pub(crate) fn set_driver(&self, driver: Option<Arc<dyn Driver>>) -> bool {
+        self.set_front_end(&self.driver, driver)
+    }
+
+    /// Fills or empties a front end's `slot`, refusing to replace one that is attached, and wakes
+    /// the worker to take the change.
+    fn set_front_end<T: ?Sized>(&self, slot: &Mutex<Option<Arc<T>>>, new: Option<Arc<T>>) -> bool {
         {
-            let mut slot = self.driver.lock().unwrap_or_else(|p| p.into_inner());
-            if driver.is_some() && slot.is_some() {
+            let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+            if new.is_some() && slot.is_some() {
                 return false;
             }
-            *slot = driver;
+            *slot = new;
         }
         self.ingress_changes.fetch_add(1, Ordering::Release);
         self.notify.notify();

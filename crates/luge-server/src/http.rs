@@ -759,26 +759,34 @@ async fn metrics(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
     let worker = Arc::clone(shared);
     let text = tokio::task::spawn_blocking(move || {
         let mut text = worker.metrics.render(&worker.runtime);
-        let _ = writeln!(
-            text,
-            "# HELP luge_http_connections_refused_total Connections answered 503 at once because max_connections were open or their client held max_connections_per_client.\n# TYPE luge_http_connections_refused_total counter\nluge_http_connections_refused_total {}",
-            worker.refused_connections.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            text,
-            "# HELP luge_http_connections_refused_per_client_total Connections refused because their client held max_connections_per_client.\n# TYPE luge_http_connections_refused_per_client_total counter\nluge_http_connections_refused_per_client_total {}",
-            worker.refused_per_client.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            text,
-            "# HELP luge_http_worker_requests_total Function calls an idle inline worker read itself while running the HTTP event loop, and ran on its own thread.\n# TYPE luge_http_worker_requests_total counter\nluge_http_worker_requests_total {}",
-            worker.worker_requests.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            text,
-            "# HELP luge_http_loop_handovers_total Times the inline worker handed the HTTP event loop to the front end's own thread (a run not known to be short).\n# TYPE luge_http_loop_handovers_total counter\nluge_http_loop_handovers_total {}",
-            worker.handoff.handovers()
-        );
+        let counters = [
+            (
+                "connections_refused",
+                "Connections answered 503 at once because max_connections were open or their client held max_connections_per_client.",
+                worker.refused_connections.load(Ordering::Relaxed),
+            ),
+            (
+                "connections_refused_per_client",
+                "Connections refused because their client held max_connections_per_client.",
+                worker.refused_per_client.load(Ordering::Relaxed),
+            ),
+            (
+                "worker_requests",
+                "Function calls an idle inline worker read itself while running the HTTP event loop, and ran on its own thread.",
+                worker.worker_requests.load(Ordering::Relaxed),
+            ),
+            (
+                "loop_handovers",
+                "Times the inline worker handed the HTTP event loop to the front end's own thread (a run not known to be short).",
+                worker.handoff.handovers(),
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(
+                text,
+                "# HELP luge_http_{name}_total {help}\n# TYPE luge_http_{name}_total counter\nluge_http_{name}_total {value}"
+            );
+        }
         text
     })
     .await;
