@@ -41,12 +41,12 @@ pub trait Ingress: Send + Sync {
 /// A front end whose event loop an inline worker runs on its own thread while it waits (see the
 /// module docs). Called only from that worker's thread, except where said.
 pub trait Driver: Send + Sync {
-    /// Runs the event loop on this thread until one of `wake` is readable (the worker's wake-up
-    /// epoll set: readable when the worker is notified or the socket of an [`Ingress`] attached
-    /// beside has data; the descriptor lives as long as the runtime) or `timeout` passes
+    /// Runs the event loop on this thread until `wake` is readable (the worker's wake-up epoll
+    /// set: readable when the worker is notified or the socket of an [`Ingress`] attached beside
+    /// has data; the descriptor lives as long as the runtime) or `timeout` passes
     /// (`Some(ZERO)`: one turn that does not wait). Requests the loop submits here run after it
     /// returns.
-    fn drive(&self, wake: &[RawFd], timeout: Option<Duration>);
+    fn drive(&self, wake: RawFd, timeout: Option<Duration>);
 
     /// One turn of the loop that does not wait (answers written, arrivals read and submitted),
     /// between two runs; nothing if the front end's own thread runs the loop now.

@@ -192,7 +192,7 @@ impl Notify {
         timeout: Option<Duration>,
         source: Option<(RawFd, u64)>,
         has_work: impl Fn() -> bool,
-        drive: impl Fn(&[RawFd], Option<Duration>),
+        drive: impl Fn(RawFd, Option<Duration>),
     ) {
         let watched = self.poller().and_then(|p| match source {
             Some(source) => p.watch(source).map(|()| p),
@@ -205,7 +205,7 @@ impl Notify {
                 return self.wait(mode, timeout, has_work);
             }
         };
-        let wake = [poller.epoll.as_raw_fd()];
+        let wake = poller.epoll.as_raw_fd();
         match mode {
             WaitMode::Spin => {
                 let start = std::time::Instant::now();
@@ -213,11 +213,11 @@ impl Notify {
                     if timeout.is_some_and(|t| start.elapsed() >= t) {
                         return;
                     }
-                    drive(&wake, Some(Duration::ZERO));
+                    drive(wake, Some(Duration::ZERO));
                 }
             }
             WaitMode::Sleep => self.sleep_unless(has_work, || {
-                drive(&wake, timeout);
+                drive(wake, timeout);
                 drain(poller.event.as_raw_fd());
             }),
         }

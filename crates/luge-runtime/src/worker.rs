@@ -199,7 +199,7 @@ pub(crate) fn run_inline(
                 match (driver, ingress) {
                     (Some(d), i) => {
                         let source = i.map(|i| (i.fd(), changes));
-                        let drive = |wake: &[RawFd], t| d.drive(wake, t);
+                        let drive = |wake: RawFd, t| d.drive(wake, t);
                         notify.wait_driving(mode, timeout, source, has_work, drive)
                     }
                     (None, Some(i)) => notify.wait_on(mode, timeout, (i.fd(), changes), has_work),

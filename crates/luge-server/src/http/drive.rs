@@ -137,7 +137,7 @@ impl Handoff {
     }
 }
 
-/// A descriptor the worker wakes for, registered with the loop's reactor for one
+/// The descriptor the worker wakes for, registered with the loop's reactor for one
 /// [`Driver::drive`] (not owned: closing it is the runtime's business).
 struct Borrowed(RawFd);
 
@@ -158,35 +158,37 @@ impl HttpDriver {
     pub(super) fn new(tokio: Arc<Tokio>, handoff: Arc<Handoff>) -> Self {
         Self { tokio, handoff }
     }
+
+    /// Runs the loop on this (the worker's) thread until `until` resolves; what it reads there
+    /// counts as read by the worker.
+    fn run(&self, until: impl Future<Output = ()>) {
+        ON_WORKER.with(|w| w.set(true));
+        self.tokio.block_on(until);
+        ON_WORKER.with(|w| w.set(false));
+    }
 }
 
 impl Driver for HttpDriver {
-    fn drive(&self, wake: &[RawFd], timeout: Option<Duration>) {
-        if self.handoff.stopping() || any_readable(wake) {
+    fn drive(&self, wake: RawFd, timeout: Option<Duration>) {
+        if self.handoff.stopping() || readable(wake) {
             return;
         }
-        ON_WORKER.with(|w| w.set(true));
-        self.tokio.block_on(async {
-            // Registered for this call only (an `epoll_ctl` each way): the descriptors are open
-            // for the whole call, and no registration outlives it.
-            let registered: Vec<AsyncFd<Borrowed>> = wake
-                .iter()
-                .filter_map(|&fd| {
-                    // SAFETY: `fd` is open and names the same file until this call returns
-                    // (`Driver::drive`: the worker's epoll set, owned by the runtime); the
-                    // `AsyncFd` is dropped before then, at the end of this block.
-                    unsafe { AsyncFd::register_with_interest(Borrowed(fd), Interest::READABLE) }
-                        .ok()
-                })
-                .collect();
-            if registered.len() < wake.len() {
-                // Cannot wait on them: one turn of the loop, then the worker looks again.
+        self.run(async {
+            // Registered for this call only (an `epoll_ctl` each way): the descriptor is open for
+            // the whole call, and no registration outlives it.
+            // SAFETY: `wake` is open and names the same file until this call returns
+            // (`Driver::drive`: the worker's epoll set, owned by the runtime); the `AsyncFd` is
+            // dropped before then, at the end of this block.
+            let registered =
+                unsafe { AsyncFd::register_with_interest(Borrowed(wake), Interest::READABLE) };
+            let Ok(registered) = registered else {
+                // Cannot wait on it: one turn of the loop, then the worker looks again.
                 tokio::task::yield_now().await;
                 return;
-            }
+            };
             let mut sleep = pin!(timeout.map(tokio::time::sleep));
             poll_fn(|cx| {
-                if registered.iter().any(|fd| fd.poll_read_ready(cx).is_ready()) {
+                if registered.poll_read_ready(cx).is_ready() {
                     return Poll::Ready(());
                 }
                 match sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
@@ -196,16 +198,13 @@ impl Driver for HttpDriver {
             })
             .await;
         });
-        ON_WORKER.with(|w| w.set(false));
     }
 
     fn turn(&self) {
         if self.handoff.needed.load(Ordering::Acquire) {
             return; // the standby runs the loop
         }
-        ON_WORKER.with(|w| w.set(true));
-        self.tokio.block_on(tokio::task::yield_now());
-        ON_WORKER.with(|w| w.set(false));
+        self.run(tokio::task::yield_now());
     }
 
     fn busy(&self) {
@@ -217,11 +216,9 @@ impl Driver for HttpDriver {
     }
 }
 
-/// Whether any of `fds` is readable now (a `poll` that does not wait).
-fn any_readable(fds: &[RawFd]) -> bool {
-    let mut polled: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
-    let n = libc::nfds_t::try_from(polled.len()).unwrap_or(0);
-    // SAFETY: `polled` holds `n` live, initialised `pollfd`s; a zero timeout does not block.
-    unsafe { libc::poll(polled.as_mut_ptr(), n, 0) > 0 }
+/// Whether `fd` is readable now (a `poll` that does not wait).
+fn readable(fd: RawFd) -> bool {
+    let mut polled = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one live, initialised `pollfd`; a zero timeout does not block.
+    unsafe { libc::poll(&mut polled, 1, 0) > 0 }
 }
