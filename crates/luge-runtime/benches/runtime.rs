@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
 use crossbeam_queue::ArrayQueue;
-use luge_runtime::{FunctionConfig, Outcome, Runtime, SubmitOptions, WaitMode};
+use luge_runtime::{FunctionConfig, Outcome, Runtime, RuntimeConfig, SubmitOptions, WaitMode};
 use wasmtime::{Caller, Engine, InstancePre, Linker, Memory, Module, Store};
 
 mod common;
@@ -47,6 +47,11 @@ use common::{LongSpin, runtime};
 
 const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
 const ECHO: &str = include_str!("../../../functions/builtin/echo.wat");
+/// A function with a C program's memory (wasi-libc modules start with five pages) that writes
+/// one word: what the pool's reset costs beside the work.
+const FIVE_PAGES: &str = r#"(module
+  (memory (export "memory") 5)
+  (func (export "_start") (i32.store (i32.const 70000) (i32.const 1))))"#;
 
 fn module(engine: &Engine, wat: &str) -> Module {
     Module::new(engine, wat::parse_str(wat).unwrap()).unwrap()
@@ -345,12 +350,19 @@ fn sandbox(c: &mut Criterion) {
     // Luge's path is the runtime's own sandbox future (`Runtime::run_here`: the future a worker
     // polls, on this thread); the baseline runs on the very same `Engine`.
     let rt = runtime(WaitMode::Sleep);
+    // The same runtime resetting each pool slot by zeroing all of its low resident memory, as
+    // Wasmtime does without `PAGEMAP_SCAN` (`RuntimeConfig::pagemap_scan`): `luge_memset`.
+    let memset_rt =
+        Runtime::start(RuntimeConfig { pagemap_scan: false, ..rt.config().clone() }).unwrap();
     let bare_linker = bare::linker(rt.engine());
     let mut group = c.benchmark_group("sandbox");
-    let cases = [("noop", NOOP, Vec::new()), ("echo_1k", ECHO, kib())];
+    let cases =
+        [("noop", NOOP, Vec::new()), ("echo_1k", ECHO, kib()), ("5_pages", FIVE_PAGES, Vec::new())];
     for (param, wat, payload) in &cases {
         register(&rt, param, wat, |_| {});
+        register(&memset_rt, param, wat, |_| {});
         let luge = rt.function(param).unwrap();
+        let memset = memset_rt.function(param).unwrap();
         let bare = bare_linker.instantiate_pre(&module(rt.engine(), wat)).unwrap();
         // Premise: both paths really run the function (echo answers its input).
         assert_eq!(&rt.run_here(&luge, payload.clone()).unwrap(), payload);
@@ -358,6 +370,10 @@ fn sandbox(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("luge_async", param), |b| {
             ran("sandbox", param, "luge_async");
             b.iter(|| black_box(rt.run_here(&luge, payload.clone()).unwrap()))
+        });
+        group.bench_function(BenchmarkId::new("luge_memset", param), |b| {
+            ran("sandbox", param, "luge_memset");
+            b.iter(|| black_box(memset_rt.run_here(&memset, payload.clone()).unwrap()))
         });
         // A uLL request in a ready sandbox (HORSE §3): the build happens before the timed
         // region, as a worker builds it while idle; the request and the sandbox's drop are
@@ -377,6 +393,7 @@ fn sandbox(c: &mut Criterion) {
         });
     }
     drop(rt);
+    drop(memset_rt);
     group.finish();
     if RAN.lock().unwrap().keys().any(|(g, _)| g == "sandbox") {
         // The runtime's own measurement of the same sandboxes (instantiate + run + drop, on its

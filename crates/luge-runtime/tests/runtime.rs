@@ -212,6 +212,63 @@ fn sandboxes_never_see_a_previous_request() {
     // test, functions/test/check_wat.py); here every request got a fresh one.
 }
 
+/// Reports, then dirties, one place on each of five pages, a data segment on page 3, and a page
+/// it grows: what a fresh sandbox must always find zeroed (or as the module's image has it).
+/// Stdout: 8 bytes from each of pages 0, 1, 2 and 4, the grown page 5, then the segment.
+const SCRIBBLE: &str = r#"
+(module
+  (import "wasi_snapshot_preview1" "fd_write"
+    (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 5)
+  (data (i32.const 196616) "PRISTINE")
+  (func (export "_start")
+    (local $i i32)
+    (drop (memory.grow (i32.const 1)))
+    ;; Gather what each place holds now at 4096.., then dirty it.
+    (loop $each
+      (i64.store
+        (i32.add (i32.const 4096) (i32.mul (local.get $i) (i32.const 8)))
+        (i64.load (call $place (local.get $i))))
+      (i64.store (call $place (local.get $i)) (i64.const 0x4142434445464748))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $each (i32.lt_u (local.get $i) (i32.const 6))))
+    (i32.store (i32.const 0) (i32.const 4096))
+    (i32.store (i32.const 4) (i32.const 48))
+    (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8))))
+  ;; Place n: 8 bytes into pages 0, 1, 2, 4, 5 (n = 0..4; page 0 at 1024), then the segment.
+  (func $place (param $n i32) (result i32)
+    (if (result i32) (i32.eqz (local.get $n))
+      (then (i32.const 1024))
+      (else (if (result i32) (i32.eq (local.get $n) (i32.const 5))
+        (then (i32.const 196616))
+        (else (i32.add
+          (i32.mul
+            (i32.add (local.get $n) (i32.ge_u (local.get $n) (i32.const 3)))
+            (i32.const 65536))
+          (i32.const 8))))))))
+"#;
+
+#[test]
+fn a_reused_slot_is_reset_whatever_pages_the_last_sandbox_dirtied() {
+    // The pool resets a slot by the pages the last sandbox dirtied (`RuntimeConfig::
+    // pagemap_scan`, Linux's PAGEMAP_SCAN) or by zeroing its low part: either way, every page
+    // written — early, late, grown — and the data segment overwritten read as new for the next
+    // request on that slot. One worker and one slot, so every request reuses the last one's.
+    let expected: Vec<u8> = [[0u8; 8]; 5].concat().into_iter().chain(*b"PRISTINE").collect();
+    for pagemap_scan in [true, false] {
+        let config = RuntimeConfig { max_sandboxes: 1, pagemap_scan, ..RuntimeConfig::default() };
+        let rt = Runtime::start(config).unwrap();
+        register(&rt, "scribble", SCRIBBLE, |_| {});
+        for i in 0..20 {
+            assert_eq!(
+                ok(call(&rt, "scribble", b"")),
+                expected,
+                "request {i}, scan {pagemap_scan}"
+            );
+        }
+    }
+}
+
 #[test]
 fn ready_sandboxes_serve_one_request_each_and_never_show_a_previous_one() {
     // HORSE §3: a uLL function's requests start in sandboxes built ahead of them (no
