@@ -151,8 +151,9 @@ pub struct UdpConfig {
     pub recv_buffer_bytes: usize,
     /// `SO_SNDBUF` to ask for (0 = the kernel's default; capped at `wmem_max`).
     pub send_buffer_bytes: usize,
-    /// Replies the front end produces on its own (to invalid datagrams, and refusals before
-    /// the runtime: unknown function, bad field, cache full, draining) allowed per second over
+    /// Replies the front end produces on its own (to invalid datagrams, refusals before the
+    /// runtime: unknown function, bad field, cache full, draining, and replays larger than their
+    /// retransmit) allowed per second over
     /// all sources, in bursts of as many; the excess is counted and dropped (§7, §11.1).
     pub invalid_replies_per_sec: u32,
     /// The same replies allowed per second to one source (an IPv4 address or an IPv6 /64), in
@@ -600,9 +601,11 @@ pub fn wake(server: SocketAddr) {
     }
 }
 
-/// Whether replies may be sent to `peer` (§7 rule 3).
+/// Whether replies may be sent to `peer` (§7 rule 3). An IPv4 address mapped into IPv6 (a
+/// dual-stack socket's view of an IPv4 source) is judged as the IPv4 address: `::ffff:0.0.0.0`
+/// is unspecified too, and Linux would deliver a reply to it on this host.
 pub fn usable(peer: SocketAddr) -> bool {
-    peer.port() != 0 && !peer.ip().is_unspecified()
+    peer.port() != 0 && !peer.ip().to_canonical().is_unspecified()
 }
 
 #[cfg(test)]
@@ -615,6 +618,19 @@ mod tests {
         assert_eq!(reply_room(RESPONSE_HEADER_LEN), 0);
         assert_eq!(reply_room(RESPONSE_HEADER_LEN + 5), 5);
         assert_eq!(reply_room(usize::MAX), MAX_RESPONSE_PAYLOAD);
+    }
+
+    #[test]
+    fn replies_go_only_to_addresses_that_can_be_answered() {
+        let usable_at = |a: &str| a.parse().is_ok_and(usable);
+        assert!(usable_at("127.0.0.1:9"));
+        assert!(usable_at("[::ffff:192.0.2.1]:9"));
+        assert!(!usable_at("127.0.0.1:0"));
+        assert!(!usable_at("not an address"));
+        assert!(!usable_at("0.0.0.0:9"));
+        assert!(!usable_at("[::]:9"));
+        // An IPv4 source of 0.0.0.0 as a dual-stack socket reports it.
+        assert!(!usable_at("[::ffff:0.0.0.0]:9"));
     }
 
     #[test]

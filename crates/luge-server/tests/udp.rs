@@ -589,6 +589,36 @@ fn a_spoofed_flood_of_unknown_functions_is_not_amplified() {
     assert_eq!((r.status, r.payload.as_slice()), (Status::Ok, &b"still served"[..]));
 }
 
+/// A spoofed source repeating a finished request must not get its cached answer — larger than
+/// the request — again and again: replays take the refusals' budget (`replays_limited`).
+#[test]
+fn replays_larger_than_their_request_are_budgeted() {
+    const PER_SOURCE: u32 = 5;
+    const N: usize = 100;
+    let config = UdpConfig { refusals_per_source_per_sec: PER_SOURCE, ..UdpConfig::default() };
+    let env = Env::start(config, &[("spin", SPIN, &nothing)]);
+    let raw = env.raw();
+    let datagram = request(0xbeef, env.id("spin"), Flags::RETRANSMIT, b"1000");
+    raw.send(&datagram).unwrap();
+    let (first, output) = recv_response(&raw);
+    assert_eq!((first.status, output.as_slice()), (Status::Ok, SPIN_1000));
+    env.settled();
+    let started = Instant::now();
+    for _ in 0..N {
+        raw.send(&datagram).unwrap();
+    }
+    let replies = drain_responses(&raw, Duration::from_secs(1));
+    let elapsed = started.elapsed().as_secs_f64();
+    // Premise: each replay is larger than the request that asked for it.
+    assert!(replies.iter().all(|&(id, n)| id == 0xbeef && n > datagram.len()), "{replies:?}");
+    let budget = f64::from(PER_SOURCE) * (1.0 + elapsed) + 1.0;
+    assert!((1..=budget as usize).contains(&replies.len()), "{} replays", replies.len());
+    let stats = env.server().stats();
+    assert_eq!(stats.replayed, replies.len() as u64);
+    assert_eq!(stats.replays_limited, (N - replies.len()) as u64);
+    assert_eq!(env.metrics.requests("spin", "ok"), 1, "the function ran exactly once");
+}
+
 /// The refusal budget is per source: a source that spent its budget is not answered, another
 /// source still is. (Sources hash into a table of buckets, so try a few: two may share one.)
 #[test]
@@ -674,6 +704,7 @@ fn udp_counters_are_in_the_metrics() {
         ("retransmits", stats.retransmits),
         ("duplicates_dropped", stats.duplicates_dropped),
         ("replayed", stats.replayed),
+        ("replays_limited", stats.replays_limited),
         ("unknown_function", stats.unknown_function),
         ("bad_request", stats.bad_request),
         ("refusals_limited", stats.refusals_limited),

@@ -11,7 +11,8 @@
 //!
 //! Each bucket is a GCRA (the virtual-scheduling form of a token bucket: one "theoretical
 //! arrival time" per bucket), which allows `burst` replies at once and then one every
-//! `1 / rate`. Owned by the receive thread: no locks, no atomics.
+//! `1 / rate`. One budget serves every socket of a front end, behind one mutex (its receive
+//! threads and its workers' readers share it).
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -48,15 +49,12 @@ impl Gcra {
         Self { interval, tolerance }
     }
 
-    /// Takes a token from the bucket whose theoretical arrival time is `tat`, at `now` (ns).
-    fn take(&self, tat: &mut u64, now: u64) -> bool {
-        let Some(interval) = self.interval else { return false };
-        let next = (*tat).max(now).saturating_add(interval);
-        if next - now > self.tolerance {
-            return false;
-        }
-        *tat = next;
-        true
+    /// The bucket's theoretical arrival time after taking a token from it, whose time is now
+    /// `tat`, at `now` (ns); `None` if it has no token.
+    fn after_take(&self, tat: u64, now: u64) -> Option<u64> {
+        let interval = self.interval?;
+        let next = tat.max(now).saturating_add(interval);
+        (next - now <= self.tolerance).then_some(next)
     }
 }
 
@@ -84,17 +82,16 @@ impl ReplyBudget {
         }
     }
 
-    /// Takes a token for a reply to `source` at `now`, from its bucket and then the global one.
+    /// Takes a token for a reply to `source` at `now` from its bucket and from the global one,
+    /// or from neither: a reply the global bucket denies costs its source nothing.
     pub(super) fn take(&mut self, source: IpAddr, now: Instant) -> Result<(), Denied> {
         let ns =
             u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX);
         let slot = self.slot(source);
-        if !self.source.take(&mut self.buckets[slot], ns) {
-            return Err(Denied::Source);
-        }
-        if !self.global.take(&mut self.global_tat, ns) {
-            return Err(Denied::Global);
-        }
+        let own = self.source.after_take(self.buckets[slot], ns).ok_or(Denied::Source)?;
+        let global = self.global.after_take(self.global_tat, ns).ok_or(Denied::Global)?;
+        self.buckets[slot] = own;
+        self.global_tat = global;
         Ok(())
     }
 
@@ -155,6 +152,25 @@ mod tests {
         assert_eq!(b.take(ip("2001:db8::2"), t0), Err(Denied::Global));
         let mut none = ReplyBudget::new(0, 10);
         assert_eq!(none.take(ip("192.0.2.1"), t0), Err(Denied::Source));
+    }
+
+    #[test]
+    fn a_reply_the_global_bucket_denies_costs_its_source_nothing() {
+        // One token a second per source, one in all: A takes the global one, so B is denied
+        // globally — and B's own token is still there once the global bucket refills.
+        let mut b = ReplyBudget::new(1, 1);
+        let t0 = Instant::now();
+        let a = ip("192.0.2.1");
+        // Another bucket than A's (the hash key is random: two may collide).
+        let others = ["198.51.100.7", "203.0.113.9", "2001:db8::1", "10.1.2.3"].map(ip);
+        let Some(c) = others.into_iter().find(|&o| b.slot(o) != b.slot(a)) else {
+            panic!("five sources in one bucket of {SOURCE_BUCKETS}");
+        };
+        assert_eq!(b.take(a, t0), Ok(()));
+        assert_eq!(b.take(c, t0), Err(Denied::Global));
+        assert_eq!(b.refill_in(c, t0), Duration::ZERO, "B's token was not spent");
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(b.take(c, t1), Ok(()));
     }
 
     #[test]

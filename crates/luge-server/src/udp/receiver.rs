@@ -246,6 +246,13 @@ impl Receiver {
                     return;
                 }
                 Seen::Done(bytes) => {
+                    // A replay larger than the datagram asking for it would amplify whatever a
+                    // spoofed source repeats: it takes a reply token, as a refusal does (§11.1).
+                    // (The budget's lock is only ever taken inside the cache's, never around it.)
+                    if bytes.len() > len && shared.budget().take(peer.ip(), received).is_err() {
+                        bump(&counters.replays_limited);
+                        return;
+                    }
                     bump(&counters.replayed);
                     self.out.push(peer).extend_from_slice(bytes);
                     return;

@@ -29,6 +29,9 @@ pub struct UdpStats {
     pub duplicates_dropped: u64,
     /// Retransmits of finished requests, answered from the cache.
     pub replayed: u64,
+    /// Retransmits of finished requests whose cached answer, larger than the retransmit, was not
+    /// sent because of the rate limits (per source or global).
+    pub replays_limited: u64,
     /// Requests for an unknown function id.
     pub unknown_function: u64,
     /// Requests refused `BadRequest` (a field out of range).
@@ -49,7 +52,7 @@ pub struct UdpStats {
 
 impl UdpStats {
     /// Every counter with its metric name (`luge_udp_<name>_total`) and help text.
-    pub(crate) fn series(&self) -> [(&'static str, &'static str, u64); 18] {
+    pub(crate) fn series(&self) -> [(&'static str, &'static str, u64); 19] {
         [
             ("datagrams", "Datagrams received.", self.datagrams),
             (
@@ -77,6 +80,11 @@ impl UdpStats {
                 "replayed",
                 "Retransmits of finished requests answered from the cache.",
                 self.replayed,
+            ),
+            (
+                "replays_limited",
+                "Cached answers larger than their retransmit suppressed by the rate limits.",
+                self.replays_limited,
             ),
             ("unknown_function", "Requests for an unknown function id.", self.unknown_function),
             (
@@ -118,6 +126,7 @@ impl UdpStats {
             retransmits: self.retransmits + other.retransmits,
             duplicates_dropped: self.duplicates_dropped + other.duplicates_dropped,
             replayed: self.replayed + other.replayed,
+            replays_limited: self.replays_limited + other.replays_limited,
             unknown_function: self.unknown_function + other.unknown_function,
             bad_request: self.bad_request + other.bad_request,
             refusals_limited: self.refusals_limited + other.refusals_limited,
@@ -143,6 +152,7 @@ pub(crate) struct UdpCounters {
     pub(super) retransmits: AtomicU64,
     pub(super) duplicates_dropped: AtomicU64,
     pub(super) replayed: AtomicU64,
+    pub(super) replays_limited: AtomicU64,
     pub(super) unknown_function: AtomicU64,
     pub(super) bad_request: AtomicU64,
     pub(super) refusals_limited: AtomicU64,
@@ -171,6 +181,7 @@ impl UdpCounters {
             retransmits: get(&self.retransmits),
             duplicates_dropped: get(&self.duplicates_dropped),
             replayed: get(&self.replayed),
+            replays_limited: get(&self.replays_limited),
             unknown_function: get(&self.unknown_function),
             bad_request: get(&self.bad_request),
             refusals_limited: get(&self.refusals_limited),
