@@ -574,7 +574,12 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener, admin: Option<TcpList
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(shared.config.header_read_timeout)
-        .keep_alive(true);
+        .keep_alive(true)
+        // A client may shut its sending side once its request is out (`shutdown(SHUT_WR)`) and
+        // still read the answer: without this, hyper takes that end of input for the client
+        // leaving and drops the request unanswered — and frees the connection's slot while its
+        // work still runs.
+        .half_close(true);
     let admin = async {
         if let Some(admin) = admin {
             accept_loop(&shared, &builder, admin, Plane::Admin).await;

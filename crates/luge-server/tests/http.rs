@@ -864,6 +864,41 @@ async fn a_client_that_leaves_early_is_still_counted() {
     eventually("the outcome to be recorded", || metrics.requests("spin", "ok") == 1).await;
 }
 
+/// A client that shuts its sending side once the request is out still reads the answer (HTTP
+/// allows it, and so do `nc -N` and many scripts).
+#[tokio::test]
+async fn a_client_that_half_closes_still_gets_its_answer() {
+    let node = node();
+    let mut conn = raw(&node).await;
+    let request = "POST /echo HTTP/1.1\r\nHost: luge\r\nContent-Length: 2\r\n\r\nhi";
+    conn.get_mut().write_all(request.as_bytes()).await.unwrap();
+    conn.get_mut().shutdown().await.unwrap();
+    assert_ok(&read_raw(&mut conn).await, b"hi");
+}
+
+/// A request without the admin token is answered 401 and its connection closed, so a client
+/// without it cannot keep the admin listener's few connections (and the operator) busy.
+#[tokio::test]
+async fn an_unauthorized_admin_request_closes_its_connection() {
+    const TOKEN: &str = "s3cret-token-0123456789";
+    let admin = AdminConfig {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        token: Some(AdminToken::new(TOKEN).unwrap()),
+        ..AdminConfig::default()
+    };
+    let http = HttpConfig { admin: Some(admin), ..HttpConfig::default() };
+    let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
+    let mut conn = BufReader::new(TcpStream::connect(node.admin.unwrap()).await.unwrap());
+    let request = "GET /admin/functions HTTP/1.1\r\nHost: luge\r\n\r\n";
+    conn.get_mut().write_all(request.as_bytes()).await.unwrap();
+    let answer = read_raw(&mut conn).await;
+    assert_error(&answer, 401, "unauthorized", "Bearer <token>");
+    assert_eq!(answer.header("connection"), Some("close"));
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, conn.read_to_end(&mut rest)).await;
+    assert!(matches!(read, Ok(Ok(0))), "the connection is closed: {read:?}");
+}
+
 /// The admin API has a listener of its own: the function listener answers 404 to every admin
 /// path (a client that can call `echo` cannot remove or replace it), the admin listener serves
 /// no function, and its token, when set, is required on every request.

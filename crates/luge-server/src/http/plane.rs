@@ -121,7 +121,9 @@ impl Action {
 }
 
 impl Shared {
-    /// 401 with `WWW-Authenticate: Bearer`.
+    /// 401 with `WWW-Authenticate: Bearer`, and the connection closed after it: a client without
+    /// the token cannot keep admin connections open (and the operator's out) by sending
+    /// requests on them.
     pub(super) fn unauthorized(&self) -> Response<Full<Bytes>> {
         self.metrics.malformed(Protocol::Http, "unauthorized");
         let mut response = self.error(
@@ -130,7 +132,7 @@ impl Shared {
             "unauthorized: the admin API needs `Authorization: Bearer <token>`".into(),
         );
         response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        response
+        super::respond::close(response)
     }
 }
 
