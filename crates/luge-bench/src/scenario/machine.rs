@@ -16,6 +16,10 @@ pub struct Machine {
     pub kernel: String,
     /// `git rev-parse --short HEAD` of the working directory, `-dirty` when it has changes.
     pub commit: String,
+    /// The commit this binary was built from (`HEAD` when its build last ran; `unknown` without
+    /// git). It differs from [`commit`](Self::commit) when an older binary runs from a newer
+    /// checkout, as in a before/after comparison: then the numbers are this commit's.
+    pub binary_commit: String,
     /// `release` or `debug` (debug numbers prove the pipeline, nothing more).
     pub build: String,
     /// `/proc/loadavg` when the scenario started: other work on the box shows here.
@@ -36,6 +40,7 @@ impl Machine {
             cores: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             kernel: read_trimmed("/proc/sys/kernel/osrelease"),
             commit: commit(),
+            binary_commit: env!("LUGE_BUILD_COMMIT").to_owned(),
             build: if cfg!(debug_assertions) { "debug" } else { "release" }.to_owned(),
             load_average: load_average(),
             started_utc: iso,
@@ -46,15 +51,28 @@ impl Machine {
     /// One line for a summary.
     pub fn describe(&self) -> String {
         format!(
-            "{}, {} cores, Linux {}, commit {}, {} build, load average {} at {}",
+            "{}, {} cores, Linux {}, {}, {} build, load average {} at {}",
             self.cpu_model,
             self.cores,
             self.kernel,
-            self.commit,
+            self.code(),
             self.build,
             self.load_average,
             self.started_utc
         )
+    }
+
+    /// Which code ran: the checkout's commit, and the binary's when it was built elsewhere.
+    fn code(&self) -> String {
+        let checkout = self.commit.trim_end_matches("-dirty");
+        if self.binary_commit == "unknown" || self.binary_commit == checkout {
+            format!("commit {}", self.commit)
+        } else {
+            format!(
+                "binary built at commit {} (run from checkout {})",
+                self.binary_commit, self.commit
+            )
+        }
     }
 }
 
@@ -135,5 +153,31 @@ mod tests {
         assert_eq!(at(0).0, "1970-01-01T00:00:00Z");
         assert_eq!(at(951_782_400).0, "2000-02-29T00:00:00Z");
         assert_eq!(at(1_700_000_000), ("2023-11-14T22:13:20Z".into(), "20231114T221320Z".into()));
+    }
+
+    #[test]
+    fn a_binary_from_another_commit_is_named() {
+        let mut m = Machine::detect();
+        m.commit = "abc1234-dirty".into();
+        m.binary_commit = "abc1234".into();
+        assert!(m.describe().contains("commit abc1234-dirty,"), "{}", m.describe());
+        m.binary_commit = "0ld0ld0".into();
+        assert!(
+            m.describe()
+                .contains("binary built at commit 0ld0ld0 (run from checkout abc1234-dirty)"),
+            "{}",
+            m.describe()
+        );
+        m.binary_commit = "unknown".into();
+        assert!(m.describe().contains("commit abc1234-dirty,"), "{}", m.describe());
+    }
+
+    #[test]
+    fn this_build_knows_its_commit() {
+        // Built from a git checkout (CI clones one), the build script found HEAD.
+        let m = Machine::detect();
+        if m.commit != "unknown" {
+            assert!(m.commit.starts_with(&m.binary_commit), "{} vs {}", m.commit, m.binary_commit);
+        }
     }
 }
