@@ -1,5 +1,6 @@
 //! `luge bench edge-rt`: Edge-RT's figures on the real runtime — Fig. 11 (bimodal chains at
-//! rising utilisation) in `edge_rt_fig11`, and here §VI-D, Fig. 14: well-behaved requests (5 ms
+//! rising utilisation) in `edge_rt_fig11`, Fig. 6a and 6b (the Δbatch and Δtimer sweeps) in
+//! `edge_rt_sweep`, and here §VI-D, Fig. 14: well-behaved requests (5 ms
 //! of `spin`, a 500 ms deadline, 80 % of the worker) beside k infinite-loop tasks per worker, each
 //! a function of its own activated every 100 ms with a 500 ms deadline, as in the paper. Three
 //! ways to treat a request that can no longer meet its deadline, each on a fresh node per point:
@@ -24,6 +25,7 @@ use luge_runtime::{FunctionConfig, Overrun};
 use serde::Serialize;
 use serde_json::json;
 
+use super::edge_rt_sweep::Knob;
 use super::isolation::{HostileRun, beside, hostile_driver};
 use super::measure::{Driver, Point, calibrate_once, median};
 use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
@@ -31,8 +33,7 @@ use super::output::{Results, Table, us};
 use super::overload::parse_spec;
 use super::policies::spin_function;
 use super::{
-    EdgeRtOptions, Protocol, ScenarioOptions, edge_rt_fig6, edge_rt_fig6a, edge_rt_fig11,
-    layout_name, wait_name,
+    EdgeRtOptions, Protocol, ScenarioOptions, edge_rt_fig11, edge_rt_sweep, layout_name, wait_name,
 };
 use crate::calibrate::Calibration;
 use crate::error::BenchError;
@@ -205,7 +206,14 @@ pub(crate) fn run(
                     vec![ms(0), ms(1), ms(4), ms(8), ms(16)],
                 );
                 let sweep = (load, &windows[..]);
-                edge_rt_fig6a::run(opts, pin, sweep, (duration, trials), &mut calibration)?
+                edge_rt_sweep::run(
+                    Knob::Batch,
+                    opts,
+                    pin,
+                    sweep,
+                    (duration, trials),
+                    &mut calibration,
+                )?
             }
             "11" => {
                 let loads = opts.given_or(&o.loads, vec![0.9], vec![0.6, 0.7, 0.8, 0.9, 1.0]);
@@ -219,7 +227,14 @@ pub(crate) fn run(
                     vec![us(0), us(50), us(250), us(500), us(1000)],
                 );
                 let sweep = (load, &intervals[..]);
-                edge_rt_fig6::run(opts, pin, sweep, (duration, trials), &mut calibration)?
+                edge_rt_sweep::run(
+                    Knob::Timer,
+                    opts,
+                    pin,
+                    sweep,
+                    (duration, trials),
+                    &mut calibration,
+                )?
             }
         };
         let _ = writeln!(md, "## Fig. {figure}\n\n{section}");
