@@ -39,6 +39,10 @@ pub enum Status {
     /// A chain's deadline passed, or could no longer be met, before one of its stages could
     /// run (earlier stages ran); the message names the stage.
     DeadlineMissed,
+    /// A chain's later stage was refused (load, a tenant limit, a shutdown, its input too
+    /// large) after earlier stages ran: unlike a refusal, the chain's work was partly done, so
+    /// the answer is final for this request id. The message names the stage and the refusal.
+    StageRefused,
     /// A server-side failure.
     Internal,
     /// A code this version of the crate does not know; see [`Status::class`].
@@ -61,7 +65,7 @@ pub enum StatusClass {
 }
 
 /// `(status, code)` for every named status; the single source of the numbering.
-const CODES: [(Status, u16); 17] = [
+const CODES: [(Status, u16); 18] = [
     (Status::Ok, 0),
     (Status::BadRequest, 100),
     (Status::Malformed, 101),
@@ -78,6 +82,7 @@ const CODES: [(Status, u16); 17] = [
     (Status::OutputTooLarge, 303),
     (Status::ExitFailure, 304),
     (Status::DeadlineMissed, 305),
+    (Status::StageRefused, 306),
     (Status::Internal, 400),
 ];
 
@@ -120,6 +125,7 @@ impl Status {
             | Status::MemoryLimit
             | Status::OutputTooLarge
             | Status::ExitFailure
+            | Status::StageRefused
             | Status::Internal => 500,
             Status::Unknown(_) => match self.class() {
                 StatusClass::Client => 400,
@@ -148,6 +154,7 @@ impl Status {
             Status::OutputTooLarge => "output_too_large",
             Status::ExitFailure => "exit_failure",
             Status::DeadlineMissed => "deadline_missed",
+            Status::StageRefused => "stage_refused",
             Status::Internal => "internal",
             Status::Unknown(_) => "unknown",
         }

@@ -8,7 +8,9 @@
 //! (`Chain::work_after`). When no time is left for a stage — or its admission finds its
 //! deadline unreachable — the chain ends there: at the first stage with the refusal
 //! (`DeadlineInfeasible`, `DeadlineUnreachable`, …, nothing ran), at a later one with
-//! [`Failure::DeadlineMissed`]. A failing stage ends the chain with its own failure; nothing of
+//! [`Failure::DeadlineMissed`]; any other refusal of a later stage (load, a tenant limit, a
+//! shutdown, its input too large) with [`Failure::StageRefused`] — never as a refusal, since
+//! earlier stages ran. A failing stage ends the chain with its own failure; nothing of
 //! a partial chain's output is returned. The outcome lists every stage that ran
 //! ([`Outcome::stages`]), the last one being the one that answered.
 
@@ -112,6 +114,11 @@ impl Run {
             Err(Failure::Rejected(
                 Rejection::DeadlineInfeasible | Rejection::DeadlineUnreachable | Rejection::Shed,
             )) if k > 0 => self.finish(Err(Failure::DeadlineMissed)),
+            // Any other refusal of a later stage: earlier stages ran, so the chain was not refused
+            // (a retry must not run them again, and a cache must keep the answer).
+            Err(refusal @ (Failure::Rejected(_) | Failure::BadRequest(_))) if k > 0 => {
+                self.finish(Err(Failure::StageRefused(refusal.to_string())))
+            }
             result => self.finish(result),
         }
     }

@@ -120,6 +120,11 @@ pub enum Failure {
     /// its worker; it yielded to them and was ended (Edge-RT §VI-D). Not a refusal: it ran.
     #[error("deadline missed: still running at its deadline, it yielded to on-time requests")]
     Late,
+    /// A chain's later stage was refused (for load, a tenant limit, a shutdown, or an input too
+    /// large for it) after earlier stages ran: not a refusal of the chain, whose work was partly
+    /// done and must not run again when the request is retried.
+    #[error("a later stage was refused after earlier stages ran: {0}")]
+    StageRefused(String),
     /// The request itself was invalid.
     #[error("bad request: {0}")]
     BadRequest(BadRequest),

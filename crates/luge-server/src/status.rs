@@ -71,6 +71,7 @@ pub fn rpc_status(result: &Result<Vec<u8>, Failure>) -> Status {
         Err(Failure::OutputTooLarge { .. }) => Status::OutputTooLarge,
         Err(Failure::Exit(_)) => Status::ExitFailure,
         Err(Failure::DeadlineMissed | Failure::Late) => Status::DeadlineMissed,
+        Err(Failure::StageRefused(_)) => Status::StageRefused,
         Err(Failure::Internal(_)) => Status::Internal,
     }
 }
@@ -90,7 +91,7 @@ pub fn http_status(result: &Result<Vec<u8>, Failure>) -> u16 {
 }
 
 /// Every outcome label, indexed by [`outcome_index`] (metrics keep one counter per entry).
-pub(crate) const OUTCOMES: [&str; 16] = [
+pub(crate) const OUTCOMES: [&str; 17] = [
     "ok",
     "trap",
     "killed",
@@ -107,6 +108,7 @@ pub(crate) const OUTCOMES: [&str; 16] = [
     "internal",
     "tenant_limit",
     "deadline_missed",
+    "stage_refused",
 ];
 
 /// The position of a result's label in [`OUTCOMES`].
@@ -128,6 +130,7 @@ pub(crate) fn outcome_index(result: &Result<Vec<u8>, Failure>) -> usize {
         Err(Failure::Internal(_)) => 13,
         Err(Failure::Rejected(Rejection::TenantLimit(_))) => 14,
         Err(Failure::DeadlineMissed | Failure::Late) => 15,
+        Err(Failure::StageRefused(_)) => 16,
     }
 }
 

@@ -4,11 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
+use std::net::UdpSocket;
 use std::time::Duration;
 
 use luge_client::{
     AdminClient, CallOptions, ChainSpec, HttpClient, HttpResponse, RpcClient, Status,
 };
+use luge_proto::{Flags, MAX_DATAGRAM, Message, Request, RequestHeader, decode};
 use luge_runtime::{ChainConfig, FunctionConfig, RuntimeConfig};
 use luge_server::{AdminConfig, HttpConfig, Node, NodeChain, NodeConfig, NodeFunction, UdpConfig};
 
@@ -33,19 +35,25 @@ fn chain(name: &str, route: &str, stages: &[&str], deadline: Duration) -> NodeCh
 }
 
 fn node() -> Node {
-    let functions: Vec<NodeFunction> = [("echo", ECHO), ("spin", SPIN), ("exit3", EXIT3)]
-        .into_iter()
-        .map(|(name, wat)| {
-            let mut config = FunctionConfig::new(name);
-            config.relative_deadline = Duration::from_secs(10);
-            NodeFunction { config, module: wat.as_bytes().to_vec(), route: format!("/{name}") }
-        })
-        .collect();
+    let functions: Vec<NodeFunction> =
+        [("echo", ECHO), ("spin", SPIN), ("exit3", EXIT3), ("tiny", ECHO)]
+            .into_iter()
+            .map(|(name, wat)| {
+                let mut config = FunctionConfig::new(name);
+                config.relative_deadline = Duration::from_secs(10);
+                if name == "tiny" {
+                    // Takes at most 4 bytes: a longer input is refused before it runs.
+                    config.limits.max_request_bytes = 4;
+                }
+                NodeFunction { config, module: wat.as_bytes().to_vec(), route: format!("/{name}") }
+            })
+            .collect();
     let second = Duration::from_secs(10);
     let chains = [
         chain("pipeline", "/edge/pipeline", &["echo", "spin", "echo"], second),
         chain("broken", "/broken", &["echo", "exit3", "echo"], second),
         chain("late", "/late", &["spin", "echo"], Duration::from_millis(20)),
+        chain("narrow", "/narrow", &["spin", "tiny"], second),
     ];
     let config = NodeConfig {
         runtime: RuntimeConfig { workers: 1, ..RuntimeConfig::default() },
@@ -110,6 +118,52 @@ fn a_failing_stage_is_named_and_nothing_of_the_chain_leaks() {
     assert_eq!(r.status, 504, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.outcome.as_deref(), Some("deadline_missed"));
     assert_eq!(r.stage.as_deref(), Some("echo"));
+}
+
+/// A later stage refused (here: its input is over its size limit) after earlier stages ran is
+/// not a refusal of the chain: a refusal says nothing ran, so a client would retry it and run
+/// the earlier stages again. It is a final answer, cached for the request id like any other
+/// execution's (a retransmit is replayed, the first stage runs once).
+#[test]
+fn a_later_stage_refused_is_not_a_refusal_of_the_chain() {
+    let node = node();
+    let r = post(&node, "/narrow", b"1000");
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.outcome.as_deref(), Some("stage_refused"));
+    assert_eq!(r.stage.as_deref(), Some("tiny"));
+    let body = String::from_utf8_lossy(&r.body);
+    assert!(body.starts_with("stage 2 `tiny`: ") && body.contains("exceeds the limit"), "{body}");
+    // Over UDP-RPC, the same request twice under one id: the second is the cached answer.
+    let id = node.runtime().chain("narrow").unwrap().id.0;
+    let header = RequestHeader {
+        request_id: 7,
+        flags: Flags::NONE,
+        function: id,
+        deadline_us: 0,
+        expected_us: 0,
+    };
+    let mut datagram = Vec::new();
+    Message::Request(Request { header, payload: b"1000" }).encode(&mut datagram).unwrap();
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.connect(node.rpc_addr().unwrap()).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = vec![0; MAX_DATAGRAM + 1];
+    let mut answer = || {
+        socket.send(&datagram).unwrap();
+        let n = socket.recv(&mut buf).unwrap();
+        match decode(&buf[..n]).unwrap() {
+            Message::Response(r) => (r.header.status, r.header.flags.contains(Flags::REPLAYED)),
+            other => panic!("not a response: {other:?}"),
+        }
+    };
+    assert_eq!(answer(), (Status::StageRefused, false));
+    // The answer is cached just after it is sent: settled first.
+    let start = std::time::Instant::now();
+    while node.udp().unwrap().in_flight() > 0 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(answer(), (Status::StageRefused, true), "replayed, not run again");
+    assert_eq!(node.metrics().requests("narrow", "stage_refused"), 2, "one per protocol");
 }
 
 #[test]
@@ -185,7 +239,7 @@ fn chains_are_added_and_removed_through_the_admin_api() {
     let admin = format!("http://{}", node.http().unwrap().admin_addr().unwrap());
     let admin = AdminClient::new(&admin).unwrap();
     let listed: Vec<_> = admin.chains().unwrap().into_iter().map(|c| c.name).collect();
-    assert_eq!(listed, ["pipeline", "broken", "late"], "the node's chains, by id");
+    assert_eq!(listed, ["pipeline", "broken", "late", "narrow"], "the node's chains, by id");
     let spec = ChainSpec {
         stages: vec!["spin".into(), "echo".into()],
         relative_deadline_us: 5_000_000,
