@@ -8,7 +8,7 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 use luge_client::{
-    AdminClient, CallOptions, ChainSpec, HttpClient, HttpResponse, RpcClient, Status,
+    AddOptions, AdminClient, CallOptions, ChainSpec, HttpClient, HttpResponse, RpcClient, Status,
 };
 use luge_proto::{Flags, MAX_DATAGRAM, Message, Request, RequestHeader, decode};
 use luge_runtime::{ChainConfig, FunctionConfig, RuntimeConfig};
@@ -255,6 +255,12 @@ fn chains_are_added_and_removed_through_the_admin_api() {
     let unknown = ChainSpec { stages: vec!["nope".into()], route: None, ..spec.clone() };
     let refused = admin.add_chain("other", &unknown).unwrap_err().to_string();
     assert!(refused.contains("400") && refused.contains("no function named `nope`"), "{refused}");
+    // A function cannot take a chain's route (nor a chain a function's).
+    let options = AddOptions { route: Some("/v2/spin-echo".into()), ..AddOptions::default() };
+    let taken = admin.add("thief", ECHO.as_bytes(), &options).unwrap_err().to_string();
+    assert!(taken.contains("400") && taken.contains("already belongs to `spin-echo`"), "{taken}");
+    assert!(admin.get("thief").unwrap().is_none(), "not registered either");
+    assert_eq!(post(&node, "/v2/spin-echo", b"1000").body, SPIN_1000, "still the chain's");
     // Removed: gone from the list, its route and its name.
     admin.remove_chain("spin-echo").unwrap();
     assert!(admin.chain("spin-echo").unwrap().is_none());

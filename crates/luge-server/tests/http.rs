@@ -727,7 +727,7 @@ async fn admin_api_lists_adds_and_removes_functions() {
     assert_error(&send(&c, Method::PUT, &url, &[], NOOP).await, 400, "bad_request", "deadline_us");
     let url = node.admin_url("/admin/functions/x?route=/say/hello");
     let taken = send(&c, Method::PUT, &url, &[], NOOP).await;
-    assert_error(&taken, 400, "bad_request", "already belongs to function `greet`");
+    assert_error(&taken, 400, "bad_request", "already belongs to `greet`");
     assert!(node.runtime.function("x").is_none(), "a refused PUT leaves nothing behind");
     // DELETE removes the function and its routes.
     let url = node.admin_url("/admin/functions/greet");

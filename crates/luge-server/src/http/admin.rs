@@ -265,10 +265,15 @@ pub(super) async fn put_function(
         Some(route) => {
             let mut routes = shared.routes_mut();
             match routes.get(&route).cloned() {
-                Some(other) if other != name && shared.runtime.function(&other).is_some() => {
+                // Taken while its owner — a function or a chain — is registered.
+                Some(other)
+                    if other != name
+                        && (shared.runtime.function(&other).is_some()
+                            || shared.runtime.chain(&other).is_some()) =>
+                {
                     drop(routes);
                     let _ = shared.runtime.unregister(name);
-                    return bad(format!("route `{route}` already belongs to function `{other}`"));
+                    return bad(format!("route `{route}` already belongs to `{other}`"));
                 }
                 _ => {
                     routes.insert(route.clone(), name.to_owned());
