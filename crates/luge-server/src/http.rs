@@ -123,6 +123,12 @@ const MAX_NAME_LEN: usize = 128;
 /// Longest route accepted.
 const MAX_ROUTE_LEN: usize = 1024;
 
+/// Threads of the HTTP front end's blocking pool, at most: what renders `/metrics` and the
+/// status page and runs admin registrations off the event loop. Tokio's default (512) would let
+/// a flood of scrapes on the public listener, which serves `/metrics` by default, start a thread
+/// per scrape on a node with a few cores; beyond this bound they queue.
+pub const HTTP_BLOCKING_THREADS: usize = 8;
+
 /// Settings of the HTTP front end.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
@@ -317,6 +323,7 @@ impl HttpServer {
             .enable_io()
             .enable_time()
             .thread_name("luge-http")
+            .max_blocking_threads(HTTP_BLOCKING_THREADS)
             .build()
             .map_err(HttpError::Runtime)?;
         let listener = {

@@ -16,7 +16,8 @@ mod trace;
 mod udp;
 
 pub use crate::http::{
-    AdminConfig, AdminToken, HttpConfig, HttpError, HttpServer, MIN_TOKEN_LEN, fuzz_request_head,
+    AdminConfig, AdminToken, HTTP_BLOCKING_THREADS, HttpConfig, HttpError, HttpServer,
+    MIN_TOKEN_LEN, fuzz_request_head,
 };
 pub use crate::metrics::{Answer, Metrics, Protocol};
 pub use crate::node::{Node, NodeChain, NodeConfig, NodeError, NodeFunction, ShutdownReport};
