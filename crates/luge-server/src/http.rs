@@ -535,6 +535,13 @@ impl HttpServer {
     }
 
     fn stop(&mut self, grace: Duration) {
+        // The worker lets the loop go first, while the server thread (which cannot end before
+        // the phase below changes) still holds the tokio runtime: so the driver's handle to it is
+        // never the last one dropped here, where the caller may be in an async context, in which
+        // dropping a runtime panics. The last handle goes on the server thread or the worker's.
+        if let Some(group) = self.driven_by.take() {
+            self.shared.runtime.detach_driver(group);
+        }
         self.shared.gate.drain();
         self.shared.phase.send_if_modified(|phase| {
             let running = *phase == Phase::Running;
@@ -543,11 +550,8 @@ impl HttpServer {
             }
             running
         });
-        // The standby runs the loop to the end; the worker lets it go.
+        // The standby runs the loop to the end.
         self.shared.handoff.stop();
-        if let Some(group) = self.driven_by.take() {
-            self.shared.runtime.detach_driver(group);
-        }
         if let Some(thread) = self.thread.take() {
             if thread.join().is_err() {
                 tracing::error!("the HTTP server thread panicked");
