@@ -114,7 +114,7 @@ use luge_proto::{
     ResponseHeader, Seen, Status, StatusClass, decode, encode_readiness, encode_stage_table,
     reply_to_invalid,
 };
-use luge_runtime::{Outcome, Runtime};
+use luge_runtime::{Failure, Outcome, Rejection, Runtime};
 
 use crate::log_limit::{LogKind, log_limited};
 use crate::metrics::{Metrics, Protocol};
@@ -314,8 +314,11 @@ impl Shared {
         // same id (allowed: nothing ran) is evaluated again, not dropped as "in flight". An
         // executed request is cached *after* its response is sent (the cache takes the bytes
         // and marks them REPLAYED); a retransmit arriving in between is dropped, harmlessly:
-        // the original response is already on its way.
-        let cache = encoded && !refusal;
+        // the original response is already on its way. So is a refusal given after the request
+        // waited in the queue (shed: its deadline became unreachable there): its client may have
+        // retransmitted meanwhile, and that copy must get the refusal, not run after it.
+        let shed = matches!(outcome.result, Err(Failure::Rejected(Rejection::Shed)));
+        let cache = encoded && (!refusal || shed);
         if !cache {
             self.dedup().abandon(peer, request_id);
         }

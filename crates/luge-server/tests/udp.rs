@@ -619,6 +619,52 @@ fn replays_larger_than_their_request_are_budgeted() {
     assert_eq!(env.metrics.requests("spin", "ok"), 1, "the function ran exactly once");
 }
 
+/// A request shed while it waited (its deadline became unreachable behind a run far longer
+/// than estimated) is refused — and a retransmit of it, which its client may have sent
+/// meanwhile, is answered the same refusal from the cache instead of running after it.
+#[test]
+fn a_retransmit_of_a_shed_request_is_refused_again_not_run() {
+    let estimated = |ms: u32| move |c: &mut FunctionConfig| c.expected_execution = Some(MS * ms);
+    let (short, long) = (estimated(1), estimated(20));
+    let env = Env::start(UdpConfig::default(), &[("spin", SPIN, &short), ("slow", SPIN, &long)]);
+    let raw = env.raw();
+    let call = |id, function, deadline_us, payload: &[u8]| {
+        let header = RequestHeader {
+            request_id: id,
+            flags: Flags::NONE,
+            function,
+            deadline_us,
+            expected_us: 0,
+        };
+        let mut datagram = Vec::new();
+        Message::Request(Request { header, payload }).encode(&mut datagram).unwrap();
+        datagram
+    };
+    // ~50-100 ms of work the node expects to take 1 ms, due in 50 ms.
+    raw.send(&call(1, env.id("spin"), 50_000, SPIN_LONG)).unwrap();
+    wait_until("the long run starts", || env.runtime.live_sandboxes() > 0);
+    // Due in 60 ms, expected to take 20: admitted behind "1 ms" of work, waiting (its deadline
+    // is later), and doomed once less than 20 ms are left while the long run goes on.
+    let mut doomed = call(2, env.id("slow"), 60_000, b"1000");
+    raw.send(&doomed).unwrap();
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 2 {
+        let (h, _) = recv_response(&raw);
+        answers.insert(h.request_id, h);
+    }
+    assert_eq!(answers[&2].status, Status::Overloaded, "{:?}", answers[&2]);
+    assert_eq!(env.metrics.requests("slow", "shed"), 1, "premise: refused as shed");
+    env.settled();
+    // The retransmit (the node is idle now, so it would run and succeed): the cached refusal.
+    doomed[4] = Flags::RETRANSMIT.0 as u8;
+    raw.send(&doomed).unwrap();
+    let (again, _) = recv_response(&raw);
+    assert_eq!((again.request_id, again.status), (2, Status::Overloaded));
+    assert!(again.flags.contains(Flags::REPLAYED), "{again:?}");
+    env.settled();
+    assert_eq!(env.metrics.requests("slow", "ok"), 0, "the shed request never ran");
+}
+
 /// The refusal budget is per source: a source that spent its budget is not answered, another
 /// source still is. (Sources hash into a table of buckets, so try a few: two may share one.)
 #[test]
