@@ -255,6 +255,10 @@ fn chains_are_added_and_removed_through_the_admin_api() {
     let unknown = ChainSpec { stages: vec!["nope".into()], route: None, ..spec.clone() };
     let refused = admin.add_chain("other", &unknown).unwrap_err().to_string();
     assert!(refused.contains("400") && refused.contains("no function named `nope`"), "{refused}");
+    // A deadline beyond the hour every other deadline is bounded by.
+    let forever = ChainSpec { relative_deadline_us: 3_600_000_001, route: None, ..spec.clone() };
+    let refused = admin.add_chain("forever", &forever).unwrap_err().to_string();
+    assert!(refused.contains("400") && refused.contains("relative_deadline_us"), "{refused}");
     // A function cannot take a chain's route (nor a chain a function's).
     let options = AddOptions { route: Some("/v2/spin-echo".into()), ..AddOptions::default() };
     let taken = admin.add("thief", ECHO.as_bytes(), &options).unwrap_err().to_string();

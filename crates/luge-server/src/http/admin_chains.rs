@@ -49,6 +49,10 @@ pub(super) async fn put(
             return bad(format!("route `{route}` already belongs to `{other}`"));
         }
     }
+    // The bound every deadline has (a function's, a request's header or datagram field).
+    if spec.relative_deadline_us > MAX_HEADER_US {
+        return bad(format!("`relative_deadline_us`: expected microseconds, 1 to {MAX_HEADER_US}"));
+    }
     let config = ChainConfig {
         name: name.to_owned(),
         stages: spec.stages,

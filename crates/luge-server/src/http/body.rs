@@ -57,6 +57,9 @@ impl Shared {
     }
 }
 
+/// The most a body's buffer reserves before its bytes arrive.
+const INITIAL_RESERVE: u64 = 64 << 10;
+
 /// Reads a body of at most `cap` bytes, failing as soon as it crosses the cap or falls below
 /// `pace`.
 pub(super) async fn read_body(
@@ -67,7 +70,11 @@ pub(super) async fn read_body(
     let start = Instant::now();
     let hint = body.size_hint().lower();
     let mut limited = Limited::new(body, usize::try_from(cap).unwrap_or(usize::MAX));
-    let mut buf = Vec::with_capacity(usize::try_from(hint.min(cap)).unwrap_or(0));
+    // Reserved from the declared length only up to what one read brings at a time: the length is
+    // the client's word, and a body declared at the cap and trickled would otherwise hold the
+    // whole cap from its first byte, per connection.
+    let reserve = hint.min(cap).min(INITIAL_RESERVE);
+    let mut buf = Vec::with_capacity(usize::try_from(reserve).unwrap_or(0));
     loop {
         let due = tokio::time::Instant::from_std(pace.due(start, buf.len() as u64));
         match tokio::time::timeout_at(due, limited.frame()).await {
