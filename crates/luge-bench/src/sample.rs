@@ -59,9 +59,7 @@ impl ErrorKind {
 
     /// The known status whose label is `label` (as sent in `Luge-Outcome`), if any.
     pub fn status_from_label(label: &str) -> Option<Status> {
-        const CODES: [u16; 17] =
-            [0, 100, 101, 102, 103, 104, 200, 201, 202, 203, 300, 301, 302, 303, 304, 305, 400];
-        CODES.iter().map(|&c| Status::from_u16(c)).find(|s| s.label() == label)
+        Status::named().find(|s| s.label() == label)
     }
 
     /// The error of an HTTP answer with a status other than 200 and this `Luge-Outcome` label:

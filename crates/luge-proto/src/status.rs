@@ -87,6 +87,11 @@ const CODES: [(Status, u16); 18] = [
 ];
 
 impl Status {
+    /// Every named status (not [`Status::Unknown`]), in code order.
+    pub fn named() -> impl Iterator<Item = Status> {
+        CODES.iter().map(|&(s, _)| s)
+    }
+
     /// The wire code.
     pub fn as_u16(self) -> u16 {
         match self {
