@@ -9,7 +9,8 @@
 //! save), epoch interruption off (what preemption's checks at every loop header and function
 //! entry cost; a runtime without them cannot preempt or stop a guest, so it is a measurement,
 //! never a setting), explicit bounds checks (a memory reservation of only what a guest may use
-//! instead of 4 GiB and guard pages), and unoptimised code. The native build uses the same `-O2`
+//! instead of 4 GiB and guard pages), unoptimised code, and the pool's slot reset by zeroing all
+//! of its low resident memory instead of the pages the sandbox dirtied (`PAGEMAP_SCAN`). The native build uses the same `-O2`
 //! and the same 128-bit vectors (SSE2 against Wasm's SIMD128; `functions/Makefile`).
 
 use std::path::{Path, PathBuf};
@@ -41,7 +42,7 @@ pub struct OverheadArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
     repetitions: u64,
     /// Skip the other configurations (instantiated ahead, epochs off, explicit bounds checks,
-    /// unoptimised code).
+    /// unoptimised code, zeroing reset).
     #[arg(long)]
     default_only: bool,
     /// Results directory [default: results/overhead-<UTC time>].
@@ -92,17 +93,26 @@ struct Setting {
     epochs: bool,
     /// The sandbox instantiated before the timed region.
     ahead: bool,
+    /// Pool slots reset by their dirty pages (`RuntimeConfig::pagemap_scan`).
+    scan: bool,
 }
 
-const DEFAULT: Setting =
-    Setting { label: "default", bounds: false, opt: CodeOpt::Speed, epochs: true, ahead: false };
+const DEFAULT: Setting = Setting {
+    label: "default",
+    bounds: false,
+    opt: CodeOpt::Speed,
+    epochs: true,
+    ahead: false,
+    scan: true,
+};
 
-const CONFIGS: [Setting; 5] = [
+const CONFIGS: [Setting; 6] = [
     DEFAULT,
     Setting { label: "instantiated-ahead", ahead: true, ..DEFAULT },
     Setting { label: "epochs-off", epochs: false, ..DEFAULT },
     Setting { label: "bounds-checked", bounds: true, ..DEFAULT },
     Setting { label: "unoptimised", opt: CodeOpt::None, ..DEFAULT },
+    Setting { label: "zeroing-reset", scan: false, ..DEFAULT },
 ];
 
 /// Runs `luge bench overhead`.
@@ -196,6 +206,7 @@ fn runtime_for(setting: &Setting, build: &Path, names: &[String]) -> Result<Runt
         explicit_bounds_checks: setting.bounds,
         code_opt: setting.opt,
         epoch_interruption: setting.epochs,
+        pagemap_scan: setting.scan,
         ..RuntimeConfig::default()
     })?;
     for name in names {
