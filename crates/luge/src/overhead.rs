@@ -162,11 +162,19 @@ pub fn run(args: OverheadArgs) -> Result<()> {
         for row in rows.iter_mut() {
             let input_path = build.join(format!("inputs/{}-{}.in", row.function, row.size));
             let input = std::fs::read(&input_path)?;
-            let mut measured = vec![native(&build, &row.function, &input_path)?];
-            for (setting, runtime) in configs.iter().zip(&runtimes) {
-                let stats = wasm(runtime, &row.function, &input, (budget, setting.ahead))?;
-                measured.push(stats);
+            // Native and the configurations, in an order that turns every repetition (stored
+            // in column order): measured in a fixed order, the last column read ~5 % below the
+            // first with the two configured alike (2026-11-27, `docs/functions.md`).
+            let mut measured: Vec<Option<Stats>> = vec![None; configs.len() + 1];
+            for column in order(rep, configs.len() + 1) {
+                measured[column] = Some(match column.checked_sub(1) {
+                    None => native(&build, &row.function, &input_path)?,
+                    Some(c) => {
+                        wasm(&runtimes[c], &row.function, &input, (budget, configs[c].ahead))?
+                    }
+                });
             }
+            let measured: Vec<Stats> = measured.into_iter().flatten().collect();
             eprintln!(
                 "  repetition {}/{reps} {:<15} {:<7} native {:>10.1} µs  default {:>10.1} µs",
                 rep + 1,
@@ -283,6 +291,13 @@ fn wasm(
     Ok(Stats { median_us: samples[n / 2], p99_us: samples[(n * 99) / 100], samples: n })
 }
 
+/// The order in which repetition `rep` measures `columns` columns: all of them, starting one
+/// further each repetition, so that each column is measured first (and last) as often as the
+/// repetitions allow.
+fn order(rep: usize, columns: usize) -> impl Iterator<Item = usize> {
+    (0..columns).map(move |j| (rep + j) % columns)
+}
+
 /// The calling thread's CPU time in µs.
 fn thread_cpu_us() -> f64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -355,4 +370,21 @@ fn render(rows: &[Row], configs: usize) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_repetition_measures_every_column_once_starting_one_further() {
+        for columns in [1, 2, 7] {
+            for rep in 0..columns {
+                let mut seen: Vec<usize> = order(rep, columns).collect();
+                assert_eq!(seen.first(), Some(&rep), "repetition {rep} starts with column {rep}");
+                seen.sort_unstable();
+                assert_eq!(seen, (0..columns).collect::<Vec<_>>(), "each column once");
+            }
+        }
+    }
 }
