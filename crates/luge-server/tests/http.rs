@@ -876,17 +876,23 @@ async fn a_client_that_half_closes_still_gets_its_answer() {
     assert_ok(&read_raw(&mut conn).await, b"hi");
 }
 
+/// The token of [`admin_with_token`].
+const TOKEN: &str = "s3cret-token-0123456789";
+
+/// An admin listener on an ephemeral loopback port that requires [`TOKEN`].
+fn admin_with_token() -> AdminConfig {
+    AdminConfig {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        token: Some(AdminToken::new(TOKEN).unwrap()),
+        ..AdminConfig::default()
+    }
+}
+
 /// A request without the admin token is answered 401 and its connection closed, so a client
 /// without it cannot keep the admin listener's few connections (and the operator) busy.
 #[tokio::test]
 async fn an_unauthorized_admin_request_closes_its_connection() {
-    const TOKEN: &str = "s3cret-token-0123456789";
-    let admin = AdminConfig {
-        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        token: Some(AdminToken::new(TOKEN).unwrap()),
-        ..AdminConfig::default()
-    };
-    let http = HttpConfig { admin: Some(admin), ..HttpConfig::default() };
+    let http = HttpConfig { admin: Some(admin_with_token()), ..HttpConfig::default() };
     let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
     let mut conn = BufReader::new(TcpStream::connect(node.admin.unwrap()).await.unwrap());
     let request = "GET /admin/functions HTTP/1.1\r\nHost: luge\r\n\r\n";
@@ -904,12 +910,7 @@ async fn an_unauthorized_admin_request_closes_its_connection() {
 /// no function, and its token, when set, is required on every request.
 #[tokio::test]
 async fn the_admin_api_is_apart_from_the_functions() {
-    const TOKEN: &str = "s3cret-token-0123456789";
-    let admin = AdminConfig {
-        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        token: Some(AdminToken::new(TOKEN).unwrap()),
-        ..AdminConfig::default()
-    };
+    let admin = admin_with_token();
     let http = HttpConfig { admin: Some(admin), expose_metrics: false, ..HttpConfig::default() };
     let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
     let c = client();

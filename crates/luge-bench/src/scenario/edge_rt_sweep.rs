@@ -52,54 +52,36 @@ fn num(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.2}"))
 }
 
-const LIGHT_MET: Column =
-    Column { header: ">light met", key: "light_met", value: |t| Some(t.light_met), show: pct };
-const LIGHT_FAILED: Column = Column {
-    header: ">light failed",
-    key: "light_failed",
-    value: |t| Some(t.light_failed),
-    show: pct,
-};
-const LIGHT_LATE: Column = Column {
-    header: ">light late",
-    key: "light_late",
-    value: |t| Some((1.0 - t.light_met - t.light_failed).max(0.0)),
-    show: pct,
-};
-const HEAVY_MET: Column =
-    Column { header: ">heavy met", key: "heavy_met", value: |t| Some(t.heavy_met), show: pct };
-const P99: Column =
-    Column { header: ">p99 (µs)", key: "p99_us", value: |t| t.point.p99_us, show: us };
-const BATCHED: Column = Column {
-    header: ">batched / chain",
-    key: "batched_per_request",
-    value: |t| Some(t.batched_per_request),
-    show: num,
-};
-const FOLLOWED: Column = Column {
-    header: ">followed / chain",
-    key: "followed_per_request",
-    value: |t| Some(t.followed_per_request),
-    show: num,
-};
-const WAKEUPS: Column = Column {
-    header: ">wake-ups / chain",
-    key: "wakeups_per_request",
-    value: |t| Some(t.wakeups_per_request),
-    show: num,
-};
-const SLEEPS: Column = Column {
-    header: ">sleeps / chain",
-    key: "sleeps_per_request",
-    value: |t| Some(t.sleeps_per_request),
-    show: num,
-};
-const DEFERRED: Column = Column {
-    header: ">deferred / chain",
-    key: "deferred_per_request",
-    value: |t| Some(t.deferred_per_request),
-    show: num,
-};
+/// A column: header, report key, reading, display.
+const fn column(
+    header: &'static str,
+    key: &'static str,
+    value: fn(&Trial) -> Option<f64>,
+    show: fn(Option<f64>) -> String,
+) -> Column {
+    Column { header, key, value, show }
+}
+
+const LIGHT_MET: Column = column(">light met", "light_met", |t| Some(t.light_met), pct);
+const LIGHT_FAILED: Column = column(">light failed", "light_failed", |t| Some(t.light_failed), pct);
+const LIGHT_LATE: Column = column(
+    ">light late",
+    "light_late",
+    |t| Some((1.0 - t.light_met - t.light_failed).max(0.0)),
+    pct,
+);
+const HEAVY_MET: Column = column(">heavy met", "heavy_met", |t| Some(t.heavy_met), pct);
+const P99: Column = column(">p99 (µs)", "p99_us", |t| t.point.p99_us, us);
+const BATCHED: Column =
+    column(">batched / chain", "batched_per_request", |t| Some(t.batched_per_request), num);
+const FOLLOWED: Column =
+    column(">followed / chain", "followed_per_request", |t| Some(t.followed_per_request), num);
+const WAKEUPS: Column =
+    column(">wake-ups / chain", "wakeups_per_request", |t| Some(t.wakeups_per_request), num);
+const SLEEPS: Column =
+    column(">sleeps / chain", "sleeps_per_request", |t| Some(t.sleeps_per_request), num);
+const DEFERRED: Column =
+    column(">deferred / chain", "deferred_per_request", |t| Some(t.deferred_per_request), num);
 
 impl Knob {
     /// The figure's label in progress lines (`6a`, `6b`).
