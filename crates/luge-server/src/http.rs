@@ -665,9 +665,12 @@ async fn connection(
 ) {
     let open = Gauge::new(&shared, |s| &s.open);
     let service_shared = Arc::clone(&shared);
+    let held = Arc::new(Held { _node: slots.0, _client: slots.1 });
+    let service_held = Arc::clone(&held);
     let service = service_fn(move |request| {
         let shared = Arc::clone(&service_shared);
-        async move { Ok::<_, Infallible>(handle(shared, request, peer, plane).await) }
+        let held = Arc::clone(&service_held);
+        async move { Ok::<_, Infallible>(handle(shared, request, peer, plane, held).await) }
     });
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
@@ -692,7 +695,15 @@ async fn connection(
         }
     }
     drop(open);
-    drop(slots);
+    drop(held);
+}
+
+/// A connection's slots (the node's and its client's), shared with the work it submitted: they
+/// return when the connection has ended *and* the runtime has answered every call it made, so a
+/// client that resets its connections mid-request cannot queue more work than its slots allow.
+struct Held {
+    _node: OwnedSemaphorePermit,
+    _client: Option<ClientSlot>,
 }
 
 /// Counts one open connection or request in flight while alive.
@@ -717,6 +728,7 @@ async fn handle(
     request: Request<Incoming>,
     peer: SocketAddr,
     plane: Plane,
+    held: Arc<Held>,
 ) -> Response<Full<Bytes>> {
     // The request head has been read: its deadline and queueing count from here.
     let received = Instant::now();
@@ -743,7 +755,7 @@ async fn handle(
         Action::Chain(name) => admin_resource(&shared, Resource::Chain, &name, request).await,
         Action::StatusPage => status_page::page(&shared),
         Action::StatusJson => status_page::snapshot(&shared).await,
-        Action::Invoke => invoke(&shared, &path, request, received, peer).await,
+        Action::Invoke => invoke(&shared, &path, request, received, (peer, held)).await,
         Action::MethodNotAllowed(allow) => shared.method_not_allowed(allow),
         Action::NotFound => shared.not_found(&path),
     }

@@ -864,6 +864,57 @@ async fn a_client_that_leaves_early_is_still_counted() {
     eventually("the outcome to be recorded", || metrics.requests("spin", "ok") == 1).await;
 }
 
+/// A client that resets its connection mid-request does not get its slot back while its work
+/// still runs: otherwise `max_connections_per_client` (and `max_connections`) would not bound the
+/// work one client can queue, which could connect, send, reset and repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_connection_keeps_its_slot_until_its_work_is_answered() {
+    let http = HttpConfig { max_connections_per_client: 1, ..HttpConfig::default() };
+    let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
+    let body = "300000000"; // about half a second of spinning (or until the 1 s limit kills it)
+    let request = format!(
+        "POST /spin HTTP/1.1\r\nHost: luge\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let conn = TcpStream::connect(node.addr).await.unwrap();
+    let mut conn = BufReader::new(conn);
+    conn.get_mut().write_all(request.as_bytes()).await.unwrap();
+    let runtime = Arc::clone(&node.runtime);
+    eventually("the spin to start", || runtime.live_sandboxes() > 0).await;
+    // A reset, not a close: SO_LINGER 0 makes the drop send RST.
+    conn.get_ref().set_zero_linger().unwrap();
+    drop(conn);
+    // Whether or not the server has noticed the reset yet, the spin still runs: the client's one
+    // slot is still taken.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(runtime.live_sandboxes() > 0, "premise: the spin still runs");
+    let mut next = raw(&node).await;
+    next.get_mut()
+        .write_all(b"POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 2\r\n\r\nhi")
+        .await
+        .unwrap();
+    assert_error(&read_raw(&mut next).await, 503, "overloaded", "too many connections");
+    // Once the runtime has answered, the slot is back.
+    eventually("the spin to end", || runtime.live_sandboxes() == 0).await;
+    // The slot returns just after the sandbox ends: retried briefly.
+    let start = Instant::now();
+    loop {
+        let mut again = raw(&node).await;
+        again
+            .get_mut()
+            .write_all(b"POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 2\r\n\r\nhi")
+            .await
+            .unwrap();
+        let answer = read_raw(&mut again).await;
+        if answer.status == StatusCode::OK {
+            assert_ok(&answer, b"hi");
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "the slot never came back: {answer:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// A client that shuts its sending side once the request is out still reads the answer (HTTP
 /// allows it, and so do `nc -N` and many scripts).
 #[tokio::test]

@@ -12,7 +12,7 @@ pub(super) async fn invoke(
     path: &str,
     request: Request<Incoming>,
     received: Instant,
-    client: SocketAddr,
+    (client, held): (SocketAddr, Arc<Held>),
 ) -> Response<Full<Bytes>> {
     let name = shared.function_for(path).unwrap_or_default();
     let function = match shared.gate.resolve(FunctionKey::Name(&name)) {
@@ -65,7 +65,7 @@ pub(super) async fn invoke(
                     trace: shared.gate.traced(traceparent(&parts.headers)),
                     group: None,
                 };
-                return submit(shared, call).await;
+                return submit(shared, call, held).await;
             }
             Err(BodyError::TooLarge(rest)) => (rest, cap.saturating_add(1)),
             Err(BodyError::Unreadable(e)) => return shared.unreadable(e),
@@ -85,14 +85,16 @@ pub(super) async fn invoke(
 
 /// Submits a read request through the gate and waits for its answer, or for the end of the
 /// server's grace period (then it is answered 503 `shutting_down`; the runtime's later outcome
-/// is still recorded by the gate).
-async fn submit(shared: &Arc<Shared>, call: Call) -> Response<Full<Bytes>> {
+/// is still recorded by the gate). The connection's slots are `held` until the runtime answers,
+/// even if the client has left by then.
+async fn submit(shared: &Arc<Shared>, call: Call, held: Arc<Held>) -> Response<Full<Bytes>> {
     let deadline = call.deadline.unwrap_or(call.target.relative_deadline());
     let trace = call.trace.map(|t| t.node);
     let (tx, rx) = oneshot::channel();
     shared.gate.submit(call, move |outcome| {
         // The receiver is gone when the client left; the gate has recorded the outcome.
         let _ = tx.send(outcome);
+        drop(held);
     });
     let abandon = phase_reached(shared.phase.subscribe(), |p| *p == Phase::Abandon);
     let outcome = tokio::select! {
