@@ -81,7 +81,7 @@ mod status_page;
 pub use self::accept::accept_next;
 use self::accept::{OVER_CAP_BODY, PER_CLIENT_BODY, accept_one, refuse_over_cap};
 use self::admin::{Resource, admin_resource, list_functions};
-use self::body::{BodyError, Unreadable, drain, read_body};
+use self::body::{BodyError, Rest, Unreadable, drain, read_body};
 use self::clients::{ClientSlot, Clients};
 pub use self::fuzz::fuzz_request_head;
 use self::invoke::invoke;

@@ -378,6 +378,39 @@ async fn oversized_bodies_are_refused_before_they_are_read() {
     assert_eq!(node.metrics.requests("tiny", "too_large"), 2);
 }
 
+/// A client still sending a body that crossed the cap reads its 413, and may go on sending for a
+/// while: the rest is drained (bounded) rather than the connection reset under it — also when
+/// it asked for `100 Continue` and got it because its body (chunked) had no size to refuse
+/// first. (Declared over the cap, the 413 comes before the 100 and nothing is drained.)
+#[tokio::test]
+async fn the_rest_of_a_body_over_the_cap_is_drained_so_the_client_reads_its_413() {
+    let node = node();
+    for expect in [false, true] {
+        let mut conn = raw(&node).await;
+        let expect_header = if expect { "Expect: 100-continue\r\n" } else { "" };
+        let head = format!(
+            "POST /tiny HTTP/1.1\r\nHost: luge\r\n{expect_header}Transfer-Encoding: chunked\r\n\r\n"
+        );
+        conn.get_mut().write_all(head.as_bytes()).await.unwrap();
+        if expect {
+            let mut line = String::new();
+            conn.read_line(&mut line).await.unwrap();
+            assert!(line.starts_with("HTTP/1.1 100"), "{line:?}");
+            conn.read_line(&mut line).await.unwrap();
+        }
+        let chunk = format!("800\r\n{}\r\n", "y".repeat(0x800)); // 2 KiB
+        conn.get_mut().write_all(chunk.repeat(3).as_bytes()).await.unwrap();
+        let answer = read_raw(&mut conn).await;
+        assert_error(&answer, 413, "too_large", "request body exceeds the limit of 4096 bytes");
+        // The client, not yet done sending, goes on: the node still reads.
+        for sent in 0..5 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let write = conn.get_mut().write_all(chunk.as_bytes()).await;
+            assert!(write.is_ok(), "expect {expect}: chunk {sent} after the 413: {write:?}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn keep_alive_serves_several_requests_on_one_connection() {
     let node = node();

@@ -73,17 +73,18 @@ impl Shared {
         let declared = body.size_hint().lower();
         let too_large = |rest, reason| {
             let meta = self.local_meta("too_large");
-            Box::new(self.too_large(&meta, expect, rest, reason))
+            Box::new(self.too_large(&meta, rest, reason))
         };
         if declared > cap {
             let reason = format!("{what} of {declared} bytes exceeds the limit of {cap} bytes");
-            return Err(too_large(Limited::new(body, 0), reason));
+            return Err(too_large(Rest::Unread { body, expect }, reason));
         }
         match read_body(body, cap, self.body_pace()).await {
             Ok(bytes) => Ok(bytes),
-            Err(BodyError::TooLarge(rest)) => {
-                Err(too_large(rest, format!("{what} exceeds the limit of {cap} bytes")))
-            }
+            Err(BodyError::TooLarge(rest)) => Err(too_large(
+                Rest::Reading(rest),
+                format!("{what} exceeds the limit of {cap} bytes"),
+            )),
             Err(BodyError::Unreadable(e)) => Err(Box::new(self.unreadable(e))),
         }
     }

@@ -93,6 +93,26 @@ pub(super) async fn read_body(
     }
 }
 
+/// What is left of a body over the cap when it is refused.
+pub(super) enum Rest {
+    /// Its declared length was over the cap, so none of it was read: the client sends it unless
+    /// it asked to wait for `100 Continue` (`expect`), which it is then never sent.
+    Unread { body: Incoming, expect: bool },
+    /// It crossed the cap while being read (a `100 Continue` asked for has gone out).
+    Reading(Limited<Incoming>),
+}
+
+impl Rest {
+    /// The rest of the body if the client is sending it.
+    pub(super) fn in_flight(self) -> Option<Limited<Incoming>> {
+        match self {
+            Rest::Unread { expect: true, .. } => None,
+            Rest::Unread { body, expect: false } => Some(Limited::new(body, 0)),
+            Rest::Reading(rest) => Some(rest),
+        }
+    }
+}
+
 /// Keeps reading (and discarding) the rest of a refused body for a bounded while, so that the
 /// client, still sending, reads the response instead of a connection reset.
 pub(super) fn drain(mut body: Limited<Incoming>) {

@@ -46,8 +46,8 @@ pub(super) async fn invoke(
     let cap = function.max_request_bytes();
     let expect = parts.headers.contains_key(header::EXPECT);
     let declared = body.size_hint().lower();
-    let (body, size) = if declared > cap {
-        (Limited::new(body, 0), declared)
+    let (rest, size) = if declared > cap {
+        (Rest::Unread { body, expect }, declared)
     } else {
         match read_body(body, cap, shared.body_pace()).await {
             Ok(payload) => {
@@ -67,7 +67,7 @@ pub(super) async fn invoke(
                 };
                 return submit(shared, call, held).await;
             }
-            Err(BodyError::TooLarge(rest)) => (rest, cap.saturating_add(1)),
+            Err(BodyError::TooLarge(rest)) => (Rest::Reading(rest), cap.saturating_add(1)),
             Err(BodyError::Unreadable(e)) => return shared.unreadable(e),
         }
     };
@@ -80,7 +80,7 @@ pub(super) async fn invoke(
     };
     tracing::debug!(request_id = outcome.request_id, function = name, status = 413, "{reason}");
     let meta = Meta { request_id: outcome.request_id, timing: outcome.timing, label: "too_large" };
-    shared.too_large(&meta, expect, body, reason)
+    shared.too_large(&meta, rest, reason)
 }
 
 /// Submits a read request through the gate and waits for its answer, or for the end of the

@@ -79,16 +79,15 @@ impl Shared {
 }
 
 impl Shared {
-    /// Answers a body that is too large, draining the rest unless the client waits for
-    /// `100 Continue` (then it has not sent the body and will not).
+    /// Answers a body that is too large, draining the `rest` the client may still be sending
+    /// (none when it waits for a `100 Continue` it was never sent).
     pub(super) fn too_large(
         &self,
         meta: &Meta,
-        expect: bool,
-        body: Limited<Incoming>,
+        rest: Rest,
         reason: String,
     ) -> Response<Full<Bytes>> {
-        if !expect {
+        if let Some(body) = rest.in_flight() {
             drain(body);
         }
         close(self.respond(StatusCode::PAYLOAD_TOO_LARGE, meta, Some(TEXT), Bytes::from(reason)))
