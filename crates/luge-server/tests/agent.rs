@@ -80,3 +80,30 @@ fn the_agent_weights_the_node_by_its_queue_and_drains_it() {
     }
     stopping.join().unwrap();
 }
+
+/// At most 64 agent exchanges are in progress (`AGENT_CONNECTIONS`): a peer that connects
+/// beyond them while they last is closed without a line, so a flood of agent connections cannot
+/// take the node's descriptors, and the agent answers again once they end.
+#[test]
+fn agent_exchanges_in_progress_are_bounded() {
+    const AGENT_CONNECTIONS: usize = 64;
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let http = HttpConfig { addr: any, agent: Some(any), ..HttpConfig::default() };
+    let config = NodeConfig { runtime: RuntimeConfig::default(), http: Some(http), udp: None };
+    let node = Node::start(config, &[]).unwrap();
+    let agent = node.http().unwrap().agent_addr().unwrap();
+    // Peers that read their line but never close: each exchange lasts its 1 s bound.
+    let held: Vec<TcpStream> = (0..AGENT_CONNECTIONS)
+        .map(|_| {
+            let mut stream = TcpStream::connect(agent).unwrap();
+            stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut line = [0u8; 8];
+            stream.read_exact(&mut line).unwrap();
+            assert_eq!(&line, b"up 100%\n");
+            stream
+        })
+        .collect();
+    assert_eq!(ask(agent), "", "one over the bound is closed without a line");
+    drop(held);
+    assert_eq!(ask_until(agent, |l| !l.is_empty()), "up 100%\n");
+}

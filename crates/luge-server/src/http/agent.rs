@@ -26,8 +26,12 @@ fn reply(shared: &Shared) -> String {
     format!("up {}%\n", weight(queued, shared.runtime.config().workers))
 }
 
-/// Answers every connection until the server's runtime ends.
+/// Answers every connection until the server's runtime ends, at most [`AGENT_CONNECTIONS`] at a
+/// time: one over those is closed at once without a line (HAProxy ignores an agent it cannot
+/// reach — its health check judges connectivity — so this only skips one weight update), so a
+/// flood of agent connections cannot take the descriptors the function listener needs.
 pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
+    let slots = Arc::new(Semaphore::new(AGENT_CONNECTIONS));
     loop {
         let (mut stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -37,12 +41,17 @@ pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
         };
+        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+            tracing::debug!(%peer, "agent: {AGENT_CONNECTIONS} exchanges in progress; closed");
+            continue; // dropping the stream closes it
+        };
         let line = reply(&shared);
         // One short write, then whatever the balancer sent (HAProxy's `agent-send`) is read and
         // dropped until it closes: closing with unread input would reset the connection and
         // could discard the line. Bounded: a peer that neither reads nor closes is cut off.
         tokio::spawn(async move {
             use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            let _permit = permit;
             let answered = tokio::time::timeout(AGENT_WRITE, async {
                 stream.write_all(line.as_bytes()).await?;
                 stream.shutdown().await?;
@@ -59,6 +68,10 @@ pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
 
 /// How long one agent exchange may take (the answer written, the peer's close awaited).
 const AGENT_WRITE: Duration = Duration::from_secs(1);
+
+/// Agent exchanges in progress at most. A balancer checks a node every few seconds per balancer
+/// process; this leaves room for many balancers.
+const AGENT_CONNECTIONS: usize = 64;
 
 #[cfg(test)]
 mod tests {
