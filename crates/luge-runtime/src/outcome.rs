@@ -148,6 +148,9 @@ pub enum Rejection {
     Overloaded,
     /// No sandbox slot was free in the pool.
     PoolExhausted,
+    /// The front end that read it holds as many bytes of request bodies as it may (buffered, or
+    /// waiting for their answer).
+    BuffersFull,
     /// The runtime is shutting down.
     ShuttingDown,
     /// Its function's tenant is at one of its limits (`crate::TenantConfig`).
@@ -162,6 +165,7 @@ impl fmt::Display for Rejection {
             Rejection::Shed => "overloaded (the deadline became unreachable while queued)",
             Rejection::Overloaded => "overloaded (queues full)",
             Rejection::PoolExhausted => "overloaded (no free sandbox slot)",
+            Rejection::BuffersFull => "overloaded (request buffers full)",
             Rejection::ShuttingDown => "shutting down",
             Rejection::TenantLimit(limit) => return limit.fmt(f),
         })

@@ -81,7 +81,7 @@ mod status_page;
 pub use self::accept::accept_next;
 use self::accept::{OVER_CAP_BODY, PER_CLIENT_BODY, accept_one, refuse_over_cap};
 use self::admin::{Resource, admin_resource, list_functions};
-use self::body::{BodyError, Rest, Unreadable, drain, read_body};
+use self::body::{BodyBudget, BodyError, Buffered, Rest, Unreadable, drain, read_body};
 use self::clients::{ClientSlot, Clients};
 pub use self::fuzz::fuzz_request_head;
 use self::invoke::invoke;
@@ -155,6 +155,11 @@ pub struct HttpConfig {
     /// After a 2 s grace, a body must arrive at least this fast on average, in bytes per second
     /// (else 408); 0 = no minimum.
     pub min_body_rate: u64,
+    /// Bytes of function request bodies the front end holds at once, being read or waiting for
+    /// their answer (by buffer capacity); a body that would take more is answered 503
+    /// `overloaded` at once. Bounds what many connections, each under its function's
+    /// `max_request_bytes`, can make the node buffer together. 0 = no bound.
+    pub max_buffered_body_bytes: u64,
     /// `Retry-After` (seconds) on every 503.
     pub retry_after_secs: u32,
     /// Largest module accepted by `PUT /admin/functions/<name>`.
@@ -183,6 +188,7 @@ impl Default for HttpConfig {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             min_body_rate: 1024,
+            max_buffered_body_bytes: 256 << 20,
             retry_after_secs: 1,
             max_module_bytes: 64 << 20,
             request_log: RequestLog::Off,
@@ -269,6 +275,10 @@ struct Shared {
     open: AtomicUsize,
     /// Requests between the start of their handler and their response.
     in_flight: AtomicUsize,
+    /// Bytes of function request bodies held (`HttpConfig::max_buffered_body_bytes`).
+    bodies: BodyBudget,
+    /// Admin request bodies: bounded by the admin connections and `max_module_bytes` instead.
+    admin_bodies: BodyBudget,
     /// When the server started: the status snapshot's clock.
     started: Instant,
     /// The function listener's bound address (the status snapshot's).
@@ -371,6 +381,7 @@ impl HttpServer {
             config.tracing.clone(),
         ));
         let max_connections_per_client = config.max_connections_per_client;
+        let bodies = BodyBudget::new(config.max_buffered_body_bytes);
         let shared = Arc::new(Shared {
             runtime,
             metrics,
@@ -390,6 +401,8 @@ impl HttpServer {
             clients: Clients::new(max_connections_per_client),
             open: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
+            bodies,
+            admin_bodies: BodyBudget::new(0),
             started: Instant::now(),
             local_addr,
         });
@@ -815,6 +828,11 @@ async fn metrics(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
                 "# HELP luge_http_{name}_total {help}\n# TYPE luge_http_{name}_total counter\nluge_http_{name}_total {value}"
             );
         }
+        let buffered = worker.bodies.in_use(worker.config.max_buffered_body_bytes);
+        let _ = writeln!(
+            text,
+            "# HELP luge_http_buffered_body_bytes Bytes of function request bodies held, being read or waiting for their answer (bound: max_buffered_body_bytes).\n# TYPE luge_http_buffered_body_bytes gauge\nluge_http_buffered_body_bytes {buffered}"
+        );
         text
     })
     .await;

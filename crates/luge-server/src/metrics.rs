@@ -528,6 +528,7 @@ mod tests {
             Rejection::Shed,
             Rejection::Overloaded,
             Rejection::PoolExhausted,
+            Rejection::BuffersFull,
             Rejection::ShuttingDown,
             Rejection::TenantLimit(luge_runtime::TenantLimit::Rate),
         ];
@@ -566,8 +567,8 @@ mod tests {
         assert_eq!(m.requests("f", "ok"), 2);
         assert_eq!(
             m.requests("f", "overloaded"),
-            4,
-            "Overloaded and PoolExhausted, both protocols"
+            6,
+            "Overloaded, PoolExhausted and BuffersFull, both protocols"
         );
         assert_eq!(m.requests("f", "shed"), 2);
         assert_eq!(m.requests("f", "tenant_limit"), 2);

@@ -60,6 +60,7 @@ pub fn rpc_status(result: &Result<Vec<u8>, Failure>) -> Status {
         Err(Failure::Rejected(
             Rejection::Overloaded
             | Rejection::PoolExhausted
+            | Rejection::BuffersFull
             | Rejection::DeadlineUnreachable
             | Rejection::Shed,
         )) => Status::Overloaded,
@@ -121,7 +122,9 @@ pub(crate) fn outcome_index(result: &Result<Vec<u8>, Failure>) -> usize {
         Err(Failure::OutputTooLarge { .. }) => 4,
         Err(Failure::Exit(_)) => 5,
         Err(Failure::Rejected(Rejection::DeadlineInfeasible)) => 6,
-        Err(Failure::Rejected(Rejection::Overloaded | Rejection::PoolExhausted)) => 7,
+        Err(Failure::Rejected(
+            Rejection::Overloaded | Rejection::PoolExhausted | Rejection::BuffersFull,
+        )) => 7,
         Err(Failure::Rejected(Rejection::DeadlineUnreachable)) => 8,
         Err(Failure::Rejected(Rejection::Shed)) => 9,
         Err(Failure::Rejected(Rejection::ShuttingDown)) => 10,

@@ -562,6 +562,58 @@ async fn slow_clients_cannot_take_the_node() {
     assert!(metrics.contains("luge_http_connections_refused_per_client_total 1\n"), "{metrics}");
 }
 
+/// Request bodies held at once are bounded for the whole front end (`max_buffered_body_bytes`),
+/// not only per request: a body that would take more is answered 503 `overloaded` at once, the
+/// bytes held are in /metrics, and they return once the bodies holding them are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_bodies_held_at_once_are_bounded() {
+    let http = HttpConfig { max_buffered_body_bytes: 64 << 10, ..HttpConfig::default() };
+    let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
+    let post = |length: usize| {
+        format!("POST /noop HTTP/1.1\r\nHost: l\r\nContent-Length: {length}\r\n\r\n")
+    };
+    // Half of a 40 000-byte body: its buffer (the declared length) is held while the rest is
+    // awaited.
+    let mut held = raw(&node).await;
+    held.get_mut().write_all(post(40_000).as_bytes()).await.unwrap();
+    held.get_mut().write_all(&[b'x'; 20_000]).await.unwrap();
+    let gauge = "luge_http_buffered_body_bytes 40000\n";
+    let mut metrics = String::new();
+    let start = Instant::now();
+    while !metrics.contains(gauge) {
+        assert!(start.elapsed() < PATIENCE, "{metrics}");
+        metrics = get(&node, "/metrics").await.text();
+    }
+    // 30 000 more would pass 64 KiB: refused at once, the connection closed.
+    let mut over = raw(&node).await;
+    over.get_mut().write_all(post(30_000).as_bytes()).await.unwrap();
+    over.get_mut().write_all(&[b'y'; 30_000]).await.unwrap();
+    let answer = read_raw(&mut over).await;
+    assert_error(&answer, 503, "overloaded", "request buffers full");
+    assert_eq!(answer.header("connection"), Some("close"));
+    // A small one still fits.
+    let mut small = raw(&node).await;
+    small.get_mut().write_all(post(1_000).as_bytes()).await.unwrap();
+    small.get_mut().write_all(&[b'z'; 1_000]).await.unwrap();
+    assert_ok(&read_raw(&mut small).await, b"");
+    // The first body completes and is answered; then the 30 000 fit.
+    held.get_mut().write_all(&[b'x'; 20_000]).await.unwrap();
+    assert_ok(&read_raw(&mut held).await, b"");
+    let start = Instant::now();
+    loop {
+        let mut again = raw(&node).await;
+        again.get_mut().write_all(post(30_000).as_bytes()).await.unwrap();
+        again.get_mut().write_all(&[b'y'; 30_000]).await.unwrap();
+        let answer = read_raw(&mut again).await;
+        if answer.status == StatusCode::OK {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "the bytes never came back: {answer:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(node.metrics.requests("noop", "overloaded"), 1);
+}
+
 /// A tenant over a limit is answered 429 at once, with `Retry-After` and `Luge-Outcome:
 /// tenant_limit`, and counted per tenant in /metrics; other tenants' functions are served; an
 /// admin `PUT` beyond the tenant's `max_functions` is refused 429 and registers nothing.

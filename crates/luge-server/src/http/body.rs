@@ -13,6 +13,9 @@ use super::*;
 pub(super) enum BodyError {
     /// It crossed the limit; the rest can still be drained.
     TooLarge(Limited<Incoming>),
+    /// The front end holds as many body bytes as `max_buffered_body_bytes` allows; the rest
+    /// can still be drained.
+    BuffersFull(Limited<Incoming>),
     /// It could not be read at all.
     Unreadable(Unreadable),
 }
@@ -60,30 +63,95 @@ impl Shared {
 /// The most a body's buffer reserves before its bytes arrive.
 const INITIAL_RESERVE: u64 = 64 << 10;
 
-/// Reads a body of at most `cap` bytes, failing as soon as it crosses the cap or falls below
-/// `pace`.
+/// The bytes of request bodies a front end holds — being read, or read and waiting for their
+/// answer — under one bound for the process (`HttpConfig::max_buffered_body_bytes`), so that
+/// many connections, each under its own cap, cannot together take the node's memory.
+#[derive(Debug, Clone)]
+pub(super) struct BodyBudget(Option<Arc<Semaphore>>);
+
+impl BodyBudget {
+    /// A budget of `bytes` (0 = unbounded).
+    pub(super) fn new(bytes: u64) -> Self {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
+        Self((bytes > 0).then(|| Arc::new(Semaphore::new(bytes))))
+    }
+
+    /// Bytes of the budget in use.
+    pub(super) fn in_use(&self, bound: u64) -> u64 {
+        self.0.as_ref().map_or(0, |s| bound.saturating_sub(s.available_permits() as u64))
+    }
+}
+
+/// One body's share of a [`BodyBudget`], returned when dropped.
+#[derive(Debug)]
+pub(super) struct Buffered {
+    budget: BodyBudget,
+    held: Option<OwnedSemaphorePermit>,
+    bytes: usize,
+}
+
+impl Buffered {
+    fn new(budget: &BodyBudget) -> Self {
+        Self { budget: budget.clone(), held: None, bytes: 0 }
+    }
+
+    /// Holds `bytes` in all (never fewer than already held); false if the budget has not that
+    /// many left.
+    fn hold(&mut self, bytes: usize) -> bool {
+        let Some(semaphore) = &self.budget.0 else { return true };
+        let Some(more) = bytes.checked_sub(self.bytes).filter(|&more| more > 0) else {
+            return true;
+        };
+        let Ok(more_u32) = u32::try_from(more) else { return false };
+        let Ok(permit) = Arc::clone(semaphore).try_acquire_many_owned(more_u32) else {
+            return false;
+        };
+        match &mut self.held {
+            Some(held) => held.merge(permit),
+            None => self.held = Some(permit),
+        }
+        self.bytes = bytes;
+        true
+    }
+}
+
+/// Reads a body of at most `cap` bytes, failing as soon as it crosses the cap, falls below
+/// `pace`, or would take more of `budget` than is left. The body's buffer is counted in
+/// `budget` until the returned [`Buffered`] is dropped.
 pub(super) async fn read_body(
     body: Incoming,
     cap: u64,
     pace: BodyPace,
-) -> Result<Vec<u8>, BodyError> {
+    budget: &BodyBudget,
+) -> Result<(Vec<u8>, Buffered), BodyError> {
     let start = Instant::now();
     let hint = body.size_hint().lower();
-    let mut limited = Limited::new(body, usize::try_from(cap).unwrap_or(usize::MAX));
     // Reserved from the declared length only up to what one read brings at a time: the length is
     // the client's word, and a body declared at the cap and trickled would otherwise hold the
     // whole cap from its first byte, per connection.
-    let reserve = hint.min(cap).min(INITIAL_RESERVE);
-    let mut buf = Vec::with_capacity(usize::try_from(reserve).unwrap_or(0));
+    let reserve = usize::try_from(hint.min(cap).min(INITIAL_RESERVE)).unwrap_or(0);
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+    let mut limited = Limited::new(body, cap);
+    let mut buffered = Buffered::new(budget);
+    let mut buf = Vec::new();
     loop {
         let due = tokio::time::Instant::from_std(pace.due(start, buf.len() as u64));
         match tokio::time::timeout_at(due, limited.frame()).await {
             Err(_) => return Err(BodyError::Unreadable(Unreadable::Timeout)),
-            Ok(None) => return Ok(buf),
+            Ok(None) => return Ok((buf, buffered)),
             Ok(Some(Ok(frame))) => {
-                if let Ok(data) = frame.into_data() {
-                    buf.extend_from_slice(&data);
+                let Ok(data) = frame.into_data() else { continue };
+                let wanted = buf.len() + data.len();
+                if wanted > buf.capacity() {
+                    // Counted by what the buffer will hold, before it grows: the first read
+                    // reserves the declared length (bounded above), later ones double.
+                    let grown = wanted.max(reserve).max(buf.capacity().saturating_mul(2).min(cap));
+                    if !buffered.hold(grown) {
+                        return Err(BodyError::BuffersFull(limited));
+                    }
+                    buf.reserve_exact(grown - buf.len());
                 }
+                buf.extend_from_slice(&data);
             }
             Ok(Some(Err(e))) if e.is::<LengthLimitError>() => {
                 return Err(BodyError::TooLarge(limited));

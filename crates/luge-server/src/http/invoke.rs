@@ -2,6 +2,7 @@
 //! [`Gate`], and its outcome (or a refusal) becomes the response. The outcome is recorded by
 //! the gate when the runtime answers, so a client that leaves early is still counted.
 
+use super::respond::close;
 use super::*;
 use crate::status::{load_of, rpc_status};
 use luge_proto::TraceContext;
@@ -49,8 +50,8 @@ pub(super) async fn invoke(
     let (rest, size) = if declared > cap {
         (Rest::Unread { body, expect }, declared)
     } else {
-        match read_body(body, cap, shared.body_pace()).await {
-            Ok(payload) => {
+        match read_body(body, cap, shared.body_pace(), &shared.bodies).await {
+            Ok((payload, buffered)) => {
                 if super::drive::on_worker() {
                     shared.worker_requests.fetch_add(1, Ordering::Relaxed);
                 }
@@ -65,9 +66,16 @@ pub(super) async fn invoke(
                     trace: shared.gate.traced(traceparent(&parts.headers)),
                     group: None,
                 };
-                return submit(shared, call, held).await;
+                return submit(shared, call, (held, buffered)).await;
             }
             Err(BodyError::TooLarge(rest)) => (Rest::Reading(rest), cap.saturating_add(1)),
+            Err(BodyError::BuffersFull(rest)) => {
+                let failure = Failure::Rejected(Rejection::BuffersFull);
+                tracing::debug!(function = name, status = 503, "{failure}");
+                let outcome = shared.gate.refuse(&function, failure, received);
+                drain(rest);
+                return close(shared.render(outcome));
+            }
             Err(BodyError::Unreadable(e)) => return shared.unreadable(e),
         }
     };
@@ -85,9 +93,13 @@ pub(super) async fn invoke(
 
 /// Submits a read request through the gate and waits for its answer, or for the end of the
 /// server's grace period (then it is answered 503 `shutting_down`; the runtime's later outcome
-/// is still recorded by the gate). The connection's slots are `held` until the runtime answers,
-/// even if the client has left by then.
-async fn submit(shared: &Arc<Shared>, call: Call, held: Arc<Held>) -> Response<Full<Bytes>> {
+/// is still recorded by the gate). The connection's slots and the body's share of the buffer
+/// budget are `held` until the runtime answers, even if the client has left by then.
+async fn submit(
+    shared: &Arc<Shared>,
+    call: Call,
+    held: (Arc<Held>, Buffered),
+) -> Response<Full<Bytes>> {
     let deadline = call.deadline.unwrap_or(call.target.relative_deadline());
     let trace = call.trace.map(|t| t.node);
     let (tx, rx) = oneshot::channel();
