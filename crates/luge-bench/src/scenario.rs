@@ -19,7 +19,7 @@
 //! | [`compare`](Scenario::Compare) | no-op: Luge ÷ UDP echo, bare hyper and process-per-request — p50, p99 (closed loop, 1 in flight), throughput at a fixed p99 target (open-loop rate search) and closed-loop throughput |
 //! | [`noop`](Scenario::Noop) | no-op latency and throughput vs offered load, both protocols, each layout, with the floor baselines |
 //! | [`policies`](Scenario::Policies) | bimodal and log-normal `spin` mixes under each policy at a load sweep: short-request p99 |
-//! | [`density`](Scenario::Density) | N byte-distinct no-op modules at a fixed rate: p99 and RSS per function |
+//! | [`density`](Scenario::Density) | N byte-distinct no-op modules at a fixed rate: p99 and RSS per function, p99 ÷ one copy's, interleaved trials |
 //! | [`sim-vs-real`](Scenario::SimVsReal) | the same arrivals through `luge-sim` (with measured overheads) and the runtime |
 //! | [`overload`](Scenario::Overload) | past capacity: goodput, refusals, their latency and RSS at 1×–5× of the measured capacity, both protocols, a fixed and a bimodal `spin` mix; and a 0.5× → 2× step in 10 ms bins |
 //! | [`tenants`](Scenario::Tenants) | one tenant's no-op latency while another, rate-limited, offers 10× its limit, ÷ while it offers its limit, interleaved trials |
@@ -262,6 +262,9 @@ pub struct DensityOptions {
     pub rate: Option<f64>,
     /// Run time per point (default 5 s; quick 0.2 s).
     pub duration: Option<Duration>,
+    /// Interleaved trials: each runs every number of copies once, on a fresh node (default 5;
+    /// quick 1).
+    pub trials: Option<usize>,
 }
 
 /// `sim-vs-real` settings (empty lists take the defaults of the mode).

@@ -326,6 +326,9 @@ struct DensityArgs {
     /// Time per point [default: 5s; quick 200ms].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// Interleaved trials, each running every number of copies once [default: 5; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -689,7 +692,12 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
             scenario(Scenario::Policies(p), &a.common)
         }
         BenchCommand::Density(a) => {
-            let d = DensityOptions { copies: a.copies, rate: a.rate, duration: a.duration };
+            let d = DensityOptions {
+                copies: a.copies,
+                rate: a.rate,
+                duration: a.duration,
+                trials: a.trials,
+            };
             scenario(Scenario::Density(d), &a.common)
         }
         BenchCommand::SimVsReal(a) => {

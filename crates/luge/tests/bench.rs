@@ -174,6 +174,9 @@ fn density_registers_distinct_copies() {
         assert_eq!(p["point"]["errors"], 0, "{p}");
         assert!(p["rss_registered_kib"].as_u64().is_some(), "{p}");
     }
+    let rows = report["results"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "one row per number of copies");
+    assert_eq!(rows[0]["p99_ratio"][0], 1.0, "the first row is its own base: {rows:?}");
     assert_eq!(svgs(&dir), ["p99.svg", "rss-per-function.svg"]);
     done(&dir);
 }

@@ -1,6 +1,7 @@
 //! `luge bench density`: N byte-distinct copies of a no-op module registered through the
 //! runtime API, driven at one fixed rate spread evenly over all of them (request *i* calls copy
-//! *i* mod N): p99 and resident memory per function.
+//! *i* mod N): p99 and resident memory per function, and p99 ÷ one copy's, as medians of
+//! interleaved trials (each trial runs every N once, each on a fresh node).
 //!
 //! Each copy is the no-op with its own data segment (`luge-density-copy-<i>`), so every module
 //! is distinct — its own hash, compilation, code and copy-on-write memory image, as real
@@ -20,9 +21,10 @@ use luge_sim::{Chart, Series};
 use serde::Serialize;
 use serde_json::json;
 
+use super::measure::median;
 use super::measure::{Driver, Point};
 use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
-use super::output::{Results, Table, rps, us};
+use super::output::{Results, Table, ratio_range, rps, spread, us};
 use super::{DensityOptions, Protocol, ScenarioOptions, layout_name, wait_name};
 use crate::error::BenchError;
 use crate::plan::Mapping;
@@ -98,6 +100,117 @@ fn register_all(node: &LugeNode, copies: usize) -> Result<Vec<FunctionRef>, Benc
         .collect()
 }
 
+/// One number of copies over the trials: medians, and the p99 ÷ the same trial's first point.
+#[derive(Debug, Clone, Serialize)]
+struct DensityRow {
+    copies: usize,
+    register_s: Option<f64>,
+    rss_per_function_kib: Option<f64>,
+    p50_us: Option<f64>,
+    /// Median, minimum and maximum over the trials.
+    p99_us: Option<(f64, f64, f64)>,
+    p99_ratio: Option<(f64, f64, f64)>,
+    errors: u64,
+}
+
+/// One point: `n` copies registered on a fresh node, then the load.
+fn point(
+    n: usize,
+    opts: &ScenarioOptions,
+    pin: Option<Pinning>,
+    (rate, duration): (f64, Duration),
+) -> Result<DensityPoint, BenchError> {
+    let (wait, layout) = (opts.first_mode(), opts.first_layout());
+    // No AoT cache: every copy is compiled in memory.
+    let spec = NodeSpec { cache_dir: None, pin, ..NodeSpec::new(wait, layout, &[Protocol::Udp]) };
+    let no_functions: [NodeFunction; 0] = [];
+    LugeNode::with(&spec, &no_functions, |node| {
+        // One-time costs of the first registration (lazy engine state) are not per function.
+        let warm = NodeFunction {
+            config: FunctionConfig::new("density-warm-up"),
+            route: "/density-warm-up".into(),
+            module: copy_module(usize::MAX),
+        };
+        node.runtime()
+            .register(warm.config.clone(), &warm.module)
+            .map_err(|e| BenchError::Scenario(format!("cannot register the warm-up: {e}")))?;
+        let before = rss_kib();
+        let t0 = Instant::now();
+        let refs = register_all(node, n)?;
+        let register_s = t0.elapsed().as_secs_f64();
+        let registered = rss_kib();
+        let ids: HashSet<u32> = refs.iter().map(|f| f.rpc_id).collect();
+        if ids.len() != n {
+            return Err(BenchError::Scenario(format!("{n} copies got {} ids", ids.len())));
+        }
+        opts.say(format!(
+            "density: {n} copies registered in {register_s:.2} s, RSS {} → {} KiB",
+            before.map_or("?".into(), |v| v.to_string()),
+            registered.map_or("?".into(), |v| v.to_string())
+        ));
+        let mut driver = Driver::fixed(
+            node.target(Protocol::Udp)?,
+            Mapping::Spread { functions: refs, payload: Vec::new() },
+            opts.seed,
+        );
+        driver.timeout = Duration::from_secs(2);
+        let point = Point::of(&driver.open(rate, duration)?);
+        let after = rss_kib();
+        opts.say(format!(
+            "density: {n} copies at {} /s: p50 {} µs, p99 {} µs, errors {}",
+            rps(point.offered_rps),
+            us(point.p50_us),
+            us(point.p99_us),
+            point.errors
+        ));
+        Ok(DensityPoint {
+            copies: n,
+            register_s,
+            rss_before_kib: before,
+            rss_registered_kib: registered,
+            rss_after_load_kib: after,
+            rss_per_function_kib: match (before, registered) {
+                (Some(b), Some(a)) => Some((a as f64 - b as f64) / n as f64),
+                _ => None,
+            },
+            point,
+        })
+    })
+}
+
+/// The rows of `trials` (each a point per number of copies, in the order of `copies`).
+fn rows(copies: &[usize], trials: &[Vec<DensityPoint>]) -> Vec<DensityRow> {
+    let all = |i: usize| trials.iter().filter_map(move |t| t.get(i));
+    let finite = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
+    copies
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let points: Vec<&DensityPoint> = all(i).collect();
+            let mut ratios: Vec<f64> = trials
+                .iter()
+                .filter_map(|t| {
+                    let (p, first) = (t.get(i)?, t.first()?);
+                    Some(match (p.point.p99_us, first.point.p99_us) {
+                        (Some(a), Some(b)) if b > 0.0 => a / b,
+                        _ => f64::INFINITY,
+                    })
+                })
+                .collect();
+            let mut p99: Vec<f64> = points.iter().map(|p| finite(p.point.p99_us)).collect();
+            DensityRow {
+                copies: n,
+                register_s: median(&points, |p| Some(p.register_s)),
+                rss_per_function_kib: median(&points, |p| p.rss_per_function_kib),
+                p50_us: median(&points, |p| p.point.p50_us),
+                p99_us: spread(&mut p99),
+                p99_ratio: spread(&mut ratios),
+                errors: points.iter().map(|p| p.point.errors).sum(),
+            }
+        })
+        .collect()
+}
+
 pub(crate) fn run(
     d: &DensityOptions,
     opts: &ScenarioOptions,
@@ -110,6 +223,7 @@ pub(crate) fn run(
     }
     let rate = d.rate.unwrap_or(if opts.quick { 500.0 } else { 2_000.0 });
     let duration = opts.duration_or(d.duration, Duration::from_millis(200), Duration::from_secs(5));
+    let trials = d.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
 
     // The premise: every module is byte-distinct.
@@ -123,71 +237,24 @@ pub(crate) fn run(
     }
     drop(distinct);
 
-    let mut points = Vec::new();
-    for &n in &copies {
-        // No AoT cache: every copy is compiled in memory.
-        let spec =
-            NodeSpec { cache_dir: None, pin, ..NodeSpec::new(wait, layout, &[Protocol::Udp]) };
-        let no_functions: [NodeFunction; 0] = [];
-        let point = LugeNode::with(&spec, &no_functions, |node| {
-            // One-time costs of the first registration (lazy engine state) are not per function.
-            let warm = NodeFunction {
-                config: FunctionConfig::new("density-warm-up"),
-                route: "/density-warm-up".into(),
-                module: copy_module(usize::MAX),
-            };
-            node.runtime()
-                .register(warm.config.clone(), &warm.module)
-                .map_err(|e| BenchError::Scenario(format!("cannot register the warm-up: {e}")))?;
-            let before = rss_kib();
-            let t0 = Instant::now();
-            let refs = register_all(node, n)?;
-            let register_s = t0.elapsed().as_secs_f64();
-            let registered = rss_kib();
-            let ids: HashSet<u32> = refs.iter().map(|f| f.rpc_id).collect();
-            if ids.len() != n {
-                return Err(BenchError::Scenario(format!("{n} copies got {} ids", ids.len())));
-            }
-            opts.say(format!(
-                "density: {n} copies registered in {register_s:.2} s, RSS {} → {} KiB",
-                before.map_or("?".into(), |v| v.to_string()),
-                registered.map_or("?".into(), |v| v.to_string())
-            ));
-            let mut driver = Driver::fixed(
-                node.target(Protocol::Udp)?,
-                Mapping::Spread { functions: refs, payload: Vec::new() },
-                opts.seed,
-            );
-            driver.timeout = Duration::from_secs(2);
-            let point = Point::of(&driver.open(rate, duration)?);
-            let after = rss_kib();
-            opts.say(format!(
-                "density: {n} copies at {} /s: p50 {} µs, p99 {} µs, errors {}",
-                rps(point.offered_rps),
-                us(point.p50_us),
-                us(point.p99_us),
-                point.errors
-            ));
-            Ok(DensityPoint {
-                copies: n,
-                register_s,
-                rss_before_kib: before,
-                rss_registered_kib: registered,
-                rss_after_load_kib: after,
-                rss_per_function_kib: match (before, registered) {
-                    (Some(b), Some(a)) => Some((a as f64 - b as f64) / n as f64),
-                    _ => None,
-                },
-                point,
-            })
-        })?;
-        points.push(point);
+    // Interleaved: trial t runs every number of copies once, each on a fresh node.
+    let mut runs: Vec<Vec<DensityPoint>> = Vec::new();
+    for trial in 0..trials {
+        if trials > 1 {
+            opts.say(format!("density: trial {} of {trials}", trial + 1));
+        }
+        let points = copies
+            .iter()
+            .map(|&n| point(n, opts, pin, (rate, duration)))
+            .collect::<Result<Vec<_>, _>>()?;
+        runs.push(points);
     }
+    let rows = rows(&copies, &runs);
 
-    // Each point's y against log10(copies).
-    let series = |name: &str, y: &dyn Fn(&DensityPoint) -> f64| Series {
+    // Each row's median against log10(copies).
+    let series = |name: &str, y: &dyn Fn(&DensityRow) -> f64| Series {
         name: name.into(),
-        points: points.iter().map(|p| ((p.copies as f64).log10(), y(p))).collect(),
+        points: rows.iter().map(|r| ((r.copies as f64).log10(), y(r))).collect(),
     };
     let x_label = "log10(distinct functions)";
     let title = format!("no-op latency vs distinct functions at {} /s", rps(rate));
@@ -195,14 +262,14 @@ pub(crate) fn run(
         "p99.svg",
         &Chart { log_y: true, ..Chart::new(title, x_label, "latency (µs)") },
         &[
-            series("p50", &|p| p.point.p50_us.unwrap_or(f64::INFINITY)),
-            series("p99", &|p| p.point.p99_us.unwrap_or(f64::INFINITY)),
+            series("p50", &|r| r.p50_us.unwrap_or(f64::INFINITY)),
+            series("p99", &|r| r.p99_us.map_or(f64::INFINITY, |s| s.0)),
         ],
     )?;
     out.plot(
         "rss-per-function.svg",
         &Chart::new("resident memory per registered function", x_label, "KiB per function"),
-        &[series("RSS / function", &|p| p.rss_per_function_kib.unwrap_or(f64::NAN))],
+        &[series("RSS / function", &|r| r.rss_per_function_kib.unwrap_or(f64::NAN))],
     )?;
 
     let mut md = String::new();
@@ -211,46 +278,118 @@ pub(crate) fn run(
         "N byte-distinct no-op modules (own data segment each; distinctness asserted), \
          registered through the runtime API (compiled in memory, 2 threads), then Poisson \
          arrivals at {} /s for {:.1} s over UDP-RPC, request i → copy i mod N. 1 worker, {} \
-         layout, {} wait. RSS is this process's VmRSS (the load generator shares it: only \
-         differences count).\n",
+         layout, {} wait. {trials} interleaved trials, each on fresh nodes: medians \
+         [min–max]; p99 ÷ 1st is each trial's p99 ÷ that trial's first row. RSS is this \
+         process's VmRSS (the load generator shares it: only differences count).\n",
         rps(rate),
         duration.as_secs_f64(),
         layout_name(layout),
         wait_name(wait)
     );
-    let base_p99 = points.first().and_then(|p| p.point.p99_us);
     let mut t = Table::new(&[
         ">copies",
-        ">register s",
         ">ms / function",
-        ">RSS before MiB",
-        ">RSS registered MiB",
         ">KiB / function",
-        ">RSS after load MiB",
         ">p50 µs",
         ">p99 µs",
         ">p99 ÷ first",
         ">errors",
     ]);
-    let mib = |k: Option<u64>| k.map_or("?".into(), |k| format!("{:.1}", k as f64 / 1024.0));
-    for p in &points {
+    let range_us = |s: Option<(f64, f64, f64)>| match s {
+        Some((m, lo, hi)) if lo < hi => {
+            format!("{} [{}–{}]", us(Some(m)), us(Some(lo)), us(Some(hi)))
+        }
+        Some((m, _, _)) => us(Some(m)),
+        None => us(None),
+    };
+    for r in &rows {
         t.row(vec![
-            p.copies.to_string(),
-            format!("{:.2}", p.register_s),
-            format!("{:.2}", 1e3 * p.register_s / p.copies as f64),
-            mib(p.rss_before_kib),
-            mib(p.rss_registered_kib),
-            p.rss_per_function_kib.map_or("?".into(), |k| format!("{k:.1}")),
-            mib(p.rss_after_load_kib),
-            us(p.point.p50_us),
-            us(p.point.p99_us),
-            match (p.point.p99_us, base_p99) {
-                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
-                _ => "-".into(),
-            },
-            p.point.errors.to_string(),
+            r.copies.to_string(),
+            r.register_s.map_or("?".into(), |s| format!("{:.2}", 1e3 * s / r.copies as f64)),
+            r.rss_per_function_kib.map_or("?".into(), |k| format!("{k:.1}")),
+            us(r.p50_us),
+            range_us(r.p99_us),
+            ratio_range(r.p99_ratio),
+            r.errors.to_string(),
         ]);
     }
     let _ = writeln!(md, "{}", t.render());
-    Ok((md, json!({ "rate_rps": rate, "duration_s": duration.as_secs_f64(), "points": points })))
+    let points: Vec<serde_json::Value> = runs
+        .iter()
+        .enumerate()
+        .flat_map(|(trial, points)| {
+            points.iter().map(move |p| {
+                let mut v = serde_json::to_value(p).unwrap_or_default();
+                v["trial"] = json!(trial);
+                v
+            })
+        })
+        .collect();
+    Ok((
+        md,
+        json!({
+            "rate_rps": rate,
+            "duration_s": duration.as_secs_f64(),
+            "trials": trials,
+            "points": points,
+            "rows": rows,
+        }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(copies: usize, p99_us: Option<f64>) -> DensityPoint {
+        DensityPoint {
+            copies,
+            register_s: 0.001 * copies as f64,
+            rss_before_kib: Some(1000),
+            rss_registered_kib: Some(1000 + 24 * copies as u64),
+            rss_after_load_kib: None,
+            rss_per_function_kib: Some(24.0),
+            point: Point {
+                mode: "open".into(),
+                window: 256,
+                offered_rps: 2000.0,
+                throughput_rps: 2000.0,
+                goodput_rps: 2000.0,
+                p50_us: Some(50.0),
+                p99_us,
+                p999_us: None,
+                readiness_p50_us: None,
+                readiness_share: None,
+                planned: 10,
+                errors: u64::from(p99_us.is_none()),
+                deadline_miss_rate: 0.0,
+                send_lag_p99_us: None,
+                notes: Vec::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn each_trials_ratio_is_to_its_own_first_point() {
+        let trials = vec![
+            vec![at(1, Some(100.0)), at(10, Some(150.0))],
+            vec![at(1, Some(200.0)), at(10, Some(200.0))],
+            vec![at(1, Some(100.0)), at(10, Some(400.0))],
+        ];
+        let summary = rows(&[1, 10], &trials);
+        assert_eq!(summary[0].p99_ratio, Some((1.0, 1.0, 1.0)));
+        assert_eq!(summary[0].p99_us, Some((100.0, 100.0, 200.0)));
+        // 1.5×, 1.0×, 4.0×: the median of the trials' own ratios, not a ratio of medians (2.0×).
+        assert_eq!(summary[1].p99_ratio, Some((1.5, 1.0, 4.0)));
+        assert_eq!(summary[1].register_s, Some(0.01));
+        // A trial whose p99 is infinite counts as an infinite ratio at its rank.
+        let failed = vec![
+            vec![at(1, Some(100.0)), at(10, None)],
+            vec![at(1, Some(100.0)), at(10, None)],
+            vec![at(1, Some(100.0)), at(10, Some(100.0))],
+        ];
+        let summary = rows(&[1, 10], &failed);
+        assert_eq!(summary[1].p99_ratio, None, "median infinite");
+        assert_eq!(summary[1].errors, 2);
+    }
 }
