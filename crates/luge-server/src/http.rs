@@ -81,7 +81,9 @@ mod status_page;
 pub use self::accept::accept_next;
 use self::accept::{OVER_CAP_BODY, PER_CLIENT_BODY, accept_one, refuse_over_cap};
 use self::admin::{Resource, admin_resource, list_functions};
-use self::body::{BodyBudget, BodyError, Buffered, Rest, Unreadable, drain, read_body};
+use self::body::{
+    BodyBudget, BodyError, Buffered, Rest, Unreadable, drain, expects_continue, read_body,
+};
 use self::clients::{ClientSlot, Clients};
 pub use self::fuzz::fuzz_request_head;
 use self::invoke::invoke;
@@ -540,9 +542,9 @@ impl HttpServer {
         all
     }
 
-    /// Stops accepting connections, lets requests in flight get their answers for up to
-    /// `grace`, answers those still waiting after it with 503 and returns once the server
-    /// thread has ended. The runtime itself keeps running.
+    /// Stops accepting connections, lets requests in flight (also those whose client has left)
+    /// get their answers for up to `grace`, answers those still waiting after it with 503 and
+    /// returns once the server thread has ended. The runtime itself keeps running.
     pub fn shutdown(mut self, grace: Duration) {
         self.stop(grace);
     }
@@ -614,7 +616,9 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener, admin: Option<TcpList
         Phase::Draining(grace) => grace,
         Phase::Running | Phase::Abandon => Duration::ZERO,
     };
-    // Every connection holds a permit: all permits back = every connection closed.
+    // Every connection holds a permit, and so does every call it made until the runtime answers:
+    // all permits back = every connection closed and every call answered (also those whose
+    // client left; after the grace, the abandon flush bounds the wait for them).
     let closed = || async {
         let all = u32::try_from(shared.max_connections).unwrap_or(u32::MAX);
         let _ = shared.slots.acquire_many(all).await;
@@ -828,7 +832,7 @@ async fn metrics(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
                 "# HELP luge_http_{name}_total {help}\n# TYPE luge_http_{name}_total counter\nluge_http_{name}_total {value}"
             );
         }
-        let buffered = worker.bodies.in_use(worker.config.max_buffered_body_bytes);
+        let buffered = worker.bodies.in_use();
         let _ = writeln!(
             text,
             "# HELP luge_http_buffered_body_bytes Bytes of function request bodies held, being read or waiting for their answer (bound: max_buffered_body_bytes).\n# TYPE luge_http_buffered_body_bytes gauge\nluge_http_buffered_body_bytes {buffered}"

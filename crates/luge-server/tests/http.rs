@@ -596,22 +596,20 @@ async fn request_bodies_held_at_once_are_bounded() {
     small.get_mut().write_all(post(1_000).as_bytes()).await.unwrap();
     small.get_mut().write_all(&[b'z'; 1_000]).await.unwrap();
     assert_ok(&read_raw(&mut small).await, b"");
-    // The first body completes and is answered; then the 30 000 fit.
+    // The first body completes and is answered — its bytes returned before the answer went
+    // out — so the 30 000 fit now.
     held.get_mut().write_all(&[b'x'; 20_000]).await.unwrap();
     assert_ok(&read_raw(&mut held).await, b"");
-    let start = Instant::now();
-    loop {
-        let mut again = raw(&node).await;
-        again.get_mut().write_all(post(30_000).as_bytes()).await.unwrap();
-        again.get_mut().write_all(&[b'y'; 30_000]).await.unwrap();
-        let answer = read_raw(&mut again).await;
-        if answer.status == StatusCode::OK {
-            break;
-        }
-        assert!(start.elapsed() < PATIENCE, "the bytes never came back: {answer:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let mut again = raw(&node).await;
+    again.get_mut().write_all(post(30_000).as_bytes()).await.unwrap();
+    again.get_mut().write_all(&[b'y'; 30_000]).await.unwrap();
+    assert_ok(&read_raw(&mut again).await, b"");
     assert_eq!(node.metrics.requests("noop", "overloaded"), 1);
+    // A body larger than the whole budget could never fit: too large (413), not a 503 to retry.
+    let mut huge = raw(&node).await;
+    huge.get_mut().write_all(post(100_000).as_bytes()).await.unwrap();
+    let answer = read_raw(&mut huge).await;
+    assert_error(&answer, 413, "too_large", "exceeds the limit of 65536 bytes");
 }
 
 /// A tenant over a limit is answered 429 at once, with `Retry-After` and `Luge-Outcome:
@@ -951,7 +949,10 @@ async fn a_client_that_leaves_early_is_still_counted() {
 
 /// A client that resets its connection mid-request does not get its slot back while its work
 /// still runs: otherwise `max_connections_per_client` (and `max_connections`) would not bound the
-/// work one client can queue, which could connect, send, reset and repeat.
+/// work one client can queue, which could connect, send, reset and repeat. Two things hold the
+/// slot today: the call holds it until the runtime answers, and hyper (with `half_close`) does
+/// not read a connection whose request is being served, so does not see the reset; the test
+/// fails only if both go (checked: without the first and with `half_close(false)`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_connection_keeps_its_slot_until_its_work_is_answered() {
     let http = HttpConfig { max_connections_per_client: 1, ..HttpConfig::default() };

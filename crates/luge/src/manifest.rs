@@ -16,7 +16,7 @@ use luge_runtime::{
     RuntimeConfig, TenantConfig, WaitMode,
 };
 use luge_sched::QueueKind;
-use luge_server::{BadRequestLog, NodeChain, NodeFunction, RequestLog};
+use luge_server::{BadRequestLog, HttpConfig, NodeChain, NodeFunction, RequestLog};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -48,6 +48,8 @@ pub struct ServerSettings {
     pub expose_metrics: bool,
     /// Connections one client address may hold open on the function listener (0 = no cap).
     pub max_connections_per_client: usize,
+    /// Bytes of HTTP request bodies held at once, read or awaiting their answer (0 = no bound).
+    pub max_buffered_body_bytes: u64,
     /// HTTP front-end threads.
     pub http_threads: usize,
     /// Busy-poll the UDP socket.
@@ -122,6 +124,7 @@ struct RawServer {
     admin_token_file: Option<String>,
     expose_metrics: Option<bool>,
     max_connections_per_client: Option<usize>,
+    max_buffered_body_bytes: Option<u64>,
     http_threads: Option<usize>,
     rpc_busy_poll: Option<bool>,
     request_log: Option<Spanned<String>>,
@@ -515,6 +518,7 @@ fn default_settings() -> ServerSettings {
         admin_token_file: None,
         expose_metrics: true,
         max_connections_per_client: 1024,
+        max_buffered_body_bytes: HttpConfig::default().max_buffered_body_bytes,
         http_threads: 1,
         rpc_busy_poll: false,
         request_log: RequestLog::Off,
@@ -684,6 +688,9 @@ fn settings(
         max_connections_per_client: raw
             .max_connections_per_client
             .unwrap_or(defaults.max_connections_per_client),
+        max_buffered_body_bytes: raw
+            .max_buffered_body_bytes
+            .unwrap_or(defaults.max_buffered_body_bytes),
         http_threads: raw.http_threads.unwrap_or(1).max(1),
         rpc_busy_poll: raw.rpc_busy_poll.unwrap_or(false),
         request_log,
@@ -775,6 +782,9 @@ policy = "fifo"
         assert_eq!((m.server.admin, m.server.expose_metrics), (None, false));
         let m = parse("[server]\nmax_connections_per_client = 0\n").unwrap();
         assert_eq!(m.server.max_connections_per_client, 0);
+        assert_eq!(m.server.max_buffered_body_bytes, 256 << 20, "the front end's default");
+        let m = parse("[server]\nmax_buffered_body_bytes = 1048576\n").unwrap();
+        assert_eq!(m.server.max_buffered_body_bytes, 1 << 20);
         let m = parse("[server]\nadmin = \"10.0.0.1:9\"\nadmin_token_file = \"t\"\n").unwrap();
         assert_eq!(m.server.admin, Some("10.0.0.1:9".parse().unwrap()));
         assert_eq!(m.server.admin_token_file, Some(PathBuf::from("/nonexistent/t")));

@@ -223,6 +223,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         admin,
         expose_metrics: server.expose_metrics,
         max_connections_per_client: server.max_connections_per_client,
+        max_buffered_body_bytes: server.max_buffered_body_bytes,
         // An upload the registry would refuse is refused before it is read.
         max_module_bytes: server.runtime.registration.max_module_bytes,
         tracing: tracing.clone(),

@@ -69,7 +69,7 @@ impl Shared {
         what: &str,
     ) -> Result<Vec<u8>, Box<Response<Full<Bytes>>>> {
         let (parts, body) = request.into_parts();
-        let expect = parts.headers.contains_key(header::EXPECT);
+        let expect = expects_continue(&parts.headers);
         let declared = body.size_hint().lower();
         let too_large = |rest, reason| {
             let meta = self.local_meta("too_large");

@@ -67,18 +67,23 @@ const INITIAL_RESERVE: u64 = 64 << 10;
 /// answer — under one bound for the process (`HttpConfig::max_buffered_body_bytes`), so that
 /// many connections, each under its own cap, cannot together take the node's memory.
 #[derive(Debug, Clone)]
-pub(super) struct BodyBudget(Option<Arc<Semaphore>>);
+pub(super) struct BodyBudget(Option<(Arc<Semaphore>, usize)>);
 
 impl BodyBudget {
     /// A budget of `bytes` (0 = unbounded).
     pub(super) fn new(bytes: u64) -> Self {
         let bytes = usize::try_from(bytes).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
-        Self((bytes > 0).then(|| Arc::new(Semaphore::new(bytes))))
+        Self((bytes > 0).then(|| (Arc::new(Semaphore::new(bytes)), bytes)))
+    }
+
+    /// The whole budget, if bounded: no one body may be larger.
+    pub(super) fn bound(&self) -> Option<u64> {
+        self.0.as_ref().map(|(_, bound)| *bound as u64)
     }
 
     /// Bytes of the budget in use.
-    pub(super) fn in_use(&self, bound: u64) -> u64 {
-        self.0.as_ref().map_or(0, |s| bound.saturating_sub(s.available_permits() as u64))
+    pub(super) fn in_use(&self) -> u64 {
+        self.0.as_ref().map_or(0, |(s, bound)| bound.saturating_sub(s.available_permits()) as u64)
     }
 }
 
@@ -98,7 +103,7 @@ impl Buffered {
     /// Holds `bytes` in all (never fewer than already held); false if the budget has not that
     /// many left.
     fn hold(&mut self, bytes: usize) -> bool {
-        let Some(semaphore) = &self.budget.0 else { return true };
+        let Some((semaphore, _)) = &self.budget.0 else { return true };
         let Some(more) = bytes.checked_sub(self.bytes).filter(|&more| more > 0) else {
             return true;
         };
@@ -130,6 +135,8 @@ pub(super) async fn read_body(
     // the client's word, and a body declared at the cap and trickled would otherwise hold the
     // whole cap from its first byte, per connection.
     let reserve = usize::try_from(hint.min(cap).min(INITIAL_RESERVE)).unwrap_or(0);
+    // A body with a declared length never grows past it (hyper ends the body there).
+    let most = usize::try_from(if hint > 0 { hint.min(cap) } else { cap }).unwrap_or(usize::MAX);
     let cap = usize::try_from(cap).unwrap_or(usize::MAX);
     let mut limited = Limited::new(body, cap);
     let mut buffered = Buffered::new(budget);
@@ -144,8 +151,9 @@ pub(super) async fn read_body(
                 let wanted = buf.len() + data.len();
                 if wanted > buf.capacity() {
                     // Counted by what the buffer will hold, before it grows: the first read
-                    // reserves the declared length (bounded above), later ones double.
-                    let grown = wanted.max(reserve).max(buf.capacity().saturating_mul(2).min(cap));
+                    // reserves the declared length (bounded above), later ones double, never
+                    // past the declared length or the cap.
+                    let grown = wanted.max(reserve).max(buf.capacity().saturating_mul(2).min(most));
                     if !buffered.hold(grown) {
                         return Err(BodyError::BuffersFull(limited));
                     }
@@ -159,6 +167,15 @@ pub(super) async fn read_body(
             Ok(Some(Err(e))) => return Err(BodyError::Unreadable(Unreadable::Read(e.to_string()))),
         }
     }
+}
+
+/// Whether the client waits for `100 Continue` before it sends its body (`Expect: 100-continue`,
+/// case-insensitive; another expectation does not hold the body back).
+pub(super) fn expects_continue(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::EXPECT)
+        .iter()
+        .any(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
 /// What is left of a body over the cap when it is refused.
@@ -202,6 +219,18 @@ pub(super) fn drain(mut body: Limited<Incoming>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_100_continue_holds_a_body_back() {
+        let with = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::EXPECT, HeaderValue::from_static(value));
+            expects_continue(&headers)
+        };
+        assert!(with("100-continue") && with("100-Continue"));
+        assert!(!with("something-else"), "another expectation: the body comes anyway");
+        assert!(!expects_continue(&HeaderMap::new()));
+    }
 
     #[test]
     fn the_pace_allows_a_grace_then_the_minimum_rate() {

@@ -44,8 +44,10 @@ pub(super) async fn invoke(
             return shared.error(StatusCode::BAD_REQUEST, "bad_request", reason);
         }
     };
-    let cap = function.max_request_bytes();
-    let expect = parts.headers.contains_key(header::EXPECT);
+    // No body may be larger than the node's whole buffer budget: one that could never fit is
+    // too large (413), not a refusal for load (503) to be retried.
+    let cap = function.max_request_bytes().min(shared.bodies.bound().unwrap_or(u64::MAX));
+    let expect = expects_continue(&parts.headers);
     let declared = body.size_hint().lower();
     let (rest, size) = if declared > cap {
         (Rest::Unread { body, expect }, declared)
@@ -105,8 +107,10 @@ async fn submit(
     let (tx, rx) = oneshot::channel();
     shared.gate.submit(call, move |outcome| {
         // The receiver is gone when the client left; the gate has recorded the outcome.
-        let _ = tx.send(outcome);
+        // The slots and the body's bytes first: a client that reads this answer and comes
+        // straight back must find them free.
         drop(held);
+        let _ = tx.send(outcome);
     });
     let abandon = phase_reached(shared.phase.subscribe(), |p| *p == Phase::Abandon);
     let outcome = tokio::select! {
