@@ -53,6 +53,16 @@ const FIVE_PAGES: &str = r#"(module
   (memory (export "memory") 5)
   (func (export "_start") (i32.store (i32.const 70000) (i32.const 1))))"#;
 
+/// A C program's memory with its data: five pages, ~600 bytes of data segment at 1024 (as
+/// wasi-libc lays out its statics), one word written in the data and one in the heap — what
+/// the copy-on-write image against copying the data in is about (`luge_copy_init`).
+const DATA_SEGMENT: &str = r#"(module
+  (memory (export "memory") 5)
+  (data (i32.const 1024) "static data of a C program, about six hundred bytes as wasi-libc lays them out; static data of a C program, about six hundred bytes as wasi-libc lays them out; static data of a C program, about six hundred bytes as wasi-libc lays them out; static data of a C program, about six hundred bytes as wasi-libc lays them out; static data of a C program, about six hundred bytes as wasi-libc lays them out; static data of a C program, about six hundred bytes as wasi-libc lays them out; static data of a C program, about six hundred bytes.")
+  (func (export "_start")
+    (i32.store (i32.const 1024) (i32.add (i32.load (i32.const 1028)) (i32.const 1)))
+    (i32.store (i32.const 70000) (i32.const 1))))"#;
+
 fn module(engine: &Engine, wat: &str) -> Module {
     Module::new(engine, wat::parse_str(wat).unwrap()).unwrap()
 }
@@ -354,15 +364,25 @@ fn sandbox(c: &mut Criterion) {
     // Wasmtime does without `PAGEMAP_SCAN` (`RuntimeConfig::pagemap_scan`): `luge_memset`.
     let memset_rt =
         Runtime::start(RuntimeConfig { pagemap_scan: false, ..rt.config().clone() }).unwrap();
+    // The same runtime starting each sandbox's memory by copying the data segments in, not by
+    // mapping a copy-on-write image (`RuntimeConfig::memory_init_cow`): `luge_copy_init`.
+    let copy_rt =
+        Runtime::start(RuntimeConfig { memory_init_cow: false, ..rt.config().clone() }).unwrap();
     let bare_linker = bare::linker(rt.engine());
     let mut group = c.benchmark_group("sandbox");
-    let cases =
-        [("noop", NOOP, Vec::new()), ("echo_1k", ECHO, kib()), ("5_pages", FIVE_PAGES, Vec::new())];
+    let cases = [
+        ("noop", NOOP, Vec::new()),
+        ("echo_1k", ECHO, kib()),
+        ("5_pages", FIVE_PAGES, Vec::new()),
+        ("data_seg", DATA_SEGMENT, Vec::new()),
+    ];
     for (param, wat, payload) in &cases {
         register(&rt, param, wat, |_| {});
         register(&memset_rt, param, wat, |_| {});
+        register(&copy_rt, param, wat, |_| {});
         let luge = rt.function(param).unwrap();
         let memset = memset_rt.function(param).unwrap();
+        let copy = copy_rt.function(param).unwrap();
         let bare = bare_linker.instantiate_pre(&module(rt.engine(), wat)).unwrap();
         // Premise: both paths really run the function (echo answers its input).
         assert_eq!(&rt.run_here(&luge, payload.clone()).unwrap(), payload);
@@ -374,6 +394,10 @@ fn sandbox(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("luge_memset", param), |b| {
             ran("sandbox", param, "luge_memset");
             b.iter(|| black_box(memset_rt.run_here(&memset, payload.clone()).unwrap()))
+        });
+        group.bench_function(BenchmarkId::new("luge_copy_init", param), |b| {
+            ran("sandbox", param, "luge_copy_init");
+            b.iter(|| black_box(copy_rt.run_here(&copy, payload.clone()).unwrap()))
         });
         // A uLL request in a ready sandbox (HORSE §3): the build happens before the timed
         // region, as a worker builds it while idle; the request and the sandbox's drop are
@@ -394,6 +418,7 @@ fn sandbox(c: &mut Criterion) {
     }
     drop(rt);
     drop(memset_rt);
+    drop(copy_rt);
     group.finish();
     if RAN.lock().unwrap().keys().any(|(g, _)| g == "sandbox") {
         // The runtime's own measurement of the same sandboxes (instantiate + run + drop, on its

@@ -155,6 +155,10 @@ pub struct RuntimeConfig {
     /// default where the kernel has it (elsewhere the runtime falls back to zeroing); off only
     /// to measure what it saves (`cargo bench -p luge-runtime --bench runtime -- sandbox`).
     pub pagemap_scan: bool,
+    /// Initialise a sandbox's linear memory by mapping the module's copy-on-write memory image
+    /// (built at registration, one memfd per function) instead of copying its data segments into
+    /// the slot at every instantiation.
+    pub memory_init_cow: bool,
     /// Where AoT-compiled artifacts are cached; `None` = compile in memory every start. Created
     /// owner-only; a directory other users can write is not used (see the `cache` module).
     pub cache_dir: Option<PathBuf>,
@@ -209,6 +213,7 @@ impl Default for RuntimeConfig {
             epoch_interruption: true,
             explicit_bounds_checks: false,
             pagemap_scan: true,
+            memory_init_cow: true,
             cache_dir: None,
             cache_max_bytes: 1 << 30,
             registration: RegistrationLimits::default(),

@@ -39,7 +39,7 @@ pub(crate) fn build(config: &RuntimeConfig) -> Result<Engine, Error> {
         .pagemap_scan(if config.pagemap_scan { Enabled::Auto } else { Enabled::No });
     let mut wasm = Config::new();
     wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
-        .memory_init_cow(true)
+        .memory_init_cow(config.memory_init_cow)
         .epoch_interruption(config.epoch_interruption)
         .max_wasm_stack(config.wasm_stack_bytes)
         .async_stack_size(config.wasm_stack_bytes + HOST_STACK_HEADROOM)

@@ -253,17 +253,26 @@ fn a_reused_slot_is_reset_whatever_pages_the_last_sandbox_dirtied() {
     // The pool resets a slot by the pages the last sandbox dirtied (`RuntimeConfig::
     // pagemap_scan`, Linux's PAGEMAP_SCAN) or by zeroing its low part: either way, every page
     // written — early, late, grown — and the data segment overwritten read as new for the next
-    // request on that slot. One worker and one slot, so every request reuses the last one's.
+    // request on that slot — whether memory starts from a copy-on-write image or from its data
+    // segments copied in (`memory_init_cow`). One worker and one slot, so every request reuses
+    // the last one's.
     let expected: Vec<u8> = [[0u8; 8]; 5].concat().into_iter().chain(*b"PRISTINE").collect();
-    for pagemap_scan in [true, false] {
-        let config = RuntimeConfig { max_sandboxes: 1, pagemap_scan, ..RuntimeConfig::default() };
+    for (pagemap_scan, memory_init_cow) in
+        [(true, true), (false, true), (true, false), (false, false)]
+    {
+        let config = RuntimeConfig {
+            max_sandboxes: 1,
+            pagemap_scan,
+            memory_init_cow,
+            ..RuntimeConfig::default()
+        };
         let rt = Runtime::start(config).unwrap();
         register(&rt, "scribble", SCRIBBLE, |_| {});
         for i in 0..20 {
             assert_eq!(
                 ok(call(&rt, "scribble", b"")),
                 expected,
-                "request {i}, scan {pagemap_scan}"
+                "request {i}, scan {pagemap_scan}, cow {memory_init_cow}"
             );
         }
     }

@@ -10,8 +10,10 @@
 //! entry cost; a runtime without them cannot preempt or stop a guest, so it is a measurement,
 //! never a setting), explicit bounds checks (a memory reservation of only what a guest may use
 //! instead of 4 GiB and guard pages), unoptimised code, and the pool's slot reset by zeroing all
-//! of its low resident memory instead of the pages the sandbox dirtied (`PAGEMAP_SCAN`). The native build uses the same `-O2`
-//! and the same 128-bit vectors (SSE2 against Wasm's SIMD128; `functions/Makefile`).
+//! of its low resident memory instead of the pages the sandbox dirtied (`PAGEMAP_SCAN`), and
+//! memory initialised by copying the data segments instead of mapping a copy-on-write image.
+//! The native build uses the same `-O2` and the same 128-bit vectors (SSE2 against Wasm's
+//! SIMD128; `functions/Makefile`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -42,7 +44,7 @@ pub struct OverheadArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
     repetitions: u64,
     /// Skip the other configurations (instantiated ahead, epochs off, explicit bounds checks,
-    /// unoptimised code, zeroing reset).
+    /// unoptimised code, zeroing reset, copied initialisation).
     #[arg(long)]
     default_only: bool,
     /// Results directory [default: results/overhead-<UTC time>].
@@ -95,6 +97,8 @@ struct Setting {
     ahead: bool,
     /// Pool slots reset by their dirty pages (`RuntimeConfig::pagemap_scan`).
     scan: bool,
+    /// Memory initialised from a copy-on-write image (`RuntimeConfig::memory_init_cow`).
+    cow: bool,
 }
 
 const DEFAULT: Setting = Setting {
@@ -104,15 +108,17 @@ const DEFAULT: Setting = Setting {
     epochs: true,
     ahead: false,
     scan: true,
+    cow: true,
 };
 
-const CONFIGS: [Setting; 6] = [
+const CONFIGS: [Setting; 7] = [
     DEFAULT,
     Setting { label: "instantiated-ahead", ahead: true, ..DEFAULT },
     Setting { label: "epochs-off", epochs: false, ..DEFAULT },
     Setting { label: "bounds-checked", bounds: true, ..DEFAULT },
     Setting { label: "unoptimised", opt: CodeOpt::None, ..DEFAULT },
     Setting { label: "zeroing-reset", scan: false, ..DEFAULT },
+    Setting { label: "copied-init", cow: false, ..DEFAULT },
 ];
 
 /// Runs `luge bench overhead`.
@@ -215,6 +221,7 @@ fn runtime_for(setting: &Setting, build: &Path, names: &[String]) -> Result<Runt
         code_opt: setting.opt,
         epoch_interruption: setting.epochs,
         pagemap_scan: setting.scan,
+        memory_init_cow: setting.cow,
         ..RuntimeConfig::default()
     })?;
     for name in names {

@@ -576,6 +576,7 @@ fn overhead_compares_native_and_wasm() {
         "| bounds-checked |",
         "| unoptimised |",
         "| zeroing-reset |",
+        "| copied-init |",
         "epochs-off ÷ native |",
         "spread over repetitions",
     ] {
@@ -585,10 +586,10 @@ fn overhead_compares_native_and_wasm() {
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
             .unwrap();
     assert_eq!(report.as_array().unwrap().len(), 2);
-    // Five interleaved repetitions, each native and the six configurations.
+    // Five interleaved repetitions, each native and the seven configurations.
     let reps = report[0]["repetitions"].as_array().unwrap();
     assert_eq!(reps.len(), 5);
-    assert!(reps.iter().all(|r| r.as_array().unwrap().len() == 7));
+    assert!(reps.iter().all(|r| r.as_array().unwrap().len() == 8));
     std::fs::remove_dir_all(&out_dir).unwrap();
 }
 
