@@ -116,6 +116,7 @@ impl Report {
             ("slowdown", &s.slowdown, any),
             ("queueing µs", &s.server_queueing_us, false),
             ("readiness µs", &s.server_readiness_us, false),
+            ("execution µs", &s.server_execution_us, false),
             ("send lag µs", &s.send_lag_us, false),
         ] {
             let _ = writeln!(out, "{}", row(name, p, inf));

@@ -103,6 +103,9 @@ pub struct Summary {
     /// Readiness reported by the server for successes (receipt to the first guest instruction,
     /// HORSE §2), µs; empty where the server reports none.
     pub server_readiness_us: Percentiles,
+    /// Execution reported by the server for successes (first guest instruction to the guest's
+    /// end), µs; empty where the server reports none.
+    pub server_execution_us: Percentiles,
     /// Readiness ÷ the server's whole trigger (queueing + execution), summed over the successes
     /// that reported all three: HORSE's readiness share (Table 1). `None` without any.
     pub readiness_share: Option<f64>,
@@ -222,6 +225,7 @@ pub(crate) struct Recorder {
     rte: Dist,
     queueing: Dist,
     readiness: Dist,
+    execution: Dist,
     /// Σ readiness and Σ (queueing + execution) of the successes that reported all three, ns.
     readiness_sum: (f64, f64),
     send_lag: Dist,
@@ -249,6 +253,7 @@ impl Recorder {
             rte: Dist::new(MICRO),
             queueing: Dist::new(NS),
             readiness: Dist::new(NS),
+            execution: Dist::new(NS),
             readiness_sum: (0.0, 0.0),
             send_lag: Dist::new(NS),
             classes: BTreeMap::new(),
@@ -295,6 +300,9 @@ impl Recorder {
             class.completed += 1;
             if let Some(q) = s.server_queueing_ns {
                 self.queueing.record(q as f64);
+            }
+            if let Some(e) = s.server_execution_ns {
+                self.execution.record(e as f64);
             }
             if let Some(r) = s.server_readiness_ns {
                 self.readiness.record(r as f64);
@@ -368,6 +376,7 @@ impl Recorder {
             errors_by_kind,
             server_queueing_us: self.queueing.percentiles(1e-3),
             server_readiness_us: self.readiness.percentiles(1e-3),
+            server_execution_us: self.execution.percentiles(1e-3),
             readiness_share: (self.readiness_sum.1 > 0.0)
                 .then(|| self.readiness_sum.0 / self.readiness_sum.1),
             send_lag_us: self.send_lag.percentiles(1e-3),
@@ -431,6 +440,7 @@ mod tests {
         // Readiness 0.5 µs of a 1 µs + 10 µs trigger on every request.
         assert!(close(s.server_readiness_us.p50, 0.5), "{:?}", s.server_readiness_us);
         assert!(s.readiness_share.is_some_and(|r| (r - 0.5 / 11.0).abs() < 1e-12));
+        assert!(close(s.server_execution_us.p50, 10.0), "{:?}", s.server_execution_us);
         assert_eq!(s.send_lag_us.max, Some(0.0));
     }
 

@@ -107,6 +107,8 @@ struct DensityRow {
     register_s: Option<f64>,
     rss_per_function_kib: Option<f64>,
     p50_us: Option<f64>,
+    /// The server's execution p50 (µs): at many copies, a first call's.
+    execution_p50_us: Option<f64>,
     /// Median, minimum and maximum over the trials.
     p99_us: Option<(f64, f64, f64)>,
     p99_ratio: Option<(f64, f64, f64)>,
@@ -203,6 +205,7 @@ fn rows(copies: &[usize], trials: &[Vec<DensityPoint>]) -> Vec<DensityRow> {
                 register_s: median(&points, |p| Some(p.register_s)),
                 rss_per_function_kib: median(&points, |p| p.rss_per_function_kib),
                 p50_us: median(&points, |p| p.point.p50_us),
+                execution_p50_us: median(&points, |p| p.point.execution_p50_us),
                 p99_us: spread(&mut p99),
                 p99_ratio: spread(&mut ratios),
                 errors: points.iter().map(|p| p.point.errors).sum(),
@@ -279,7 +282,8 @@ pub(crate) fn run(
          registered through the runtime API (compiled in memory, 2 threads), then Poisson \
          arrivals at {} /s for {:.1} s over UDP-RPC, request i → copy i mod N. 1 worker, {} \
          layout, {} wait. {trials} interleaved trials, each on fresh nodes: medians \
-         [min–max]; p99 ÷ 1st is each trial's p99 ÷ that trial's first row. RSS is this \
+         [min–max]; p99 ÷ 1st is each trial's p99 ÷ that trial's first row; execution is the \
+         server's (at many copies, a first call's: a slot takes the module's image). RSS is this \
          process's VmRSS (the load generator shares it: only differences count).\n",
         rps(rate),
         duration.as_secs_f64(),
@@ -291,6 +295,7 @@ pub(crate) fn run(
         ">ms / function",
         ">KiB / function",
         ">p50 µs",
+        ">execution p50 µs",
         ">p99 µs",
         ">p99 ÷ first",
         ">errors",
@@ -308,6 +313,7 @@ pub(crate) fn run(
             r.register_s.map_or("?".into(), |s| format!("{:.2}", 1e3 * s / r.copies as f64)),
             r.rss_per_function_kib.map_or("?".into(), |k| format!("{k:.1}")),
             us(r.p50_us),
+            us(r.execution_p50_us),
             range_us(r.p99_us),
             ratio_range(r.p99_ratio),
             r.errors.to_string(),
@@ -360,6 +366,7 @@ mod tests {
                 p999_us: None,
                 readiness_p50_us: None,
                 readiness_share: None,
+                execution_p50_us: Some(20.0),
                 planned: 10,
                 errors: u64::from(p99_us.is_none()),
                 deadline_miss_rate: 0.0,

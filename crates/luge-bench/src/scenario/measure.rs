@@ -38,6 +38,8 @@ pub struct Point {
     pub readiness_p50_us: Option<f64>,
     /// Their readiness ÷ their receipt to answer at the server (HORSE §2).
     pub readiness_share: Option<f64>,
+    /// The server's execution of the successes, p50 (µs), where it reported one.
+    pub execution_p50_us: Option<f64>,
     /// Requests planned.
     pub planned: u64,
     /// Requests failed (any kind).
@@ -65,6 +67,7 @@ impl Point {
             p999_us: s.latency_us.p999,
             readiness_p50_us: s.server_readiness_us.p50,
             readiness_share: s.readiness_share,
+            execution_p50_us: s.server_execution_us.p50,
             planned: s.planned,
             errors: s.errors,
             deadline_miss_rate: s.deadline_miss_rate,
