@@ -157,7 +157,10 @@ pub struct RuntimeConfig {
     pub pagemap_scan: bool,
     /// Initialise a sandbox's linear memory by mapping the module's copy-on-write memory image
     /// (built at registration, one memfd per function) instead of copying its data segments into
-    /// the slot at every instantiation.
+    /// the slot at every instantiation. Copying needs no image (less memory per function) and no
+    /// remap when a pool slot passes to another function — better when more functions rotate
+    /// than there are slots — but copies large data segments at every request. Manifest
+    /// `memory_init = "cow" | "copy"`.
     pub memory_init_cow: bool,
     /// Where AoT-compiled artifacts are cached; `None` = compile in memory every start. Created
     /// owner-only; a directory other users can write is not used (see the `cache` module).

@@ -148,6 +148,7 @@ struct RawServer {
     ready_sandboxes_max: Option<usize>,
     max_sandboxes: Option<u32>,
     max_memory_bytes: Option<u64>,
+    memory_init: Option<Spanned<String>>,
     cache_dir: Option<String>,
     cache_max_bytes: Option<u64>,
     default_estimate_us: Option<u64>,
@@ -627,6 +628,18 @@ fn settings(
     if let Some(m) = raw.max_memory_bytes {
         runtime.max_memory_bytes = m;
     }
+    if let Some(m) = raw.memory_init {
+        runtime.memory_init_cow = match m.get_ref().as_str() {
+            "cow" => true,
+            "copy" => false,
+            other => {
+                return Err(at(
+                    m.span(),
+                    format!("memory_init must be `cow` or `copy`, not `{other}`"),
+                ));
+            }
+        };
+    }
     runtime.cache_dir = raw.cache_dir.map(|d| dir.join(d)).or_else(default_cache_dir);
     if let Some(c) = raw.cache_max_bytes {
         runtime.cache_max_bytes = c;
@@ -827,6 +840,11 @@ policy = "fifo"
             (m.server.runtime.ready_sandboxes, m.server.runtime.ready_sandboxes_max),
             (2, 16)
         );
+        assert!(m.server.runtime.memory_init_cow, "the copy-on-write image by default");
+        let m = parse("[server]\nmemory_init = \"copy\"\n").unwrap();
+        assert!(!m.server.runtime.memory_init_cow);
+        let Err(e) = parse("[server]\nmemory_init = \"lazy\"\n") else { panic!("accepted") };
+        assert!(e.to_string().contains("memory_init must be `cow` or `copy`"), "{e}");
         let m = parse("[server]\nready_sandboxes = 0\nready_sandboxes_max = 4\n").unwrap();
         assert_eq!(
             (m.server.runtime.ready_sandboxes, m.server.runtime.ready_sandboxes_max),
