@@ -243,6 +243,13 @@ async fn raw(node: &Node) -> BufReader<TcpStream> {
     BufReader::new(TcpStream::connect(node.addr).await.unwrap())
 }
 
+/// `request` sent whole on a new connection, and its answer.
+async fn exchange(node: &Node, request: &[u8]) -> Answer {
+    let mut conn = raw(node).await;
+    conn.get_mut().write_all(request).await.unwrap();
+    read_raw(&mut conn).await
+}
+
 /// Polls `condition` until it holds (bounded by [`PATIENCE`]).
 async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -569,13 +576,18 @@ async fn slow_clients_cannot_take_the_node() {
 async fn request_bodies_held_at_once_are_bounded() {
     let http = HttpConfig { max_buffered_body_bytes: 64 << 10, ..HttpConfig::default() };
     let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
-    let post = |length: usize| {
+    let head = |length: usize| {
         format!("POST /noop HTTP/1.1\r\nHost: l\r\nContent-Length: {length}\r\n\r\n")
+    };
+    let post = |length: usize, byte: u8| {
+        let mut request = head(length).into_bytes();
+        request.resize(request.len() + length, byte);
+        request
     };
     // Half of a 40 000-byte body: its buffer (the declared length) is held while the rest is
     // awaited.
     let mut held = raw(&node).await;
-    held.get_mut().write_all(post(40_000).as_bytes()).await.unwrap();
+    held.get_mut().write_all(head(40_000).as_bytes()).await.unwrap();
     held.get_mut().write_all(&[b'x'; 20_000]).await.unwrap();
     let gauge = "luge_http_buffered_body_bytes 40000\n";
     let mut metrics = String::new();
@@ -585,30 +597,19 @@ async fn request_bodies_held_at_once_are_bounded() {
         metrics = get(&node, "/metrics").await.text();
     }
     // 30 000 more would pass 64 KiB: refused at once, the connection closed.
-    let mut over = raw(&node).await;
-    over.get_mut().write_all(post(30_000).as_bytes()).await.unwrap();
-    over.get_mut().write_all(&[b'y'; 30_000]).await.unwrap();
-    let answer = read_raw(&mut over).await;
+    let answer = exchange(&node, &post(30_000, b'y')).await;
     assert_error(&answer, 503, "overloaded", "request buffers full");
     assert_eq!(answer.header("connection"), Some("close"));
     // A small one still fits.
-    let mut small = raw(&node).await;
-    small.get_mut().write_all(post(1_000).as_bytes()).await.unwrap();
-    small.get_mut().write_all(&[b'z'; 1_000]).await.unwrap();
-    assert_ok(&read_raw(&mut small).await, b"");
+    assert_ok(&exchange(&node, &post(1_000, b'z')).await, b"");
     // The first body completes and is answered — its bytes returned before the answer went
     // out — so the 30 000 fit now.
     held.get_mut().write_all(&[b'x'; 20_000]).await.unwrap();
     assert_ok(&read_raw(&mut held).await, b"");
-    let mut again = raw(&node).await;
-    again.get_mut().write_all(post(30_000).as_bytes()).await.unwrap();
-    again.get_mut().write_all(&[b'y'; 30_000]).await.unwrap();
-    assert_ok(&read_raw(&mut again).await, b"");
+    assert_ok(&exchange(&node, &post(30_000, b'y')).await, b"");
     assert_eq!(node.metrics.requests("noop", "overloaded"), 1);
     // A body larger than the whole budget could never fit: too large (413), not a 503 to retry.
-    let mut huge = raw(&node).await;
-    huge.get_mut().write_all(post(100_000).as_bytes()).await.unwrap();
-    let answer = read_raw(&mut huge).await;
+    let answer = exchange(&node, head(100_000).as_bytes()).await;
     assert_error(&answer, 413, "too_large", "exceeds the limit of 65536 bytes");
 }
 
@@ -974,24 +975,14 @@ async fn a_reset_connection_keeps_its_slot_until_its_work_is_answered() {
     // slot is still taken.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(runtime.live_sandboxes() > 0, "premise: the spin still runs");
-    let mut next = raw(&node).await;
-    next.get_mut()
-        .write_all(b"POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 2\r\n\r\nhi")
-        .await
-        .unwrap();
-    assert_error(&read_raw(&mut next).await, 503, "overloaded", "too many connections");
+    let echo = b"POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 2\r\n\r\nhi";
+    assert_error(&exchange(&node, echo).await, 503, "overloaded", "too many connections");
     // Once the runtime has answered, the slot is back.
     eventually("the spin to end", || runtime.live_sandboxes() == 0).await;
     // The slot returns just after the sandbox ends: retried briefly.
     let start = Instant::now();
     loop {
-        let mut again = raw(&node).await;
-        again
-            .get_mut()
-            .write_all(b"POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: 2\r\n\r\nhi")
-            .await
-            .unwrap();
-        let answer = read_raw(&mut again).await;
+        let answer = exchange(&node, echo).await;
         if answer.status == StatusCode::OK {
             assert_ok(&answer, b"hi");
             break;
