@@ -265,6 +265,10 @@ pub struct DensityOptions {
     /// Interleaved trials: each runs every number of copies once, on a fresh node (default 5;
     /// quick 1).
     pub trials: Option<usize>,
+    /// How sandbox memory starts, each measured in every trial: `true` = the copy-on-write image
+    /// (the default, as `luge serve` ships), `false` = the data segments copied in (`memory_init
+    /// = "copy"`). Empty = the image only.
+    pub memory_init_cow: Vec<bool>,
 }
 
 /// `sim-vs-real` settings (empty lists take the defaults of the mode).

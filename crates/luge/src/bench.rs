@@ -329,6 +329,11 @@ struct DensityArgs {
     /// Interleaved trials, each running every number of copies once [default: 5; quick: 1].
     #[arg(long)]
     trials: Option<usize>,
+    /// How sandbox memory starts, comma-separated, each measured in every trial: `cow` (the
+    /// copy-on-write image, as `luge serve` ships) or `copy` (manifest `memory_init = "copy"`)
+    /// [default: cow].
+    #[arg(long, value_delimiter = ',', value_parser = ["cow", "copy"])]
+    memory_init: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -697,6 +702,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 rate: a.rate,
                 duration: a.duration,
                 trials: a.trials,
+                memory_init_cow: a.memory_init.iter().map(|m| m == "cow").collect(),
             };
             scenario(Scenario::Density(d), &a.common)
         }

@@ -165,17 +165,19 @@ fn policies_compare_sledgescale_and_fifo() {
 
 #[test]
 fn density_registers_distinct_copies() {
-    let (dir, report, _) = quick("density", &["density"]);
+    let (dir, report, _) = quick("density", &["density", "--memory-init", "cow,copy"]);
     let points = report["results"]["points"].as_array().unwrap();
     let copies: Vec<u64> = points.iter().map(|p| p["copies"].as_u64().unwrap()).collect();
-    assert_eq!(copies, [1, 100]);
+    assert_eq!(copies, [1, 100, 1, 100], "each number of copies with each memory start");
+    let memory: Vec<&str> = points.iter().map(|p| p["memory_init"].as_str().unwrap()).collect();
+    assert_eq!(memory, ["cow", "cow", "copy", "copy"]);
     for p in points {
         assert!(p["point"]["planned"].as_u64().unwrap() > 0, "{p}");
         assert_eq!(p["point"]["errors"], 0, "{p}");
         assert!(p["rss_registered_kib"].as_u64().is_some(), "{p}");
     }
     let rows = report["results"]["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 2, "one row per number of copies");
+    assert_eq!(rows.len(), 4, "one row per memory start and number of copies");
     assert_eq!(rows[0]["p99_ratio"][0], 1.0, "the first row is its own base: {rows:?}");
     assert_eq!(svgs(&dir), ["p99.svg", "rss-per-function.svg"]);
     done(&dir);

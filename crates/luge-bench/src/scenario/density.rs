@@ -50,6 +50,8 @@ pub(crate) fn rss_kib() -> Option<u64> {
 #[derive(Debug, Clone, Serialize)]
 struct DensityPoint {
     copies: usize,
+    /// `cow` or `copy` (`memory_init`).
+    memory_init: &'static str,
     register_s: f64,
     rss_before_kib: Option<u64>,
     rss_registered_kib: Option<u64>,
@@ -104,6 +106,7 @@ fn register_all(node: &LugeNode, copies: usize) -> Result<Vec<FunctionRef>, Benc
 #[derive(Debug, Clone, Serialize)]
 struct DensityRow {
     copies: usize,
+    memory_init: &'static str,
     register_s: Option<f64>,
     rss_per_function_kib: Option<f64>,
     p50_us: Option<f64>,
@@ -119,12 +122,17 @@ struct DensityRow {
 fn point(
     n: usize,
     opts: &ScenarioOptions,
-    pin: Option<Pinning>,
+    (pin, memory_init_cow): (Option<Pinning>, bool),
     (rate, duration): (f64, Duration),
 ) -> Result<DensityPoint, BenchError> {
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
     // No AoT cache: every copy is compiled in memory.
-    let spec = NodeSpec { cache_dir: None, pin, ..NodeSpec::new(wait, layout, &[Protocol::Udp]) };
+    let spec = NodeSpec {
+        cache_dir: None,
+        pin,
+        memory_init_cow,
+        ..NodeSpec::new(wait, layout, &[Protocol::Udp])
+    };
     let no_functions: [NodeFunction; 0] = [];
     LugeNode::with(&spec, &no_functions, |node| {
         // One-time costs of the first registration (lazy engine state) are not per function.
@@ -167,6 +175,7 @@ fn point(
         ));
         Ok(DensityPoint {
             copies: n,
+            memory_init: memory_init_name(memory_init_cow),
             register_s,
             rss_before_kib: before,
             rss_registered_kib: registered,
@@ -180,8 +189,18 @@ fn point(
     })
 }
 
-/// The rows of `trials` (each a point per number of copies, in the order of `copies`).
-fn rows(copies: &[usize], trials: &[Vec<DensityPoint>]) -> Vec<DensityRow> {
+/// `memory_init`'s manifest name.
+fn memory_init_name(cow: bool) -> &'static str {
+    if cow { "cow" } else { "copy" }
+}
+
+/// The rows of `trials` (each a point per number of copies, in the order of `copies`), all
+/// with memory started as `memory_init` says.
+fn rows(
+    copies: &[usize],
+    memory_init: &'static str,
+    trials: &[Vec<DensityPoint>],
+) -> Vec<DensityRow> {
     let all = |i: usize| trials.iter().filter_map(move |t| t.get(i));
     let finite = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
     copies
@@ -202,6 +221,7 @@ fn rows(copies: &[usize], trials: &[Vec<DensityPoint>]) -> Vec<DensityRow> {
             let mut p99: Vec<f64> = points.iter().map(|p| finite(p.point.p99_us)).collect();
             DensityRow {
                 copies: n,
+                memory_init,
                 register_s: median(&points, |p| Some(p.register_s)),
                 rss_per_function_kib: median(&points, |p| p.rss_per_function_kib),
                 p50_us: median(&points, |p| p.point.p50_us),
@@ -241,23 +261,45 @@ pub(crate) fn run(
     drop(distinct);
 
     // Interleaved: trial t runs every number of copies once, each on a fresh node.
-    let mut runs: Vec<Vec<DensityPoint>> = Vec::new();
+    // Interleaved: trial t runs every memory start and number of copies once, each on a fresh
+    // node; runs[m][t] are trial t's points with memory start m.
+    let modes: Vec<bool> =
+        if d.memory_init_cow.is_empty() { vec![true] } else { d.memory_init_cow.clone() };
+    let mut runs: Vec<Vec<Vec<DensityPoint>>> = vec![Vec::new(); modes.len()];
     for trial in 0..trials {
         if trials > 1 {
             opts.say(format!("density: trial {} of {trials}", trial + 1));
         }
-        let points = copies
-            .iter()
-            .map(|&n| point(n, opts, pin, (rate, duration)))
-            .collect::<Result<Vec<_>, _>>()?;
-        runs.push(points);
+        for (m, &cow) in modes.iter().enumerate() {
+            let points = copies
+                .iter()
+                .map(|&n| point(n, opts, (pin, cow), (rate, duration)))
+                .collect::<Result<Vec<_>, _>>()?;
+            runs[m].push(points);
+        }
     }
-    let rows = rows(&copies, &runs);
+    let rows: Vec<DensityRow> = modes
+        .iter()
+        .zip(&runs)
+        .flat_map(|(&cow, trials)| rows(&copies, memory_init_name(cow), trials))
+        .collect();
 
-    // Each row's median against log10(copies).
-    let series = |name: &str, y: &dyn Fn(&DensityRow) -> f64| Series {
-        name: name.into(),
-        points: rows.iter().map(|r| ((r.copies as f64).log10(), y(r))).collect(),
+    // Each row's median against log10(copies), a series per memory start.
+    let series = |name: &str, y: &dyn Fn(&DensityRow) -> f64| -> Vec<Series> {
+        modes
+            .iter()
+            .map(|&cow| {
+                let memory = memory_init_name(cow);
+                Series {
+                    name: if modes.len() > 1 { format!("{name} ({memory})") } else { name.into() },
+                    points: rows
+                        .iter()
+                        .filter(|r| r.memory_init == memory)
+                        .map(|r| ((r.copies as f64).log10(), y(r)))
+                        .collect(),
+                }
+            })
+            .collect()
     };
     let x_label = "log10(distinct functions)";
     let title = format!("no-op latency vs distinct functions at {} /s", rps(rate));
@@ -267,12 +309,13 @@ pub(crate) fn run(
         &[
             series("p50", &|r| r.p50_us.unwrap_or(f64::INFINITY)),
             series("p99", &|r| r.p99_us.map_or(f64::INFINITY, |s| s.0)),
-        ],
+        ]
+        .concat(),
     )?;
     out.plot(
         "rss-per-function.svg",
         &Chart::new("resident memory per registered function", x_label, "KiB per function"),
-        &[series("RSS / function", &|r| r.rss_per_function_kib.unwrap_or(f64::NAN))],
+        &series("RSS / function", &|r| r.rss_per_function_kib.unwrap_or(f64::NAN)),
     )?;
 
     let mut md = String::new();
@@ -282,8 +325,9 @@ pub(crate) fn run(
          registered through the runtime API (compiled in memory, 2 threads), then Poisson \
          arrivals at {} /s for {:.1} s over UDP-RPC, request i → copy i mod N. 1 worker, {} \
          layout, {} wait. {trials} interleaved trials, each on fresh nodes: medians \
-         [min–max]; p99 ÷ 1st is each trial's p99 ÷ that trial's first row; execution is the \
-         server's (at many copies, a first call's: a slot takes the module's image). RSS is this \
+         [min–max]; p99 ÷ 1st is each trial's p99 ÷ that trial's first row of the same memory \
+         start; execution is the server's (at many copies, a first call's: with `cow` a slot \
+         takes the module's image, with `copy` the data is copied in). RSS is this \
          process's VmRSS (the load generator shares it: only differences count).\n",
         rps(rate),
         duration.as_secs_f64(),
@@ -291,6 +335,7 @@ pub(crate) fn run(
         wait_name(wait)
     );
     let mut t = Table::new(&[
+        "memory",
         ">copies",
         ">ms / function",
         ">KiB / function",
@@ -309,6 +354,7 @@ pub(crate) fn run(
     };
     for r in &rows {
         t.row(vec![
+            r.memory_init.to_string(),
             r.copies.to_string(),
             r.register_s.map_or("?".into(), |s| format!("{:.2}", 1e3 * s / r.copies as f64)),
             r.rss_per_function_kib.map_or("?".into(), |k| format!("{k:.1}")),
@@ -322,7 +368,7 @@ pub(crate) fn run(
     let _ = writeln!(md, "{}", t.render());
     let points: Vec<serde_json::Value> = runs
         .iter()
-        .enumerate()
+        .flat_map(|by_trial| by_trial.iter().enumerate())
         .flat_map(|(trial, points)| {
             points.iter().map(move |p| {
                 let mut v = serde_json::to_value(p).unwrap_or_default();
@@ -350,6 +396,7 @@ mod tests {
     fn at(copies: usize, p99_us: Option<f64>) -> DensityPoint {
         DensityPoint {
             copies,
+            memory_init: "cow",
             register_s: 0.001 * copies as f64,
             rss_before_kib: Some(1000),
             rss_registered_kib: Some(1000 + 24 * copies as u64),
@@ -383,7 +430,7 @@ mod tests {
             vec![at(1, Some(200.0)), at(10, Some(200.0))],
             vec![at(1, Some(100.0)), at(10, Some(400.0))],
         ];
-        let summary = rows(&[1, 10], &trials);
+        let summary = rows(&[1, 10], "cow", &trials);
         assert_eq!(summary[0].p99_ratio, Some((1.0, 1.0, 1.0)));
         assert_eq!(summary[0].p99_us, Some((100.0, 100.0, 200.0)));
         // 1.5×, 1.0×, 4.0×: the median of the trials' own ratios, not a ratio of medians (2.0×).
@@ -395,7 +442,7 @@ mod tests {
             vec![at(1, Some(100.0)), at(10, None)],
             vec![at(1, Some(100.0)), at(10, Some(100.0))],
         ];
-        let summary = rows(&[1, 10], &failed);
+        let summary = rows(&[1, 10], "cow", &failed);
         assert_eq!(summary[1].p99_ratio, None, "median infinite");
         assert_eq!(summary[1].errors, 2);
     }

@@ -129,6 +129,9 @@ pub(crate) struct NodeSpec {
     /// Ready sandboxes per uLL function (`ready_sandboxes`; 2, as `luge serve` ships, except
     /// in `luge bench horse`'s `lane` condition).
     pub ready_sandboxes: usize,
+    /// Memory from the copy-on-write image (`memory_init_cow`; on, as `luge serve` ships, except
+    /// in `luge bench density --memory-init copy`).
+    pub memory_init_cow: bool,
 }
 
 impl NodeSpec {
@@ -150,6 +153,7 @@ impl NodeSpec {
             batch_window: Duration::ZERO,
             ull_lane: RuntimeConfig::default().ull_lane,
             ready_sandboxes: RuntimeConfig::default().ready_sandboxes,
+            memory_init_cow: RuntimeConfig::default().memory_init_cow,
         }
     }
 
@@ -226,6 +230,7 @@ impl LugeNode {
             notify_interval: spec.notify_interval,
             ull_lane: spec.ull_lane,
             ready_sandboxes: spec.ready_sandboxes,
+            memory_init_cow: spec.memory_init_cow,
             tenants: spec.tenants.clone(),
             ..RuntimeConfig::default()
         };
