@@ -1,7 +1,9 @@
 //! `luge bench density`: N byte-distinct copies of a no-op module registered through the
 //! runtime API, driven at one fixed rate spread evenly over all of them (request *i* calls copy
-//! *i* mod N): p99 and resident memory per function, and p99 ÷ one copy's, as medians of
-//! interleaved trials (each trial runs every N once, each on a fresh node).
+//! *i* mod N): p99, the server's execution (at many copies, a first call's) and resident memory
+//! per function, and p99 ÷ one copy's, as medians of interleaved trials (each trial runs every N
+//! once, each on a fresh node) — with the copy-on-write memory image as shipped, or also with
+//! the data copied in (`--memory-init cow,copy`).
 //!
 //! Each copy is the no-op with its own data segment (`luge-density-copy-<i>`), so every module
 //! is distinct — its own hash, compilation, code and copy-on-write memory image, as real
@@ -260,7 +262,6 @@ pub(crate) fn run(
     }
     drop(distinct);
 
-    // Interleaved: trial t runs every number of copies once, each on a fresh node.
     // Interleaved: trial t runs every memory start and number of copies once, each on a fresh
     // node; runs[m][t] are trial t's points with memory start m.
     let modes: Vec<bool> =
