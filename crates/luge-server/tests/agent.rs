@@ -92,18 +92,32 @@ fn agent_exchanges_in_progress_are_bounded() {
     let config = NodeConfig { runtime: RuntimeConfig::default(), http: Some(http), udp: None };
     let node = Node::start(config, &[]).unwrap();
     let agent = node.http().unwrap().agent_addr().unwrap();
-    // Peers that read their line but never close: each exchange lasts its 1 s bound.
-    let held: Vec<TcpStream> = (0..AGENT_CONNECTIONS)
-        .map(|_| {
-            let mut stream = TcpStream::connect(agent).unwrap();
-            stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            let mut line = [0u8; 8];
-            stream.read_exact(&mut line).unwrap();
-            assert_eq!(&line, b"up 100%\n");
-            stream
-        })
-        .collect();
-    assert_eq!(ask(agent), "", "one over the bound is closed without a line");
-    drop(held);
-    assert_eq!(ask_until(agent, |l| !l.is_empty()), "up 100%\n");
+    // Peers that read their line but never close: each exchange lasts its 1 s bound, so the
+    // one over the bound must be asked within that second of the first; on a machine too
+    // loaded for that the round is inconclusive and is tried again (at most 5 times).
+    for round in 1..=5 {
+        let start = Instant::now();
+        let held: Vec<TcpStream> = (0..AGENT_CONNECTIONS)
+            .map(|_| {
+                let mut stream = TcpStream::connect(agent).unwrap();
+                stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut line = [0u8; 8];
+                stream.read_exact(&mut line).unwrap();
+                assert_eq!(&line, b"up 100%\n");
+                stream
+            })
+            .collect();
+        let over = ask(agent);
+        let in_time = start.elapsed() < Duration::from_millis(800);
+        drop(held);
+        if in_time {
+            assert_eq!(over, "", "one over the bound is closed without a line");
+            assert_eq!(ask_until(agent, |l| !l.is_empty()), "up 100%\n");
+            return;
+        }
+        eprintln!("round {round}: the connections took {:?}; again", start.elapsed());
+        // Let the held exchanges end before the next round.
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    panic!("64 loopback connections never fit in 800 ms");
 }
