@@ -299,6 +299,9 @@ pub struct OverloadOptions {
     /// the node as it was before), for a before/after; the default measures it as `luge serve`
     /// ships it.
     pub no_deadline_admission: bool,
+    /// Trials, each running every mix at every multiple and the step once, in that order
+    /// (default 5; quick 1): every figure is the median of the trials, with its range.
+    pub trials: Option<usize>,
 }
 
 /// `slow-clients` settings (`None` takes the default of the mode).

@@ -374,6 +374,10 @@ struct OverloadArgs {
     /// shedding: Luge before it had them), for a before/after.
     #[arg(long)]
     no_deadline_admission: bool,
+    /// Trials, each running every mix at every multiple and the step once [default: 5;
+    /// quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -725,6 +729,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 multiples: a.multiples,
                 duration: a.duration,
                 no_deadline_admission: a.no_deadline_admission,
+                trials: a.trials,
             };
             scenario(Scenario::Overload(o), &a.common)
         }

@@ -209,8 +209,10 @@ fn overload_answers_every_request_past_capacity() {
         assert!(c["capacity_rps"].as_f64().unwrap() > 0.0, "{c}");
     }
     let points = r["points"].as_array().unwrap();
+    assert_eq!(r["settings"]["trials"], 1, "quick runs one trial");
     assert_eq!(points.len(), 8, "1× and 5× of each: {points:?}");
     for p in points {
+        assert_eq!(p["trial"], 1, "{p}");
         assert!(p["planned"].as_u64().unwrap() > 0, "{p}");
         // Exactly one answer per request: nothing times out, even at 5×.
         assert_eq!(p["timeouts"], 0, "{p}");

@@ -16,7 +16,7 @@ use crate::target::{FunctionRef, Target};
 
 /// One run, reduced to what the scenario tables and plots need (the honest accounting of
 /// [`Summary`](crate::Summary) kept: `None` latency = infinite, i.e. failures at that rank).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Point {
     /// `open` or `closed`.
     pub mode: String,

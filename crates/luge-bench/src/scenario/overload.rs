@@ -24,18 +24,23 @@
 //!    deadline; the share refused (503 on HTTP — `deadline_unreachable`, `shed`, `overloaded`;
 //!    `Overloaded` on UDP-RPC); the share never answered (timeouts: must be 0, every request
 //!    gets exactly one answer); p50 and p99 latency of the refusals; and the peak `VmRSS` of
-//!    this process during the point ÷ that at 1×. The node runs in this process, so RSS is the
-//!    node's plus the load generator's; the generator keeps no per-request samples here (it
-//!    streams them through a [`SampleObserver`]), so its share does not grow with the rate.
-//!    Points run in ascending order on one node, so memory an allocator keeps after a busy
-//!    point shows up in the next: RSS can only be overstated.
+//!    this process during the point ÷ that at the first trial's 1×. The node runs in this
+//!    process, so RSS is the node's plus the load generator's; the generator keeps no
+//!    per-request samples here (it streams them through a [`SampleObserver`]), so its share does
+//!    not grow with the rate. Points run in ascending order on one node, and later trials after
+//!    the busy points of earlier ones, so memory an allocator keeps after a busy point shows up
+//!    in the next: RSS can only be overstated.
 //! 3. **Step**: the fixed mix at 0.5× capacity for a while, then 2× (Poisson arrivals of a
 //!    trace written to `step-<protocol>-arrivals.csv`); goodput in 10 ms bins of completion
 //!    time, and from the step: when goodput first reaches 90 % of capacity (`back`), and when
 //!    its 50 ms moving average reaches 90 % for good until the end of the 2× phase (`holds`).
 //!
-//! Everything is printed as ratios to the same run's capacity and 1× numbers. `--quick` runs
-//! 1× and 5× for 250 ms each and a short step: it proves the pipeline, not the numbers.
+//! Each protocol's node runs `--trials` trials (default 5) one after the other, each measuring
+//! both mixes' capacity, every multiple and the step, so every point's repetitions are spread
+//! over the run rather than back to back; a trial's points are ratios to that trial's capacity
+//! and 1× point. Everything is printed as the median of the trials' ratios with its range.
+//! `--quick` runs one trial of 1× and 5× for 250 ms each and a short step: it proves the
+//! pipeline, not the numbers.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -199,8 +204,10 @@ impl Bench<'_> {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 struct CapacityResult {
+    /// The trial (from 1) this was measured in.
+    trial: usize,
     protocol: &'static str,
     mix: &'static str,
     workload: String,
@@ -223,8 +230,10 @@ struct ClassLine {
     p99_us: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 struct OverloadPoint {
+    /// The trial (from 1) this was measured in.
+    trial: usize,
     protocol: &'static str,
     mix: &'static str,
     multiple: f64,
@@ -269,6 +278,7 @@ struct OverloadPoint {
 
 fn capacity_of(
     bench: &Bench<'_>,
+    trial: usize,
     mix: Mix,
     duration: Duration,
 ) -> Result<CapacityResult, BenchError> {
@@ -289,6 +299,7 @@ fn capacity_of(
         )));
     }
     Ok(CapacityResult {
+        trial,
         protocol: bench.protocol.name(),
         mix: mix.name(),
         workload: m.report.workload.clone(),
@@ -305,6 +316,7 @@ fn capacity_of(
 
 fn point_of(
     bench: &Bench<'_>,
+    trial: usize,
     mix: Mix,
     multiple: f64,
     capacity: f64,
@@ -313,6 +325,7 @@ fn point_of(
     let (r, t) = (&m.report, &m.tally);
     let s = &r.summary;
     OverloadPoint {
+        trial,
         protocol: bench.protocol.name(),
         mix: mix.name(),
         multiple,
@@ -376,7 +389,32 @@ fn multiples(o: &OverloadOptions, opts: &ScenarioOptions) -> Result<Vec<f64>, Be
 }
 
 fn label(p: &OverloadPoint) -> String {
-    format!("{} {} {}×", p.protocol, p.mix, p.multiple)
+    format!("{} {} {}× (trial {})", p.protocol, p.mix, p.multiple, p.trial)
+}
+
+/// Sets each point's ratios to the 1× point of its series: goodput to that trial's, RSS to the
+/// first trial's. Later trials follow busier points of earlier ones, whose memory the allocator
+/// may keep; against the first 1× their RSS can only be overstated.
+fn relate_to_one(points: &mut [OverloadPoint]) {
+    // Collected first: the points are updated in place.
+    let bases: Vec<(Option<f64>, Option<u64>)> = points
+        .iter()
+        .map(|p| {
+            let same = |q: &&OverloadPoint| {
+                q.protocol == p.protocol && q.mix == p.mix && q.multiple == 1.0
+            };
+            let goodput = points.iter().filter(same).find(|q| q.trial == p.trial);
+            let first = points.iter().filter(same).min_by_key(|q| q.trial);
+            (goodput.map(|q| q.goodput_rps), first.and_then(|q| q.rss.peak_kib))
+        })
+        .collect();
+    for (p, (g1, r1)) in points.iter_mut().zip(bases) {
+        p.goodput_over_1x = g1.filter(|&g| g > 0.0).map(|g| p.goodput_rps / g);
+        p.rss_over_1x = match (p.rss.peak_kib, r1) {
+            (Some(r), Some(r1)) if r1 > 0 => Some(r as f64 / r1 as f64),
+            _ => None,
+        };
+    }
 }
 
 pub(crate) fn run(
@@ -386,6 +424,7 @@ pub(crate) fn run(
     out: &mut Results,
 ) -> Result<(String, serde_json::Value), BenchError> {
     let multiples = multiples(o, opts)?;
+    let trials = o.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
     let point_s = opts.duration_or(o.duration, Duration::from_millis(250), Duration::from_secs(3));
     let (capacity_s, warm_s, step_low, step_high) = if opts.quick {
         (
@@ -429,77 +468,69 @@ pub(crate) fn run(
                 warm_s,
                 false,
             )?;
-            for mix in Mix::ALL {
-                let c = capacity_of(&bench, mix, capacity_s)?;
-                opts.say(format!(
-                    "overload: {} {} capacity {} /s (closed loop, {} in flight, mean execution {} µs)",
-                    protocol.name(),
-                    mix.name(),
-                    rps(c.capacity_rps),
-                    CLOSED_OUTSTANDING,
-                    us(c.mean_execution_us)
-                ));
-                let capacity = c.capacity_rps;
-                capacities.push(c);
-                let base = parse_spec(mix.spec(), opts.seed)?;
-                let first = points.len();
-                for &multiple in &multiples {
-                    let w = base.clone().with_rate(Rate::PerSecond(multiple * capacity));
-                    let m = bench.measure(
-                        w,
-                        Mode::Open { window: window(protocol) },
-                        point_s,
-                        false,
-                    )?;
-                    let p = point_of(&bench, mix, multiple, capacity, &m);
+            for trial in 1..=trials {
+                for mix in Mix::ALL {
+                    let c = capacity_of(&bench, trial, mix, capacity_s)?;
                     opts.say(format!(
-                        "overload: {}: offered {} /s, goodput {} of capacity, refused {} %, \
-                         no answer {} %, refusal p99 {} µs, RSS peak {} KiB",
-                        label(&p),
-                        rps(p.offered_rps),
-                        ratio(Some(p.goodput_over_capacity)),
-                        pct(p.refused_share),
-                        pct(p.no_answer_share),
-                        us(p.refusal_p99_us),
-                        p.rss.peak_kib.map_or("?".into(), |k| k.to_string())
+                        "overload: trial {trial}/{trials}: {} {} capacity {} /s (closed loop, \
+                         {} in flight, mean execution {} µs)",
+                        protocol.name(),
+                        mix.name(),
+                        rps(c.capacity_rps),
+                        CLOSED_OUTSTANDING,
+                        us(c.mean_execution_us)
                     ));
-                    points.push(p);
-                }
-                let series = &mut points[first..];
-                let one = series
-                    .iter()
-                    .find(|p| p.multiple == 1.0)
-                    .map(|p| (p.goodput_rps, p.rss.peak_kib));
-                if let Some((g1, r1)) = one {
-                    for p in series.iter_mut() {
-                        p.goodput_over_1x = (g1 > 0.0).then(|| p.goodput_rps / g1);
-                        p.rss_over_1x = match (p.rss.peak_kib, r1) {
-                            (Some(r), Some(r1)) if r1 > 0 => Some(r as f64 / r1 as f64),
-                            _ => None,
-                        };
+                    let capacity = c.capacity_rps;
+                    capacities.push(c);
+                    let base = parse_spec(mix.spec(), opts.seed)?;
+                    for &multiple in &multiples {
+                        let w = base.clone().with_rate(Rate::PerSecond(multiple * capacity));
+                        let m = bench.measure(
+                            w,
+                            Mode::Open { window: window(protocol) },
+                            point_s,
+                            false,
+                        )?;
+                        let p = point_of(&bench, trial, mix, multiple, capacity, &m);
+                        opts.say(format!(
+                            "overload: {}: offered {} /s, goodput {} of capacity, refused {} %, \
+                             no answer {} %, refusal p99 {} µs, RSS peak {} KiB",
+                            label(&p),
+                            rps(p.offered_rps),
+                            ratio(Some(p.goodput_over_capacity)),
+                            pct(p.refused_share),
+                            pct(p.no_answer_share),
+                            us(p.refusal_p99_us),
+                            p.rss.peak_kib.map_or("?".into(), |k| k.to_string())
+                        ));
+                        points.push(p);
                     }
                 }
+                let fixed_capacity = capacities
+                    .iter()
+                    .rev()
+                    .find(|c| c.protocol == protocol.name() && c.mix == Mix::Fixed.name())
+                    .map(|c| c.capacity_rps)
+                    .ok_or_else(|| {
+                        BenchError::Scenario("overload: no fixed-mix capacity".into())
+                    })?;
+                let s = step(&bench, trial, fixed_capacity, step_low, step_high, &dir, out)?;
+                opts.say(format!(
+                    "overload: trial {trial}/{trials}: {} step {STEP_LOW}× → {STEP_HIGH}×: \
+                     goodput {} → {} of capacity, back ≥ 90 % after {} ms, holds after {} ms",
+                    protocol.name(),
+                    ratio(s.before_over_capacity),
+                    ratio(s.after_over_capacity),
+                    s.back_ms.map_or("-".into(), |x| format!("{x:.0}")),
+                    s.holds_ms.map_or("-".into(), |x| format!("{x:.0}")),
+                ));
+                steps.push(s);
             }
-            let fixed_capacity = capacities
-                .iter()
-                .find(|c| c.protocol == protocol.name() && c.mix == Mix::Fixed.name())
-                .map(|c| c.capacity_rps)
-                .ok_or_else(|| BenchError::Scenario("overload: no fixed-mix capacity".into()))?;
-            let s = step(&bench, fixed_capacity, step_low, step_high, &dir, out)?;
-            opts.say(format!(
-                "overload: {} step {STEP_LOW}× → {STEP_HIGH}×: goodput {} → {} of capacity, \
-                 back ≥ 90 % after {} ms, holds after {} ms",
-                protocol.name(),
-                ratio(s.before_over_capacity),
-                ratio(s.after_over_capacity),
-                s.back_ms.map_or("-".into(), |x| format!("{x:.0}")),
-                s.holds_ms.map_or("-".into(), |x| format!("{x:.0}")),
-            ));
-            steps.push(s);
             Ok(())
         })?;
     }
 
+    relate_to_one(&mut points);
     plots(&points, &steps, out)?;
     let md = summary(
         &described,
@@ -509,6 +540,7 @@ pub(crate) fn run(
         &steps,
         &multiples,
         point_s,
+        trials,
         o,
     );
     Ok((
@@ -528,6 +560,7 @@ pub(crate) fn run(
                 "capacity_s": capacity_s.as_secs_f64(),
                 "point_s": point_s.as_secs_f64(),
                 "multiples": multiples,
+                "trials": trials,
                 "step": {
                     "low_multiple": STEP_LOW,
                     "high_multiple": STEP_HIGH,
@@ -560,5 +593,88 @@ mod tests {
         assert_eq!(multiples(&OverloadOptions::default(), &full).unwrap(), [1.0, 1.5, 2.0, 5.0]);
         let bad = OverloadOptions { multiples: vec![0.0], ..Default::default() };
         assert!(multiples(&bad, &full).is_err());
+    }
+
+    fn point(
+        trial: usize,
+        mix: &'static str,
+        multiple: f64,
+        goodput: f64,
+        rss: u64,
+    ) -> OverloadPoint {
+        OverloadPoint {
+            trial,
+            protocol: "udp",
+            mix,
+            multiple,
+            goodput_rps: goodput,
+            goodput_over_capacity: goodput / 1_000.0,
+            rss: Rss { peak_kib: Some(rss), ..Rss::default() },
+            ..OverloadPoint::default()
+        }
+    }
+
+    #[test]
+    fn goodput_is_related_to_its_trials_one_and_memory_to_the_first_trials() {
+        let mut points = vec![
+            point(1, "fixed", 1.0, 1_000.0, 100),
+            point(1, "fixed", 5.0, 900.0, 150),
+            point(1, "bimodal", 1.0, 500.0, 160),
+            point(2, "fixed", 1.0, 800.0, 200),
+            point(2, "fixed", 5.0, 400.0, 220),
+        ];
+        relate_to_one(&mut points);
+        let got: Vec<(Option<f64>, Option<f64>)> =
+            points.iter().map(|p| (p.goodput_over_1x, p.rss_over_1x)).collect();
+        assert_eq!(
+            got,
+            [
+                (Some(1.0), Some(1.0)),
+                (Some(0.9), Some(1.5)),
+                (Some(1.0), Some(1.0)),
+                (Some(1.0), Some(2.0)),
+                (Some(0.5), Some(2.2)),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_summary_gives_the_median_of_the_trials_and_their_range() {
+        let points: Vec<OverloadPoint> = [(1, 950.0), (2, 700.0), (3, 990.0)]
+            .into_iter()
+            .flat_map(|(t, g)| {
+                [point(t, "fixed", 1.0, 1_000.0, 100), point(t, "fixed", 5.0, g, 110)]
+            })
+            .collect();
+        let capacities: Vec<CapacityResult> = (1..=3)
+            .map(|trial| CapacityResult {
+                trial,
+                protocol: "udp",
+                mix: "fixed",
+                capacity_rps: 1_000.0 + trial as f64,
+                ..CapacityResult::default()
+            })
+            .collect();
+        let md = summary::summary(
+            "node",
+            None,
+            &capacities,
+            &points,
+            &[],
+            &[1.0, 5.0],
+            Duration::from_secs(1),
+            3,
+            &OverloadOptions::default(),
+        );
+        // 5×: goodput ÷ capacity 0.95, 0.70, 0.99 → median 0.95, range 0.70–0.99.
+        assert!(md.contains("| 0.95× [0.70×–0.99×] |"), "{md}");
+        assert!(md.contains("**3 trial(s)**"), "{md}");
+        // The capacity row is one per series, with the trials' range.
+        assert_eq!(
+            md.matches("| udp      | fixed |").count(),
+            4,
+            "headline, capacity, 1×, 5×: {md}"
+        );
+        assert!(md.contains("1001–1003"), "{md}");
     }
 }

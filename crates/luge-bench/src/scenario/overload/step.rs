@@ -27,6 +27,8 @@ pub(super) struct StepBin {
 
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct StepResult {
+    /// The trial (from 1) this was measured in.
+    pub(super) trial: usize,
     pub(super) protocol: &'static str,
     pub(super) capacity_rps: f64,
     pub(super) low_multiple: f64,
@@ -124,6 +126,7 @@ pub(super) fn per_second(n: u32) -> f64 {
 
 pub(super) fn step(
     bench: &Bench<'_>,
+    trial: usize,
     capacity: f64,
     low: Duration,
     high: Duration,
@@ -168,6 +171,7 @@ pub(super) fn step(
         })
         .collect();
     Ok(StepResult {
+        trial,
         protocol: protocol.name(),
         capacity_rps: capacity,
         low_multiple: STEP_LOW,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use luge_sim::{Chart, Series};
 
 use super::super::OverloadOptions;
-use super::super::output::{Results, Table, pct, ratio, rps, us};
+use super::super::output::{Results, Table, pct, ratio, ratio_range, rps, spread, us};
 use super::step::{StepBin, StepResult};
 use super::{
     BIMODAL_SPEC, BIN_NS, CLOSED_OUTSTANDING, CapacityResult, FIXED_SPEC, FIXED_US, HOLD_BINS,
@@ -17,9 +17,61 @@ use crate::error::BenchError;
 
 /// The (protocol, mix) series of the points, in order, once each.
 fn series(points: &[OverloadPoint]) -> Vec<(&'static str, &'static str)> {
-    let mut names: Vec<_> = points.iter().map(|p| (p.protocol, p.mix)).collect();
-    names.dedup();
+    let mut names: Vec<_> = Vec::new();
+    for p in points {
+        if !names.contains(&(p.protocol, p.mix)) {
+            names.push((p.protocol, p.mix));
+        }
+    }
     names
+}
+
+/// Every trial's point of one (protocol, mix, multiple).
+fn trials_of<'a>(
+    points: &'a [OverloadPoint],
+    protocol: &str,
+    mix: &str,
+    multiple: f64,
+) -> Vec<&'a OverloadPoint> {
+    points
+        .iter()
+        .filter(|p| p.protocol == protocol && p.mix == mix && p.multiple == multiple)
+        .collect()
+}
+
+/// Median, minimum and maximum of `f` over `trials`, a `None` counting as a failure at its rank
+/// (infinite).
+fn over<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<(f64, f64, f64)> {
+    let mut v: Vec<f64> = trials.iter().map(|t| f(t).unwrap_or(f64::INFINITY)).collect();
+    spread(&mut v)
+}
+
+/// Median of `f` over the trials where it has a value (`None` when none has: nothing to
+/// measure, such as refusal latency where nothing was refused).
+fn median_of_some<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
+    let mut v: Vec<f64> = trials.iter().filter_map(|t| f(t)).collect();
+    spread(&mut v).map(|(m, _, _)| m)
+}
+
+/// A share as `median [min–max]` in percent (`-` when there is none).
+fn pct_range(s: Option<(f64, f64, f64)>) -> String {
+    match s {
+        Some((m, lo, hi)) if lo < hi => format!("{} [{}–{}]", pct(m), pct(lo), pct(hi)),
+        Some((m, _, _)) => pct(m),
+        None => "-".into(),
+    }
+}
+
+/// Milliseconds as `median [min–max]`; `never` when the median trial never got there.
+fn ms_range(s: Option<(f64, f64, f64)>) -> String {
+    match s {
+        Some((m, lo, hi)) if lo < hi => {
+            let hi = if hi.is_finite() { format!("{hi:.0}") } else { "never".into() };
+            format!("{m:.0} [{lo:.0}–{hi}]")
+        }
+        Some((m, _, _)) => format!("{m:.0}"),
+        None => "never".into(),
+    }
 }
 
 pub(super) fn plots(
@@ -28,15 +80,20 @@ pub(super) fn plots(
     out: &mut Results,
 ) -> Result<(), BenchError> {
     let names = series(points);
+    let mut multiples: Vec<f64> = points.iter().map(|p| p.multiple).collect();
+    multiples.sort_by(f64::total_cmp);
+    multiples.dedup();
     let sweep = |get: fn(&OverloadPoint) -> f64| -> Vec<Series> {
         names
             .iter()
             .map(|&(proto, mix)| Series {
-                name: format!("{proto} {mix}"),
-                points: points
+                name: format!("{proto} {mix} (median of the trials)"),
+                points: multiples
                     .iter()
-                    .filter(|p| p.protocol == proto && p.mix == mix)
-                    .map(|p| (p.multiple, get(p)))
+                    .filter_map(|&m| {
+                        let t = trials_of(points, proto, mix, m);
+                        over(&t, |p| Some(get(p))).map(|(median, _, _)| (m, median))
+                    })
                     .collect(),
             })
             .collect()
@@ -52,23 +109,29 @@ pub(super) fn plots(
         &Chart::new("share of requests refused (503 / Overloaded)", x_label, "refused ÷ offered"),
         &sweep(|p| p.refused_share),
     )?;
-    for s in steps {
-        let series = |name: &str, get: fn(&StepBin) -> f64| Series {
-            name: name.to_owned(),
+    let mut protocols: Vec<&str> = steps.iter().map(|s| s.protocol).collect();
+    protocols.dedup();
+    for protocol in protocols {
+        let runs: Vec<&StepResult> = steps.iter().filter(|s| s.protocol == protocol).collect();
+        let Some(first) = runs.first() else { continue };
+        let of = |s: &StepResult, name: String, get: fn(&StepBin) -> f64| Series {
+            name,
             points: s.bins.iter().map(|b| (b.t_ms, get(b) / s.capacity_rps)).collect(),
         };
+        let mut lines: Vec<Series> = runs
+            .iter()
+            .map(|s| of(s, format!("goodput, trial {}", s.trial), |b| b.goodput_rps))
+            .collect();
+        lines.push(of(first, format!("offered, trial {}", first.trial), |b| b.offered_rps));
+        lines.push(of(first, format!("refused, trial {}", first.trial), |b| b.refused_rps));
         let title = format!(
-            "{} fixed mix, {}× → {}× capacity: 10 ms bins",
-            s.protocol, s.low_multiple, s.high_multiple
+            "{protocol} fixed mix, {}× → {}× capacity: 10 ms bins",
+            first.low_multiple, first.high_multiple
         );
         out.plot(
-            &format!("step-{}.svg", s.protocol),
+            &format!("step-{protocol}.svg"),
             &Chart::new(title, "time from the step (ms)", "÷ capacity"),
-            &[
-                series("goodput", |b| b.goodput_rps),
-                series("offered", |b| b.offered_rps),
-                series("refused", |b| b.refused_rps),
-            ],
+            &lines,
         )?;
     }
     Ok(())
@@ -83,6 +146,7 @@ pub(super) fn summary(
     steps: &[StepResult],
     multiples: &[f64],
     point_s: Duration,
+    trials: usize,
     o: &OverloadOptions,
 ) -> String {
     let mut md = String::new();
@@ -93,13 +157,17 @@ pub(super) fn summary(
          Mixes: `fixed` = spin {FIXED_US} µs, deadline 100 ms (`{FIXED_SPEC}`); `bimodal` = \
          `{BIMODAL_SPEC}` (26 µs / 2.07 ms, half each), deadlines 10 × execution. Capacity = \
          closed-loop throughput ({CLOSED_OUTSTANDING} in flight, 100 ms deadlines) of that mix \
-         on that protocol; each multiple is of it. Open-loop Poisson points of {:.2} s. Goodput = \
-         200s whose client-measured latency is within their deadline, per second; `… in node` = \
-         the same judged on the time the node reports (queueing + execution: from the \
-         datagram's receipt or the HTTP request head's to the answer). Refused = 503 \
-         (HTTP `Luge-Outcome` `deadline_unreachable`, `shed`, `overloaded`) / `Overloaded` \
-         (UDP-RPC). No answer = timeouts ({} s). RSS = peak `VmRSS` of this process (node and \
-         load generator, which keeps no samples) during the point.\n",
+         on that protocol, measured in every trial; each multiple is of its trial's. Open-loop \
+         Poisson points of {:.2} s. Goodput = 200s whose client-measured latency is within their \
+         deadline, per second; `… in node` = the same judged on the time the node reports \
+         (queueing + execution: from the datagram's receipt or the HTTP request head's to the \
+         answer). Refused = 503 (HTTP `Luge-Outcome` `deadline_unreachable`, `shed`, \
+         `overloaded`) / `Overloaded` (UDP-RPC). No answer = timeouts ({} s), summed over the \
+         trials. RSS = peak `VmRSS` of this process (node and load generator, which keeps no \
+         samples) during the point, ÷ the first trial's 1× point.\n\n\
+         **{trials} trial(s)**, one after the other on the same node (each: both mixes' capacity \
+         and points, then the step); every figure is the median of the trials, `[min–max]` \
+         their range.\n",
         if o.no_deadline_admission { "**off** (`--no-deadline-admission`)" } else { "on" },
         calibration.map_or("none".into(), ToString::to_string),
         point_s.as_secs_f64(),
@@ -113,8 +181,12 @@ pub(super) fn summary(
     for (proto, mix) in series(points) {
         let mut row = vec![proto.to_owned(), mix.to_owned()];
         for &m in multiples {
-            let p = points.iter().find(|p| p.protocol == proto && p.mix == mix && p.multiple == m);
-            row.push(ratio(p.map(|p| p.goodput_over_capacity)));
+            let t = trials_of(points, proto, mix, m);
+            row.push(if t.is_empty() {
+                "-".into()
+            } else {
+                ratio_range(over(&t, |p| Some(p.goodput_over_capacity)))
+            });
         }
         headline.row(row);
     }
@@ -124,18 +196,23 @@ pub(super) fn summary(
         "protocol",
         "mix",
         ">capacity /s",
+        ">[min–max]",
         ">mean execution µs",
         ">refused",
         ">no answer",
     ]);
-    for c in capacities {
+    for (proto, mix) in series(points) {
+        let t: Vec<&CapacityResult> =
+            capacities.iter().filter(|c| c.protocol == proto && c.mix == mix).collect();
+        let range = over(&t, |c| Some(c.capacity_rps));
         cap.row(vec![
-            c.protocol.into(),
-            c.mix.into(),
-            rps(c.capacity_rps),
-            us(c.mean_execution_us),
-            c.refused.to_string(),
-            c.timeouts.to_string(),
+            proto.into(),
+            mix.into(),
+            range.map_or("-".into(), |(m, _, _)| rps(m)),
+            range.map_or("-".into(), |(_, lo, hi)| format!("{}–{}", rps(lo), rps(hi))),
+            us(median_of_some(&t, |c| c.mean_execution_us)),
+            t.iter().map(|c| c.refused).sum::<u64>().to_string(),
+            t.iter().map(|c| c.timeouts).sum::<u64>().to_string(),
         ]);
     }
     md.push_str(&cap.section("Capacity (closed loop)"));
@@ -151,7 +228,7 @@ pub(super) fn summary(
         ">200s in deadline %",
         ">… in node %",
         ">refused %",
-        ">no answer %",
+        ">no answer",
         ">refusal p50 µs",
         ">refusal p99 µs",
         ">… in node p50 µs",
@@ -161,26 +238,33 @@ pub(super) fn summary(
     ]);
     // No refusal, no refusal latency: `-` (`inf` is a failure at that rank).
     let us_or_none = |v: Option<f64>| v.map_or("-".into(), |v| us(Some(v)));
-    for p in points {
-        t.row(vec![
-            p.protocol.into(),
-            p.mix.into(),
-            format!("{}", p.multiple),
-            rps(p.offered_rps),
-            rps(p.goodput_rps),
-            ratio(Some(p.goodput_over_capacity)),
-            ratio(p.goodput_over_1x),
-            p.ok_within_deadline_share.map_or("-".into(), pct),
-            p.ok_within_deadline_in_node_share.map_or("-".into(), pct),
-            pct(p.refused_share),
-            pct(p.no_answer_share),
-            us_or_none(p.refusal_p50_us),
-            us_or_none(p.refusal_p99_us),
-            us_or_none(p.refusal_in_node_p50_us),
-            us_or_none(p.refusal_in_node_p99_us),
-            ratio(p.rss_over_1x),
-            us(p.send_lag_p99_us),
-        ]);
+    for (proto, mix) in series(points) {
+        for &m in multiples {
+            let p = trials_of(points, proto, mix, m);
+            if p.is_empty() {
+                continue;
+            }
+            let med = |f: fn(&OverloadPoint) -> Option<f64>| over(&p, f).map(|(m, _, _)| m);
+            t.row(vec![
+                proto.into(),
+                mix.into(),
+                format!("{m}"),
+                rps(med(|p| Some(p.offered_rps)).unwrap_or(0.0)),
+                rps(med(|p| Some(p.goodput_rps)).unwrap_or(0.0)),
+                ratio_range(over(&p, |p| Some(p.goodput_over_capacity))),
+                ratio(med(|p| p.goodput_over_1x)),
+                pct_range(over(&p, |p| p.ok_within_deadline_share)),
+                median_of_some(&p, |p| p.ok_within_deadline_in_node_share).map_or("-".into(), pct),
+                pct(med(|p| Some(p.refused_share)).unwrap_or(0.0)),
+                p.iter().map(|p| p.timeouts).sum::<u64>().to_string(),
+                us_or_none(median_of_some(&p, |p| p.refusal_p50_us)),
+                us_or_none(median_of_some(&p, |p| p.refusal_p99_us)),
+                us_or_none(median_of_some(&p, |p| p.refusal_in_node_p50_us)),
+                us_or_none(median_of_some(&p, |p| p.refusal_in_node_p99_us)),
+                ratio_range(over(&p, |p| p.rss_over_1x)),
+                us(median_of_some(&p, |p| p.send_lag_p99_us)),
+            ]);
+        }
     }
     md.push_str(&t.section("Past capacity"));
 
@@ -195,18 +279,20 @@ pub(super) fn summary(
         ">refused",
         ">no answer",
     ]);
-    let ms = |v: Option<f64>| v.map_or("never".into(), |x| format!("{x:.0}"));
-    for s in steps {
+    let mut protocols: Vec<&str> = steps.iter().map(|s| s.protocol).collect();
+    protocols.dedup();
+    for protocol in protocols {
+        let s: Vec<&StepResult> = steps.iter().filter(|s| s.protocol == protocol).collect();
         st.row(vec![
-            s.protocol.into(),
-            rps(s.capacity_rps),
-            ratio(s.before_over_capacity),
-            ratio(s.after_over_capacity),
-            ms(s.back_ms),
-            ms(s.holds_ms),
-            s.bins_below_share.map_or("-".into(), |x| format!("{} %", pct(x))),
-            s.refused.to_string(),
-            s.timeouts.to_string(),
+            protocol.into(),
+            rps(median_of_some(&s, |s| Some(s.capacity_rps)).unwrap_or(0.0)),
+            ratio_range(over(&s, |s| s.before_over_capacity)),
+            ratio_range(over(&s, |s| s.after_over_capacity)),
+            ms_range(over(&s, |s| s.back_ms)),
+            ms_range(over(&s, |s| s.holds_ms)),
+            pct_range(over(&s, |s| s.bins_below_share)),
+            s.iter().map(|s| s.refused).sum::<u64>().to_string(),
+            s.iter().map(|s| s.timeouts).sum::<u64>().to_string(),
         ]);
     }
     let _ = writeln!(
@@ -223,11 +309,9 @@ pub(super) fn summary(
     let notes: Vec<String> = points
         .iter()
         .flat_map(|p| p.notes.iter().map(move |n| format!("{}: {n}", label(p))))
-        .chain(
-            steps
-                .iter()
-                .flat_map(|s| s.notes.iter().map(move |n| format!("{} step: {n}", s.protocol))),
-        )
+        .chain(steps.iter().flat_map(|s| {
+            s.notes.iter().map(move |n| format!("{} step (trial {}): {n}", s.protocol, s.trial))
+        }))
         .collect();
     if !notes.is_empty() {
         let _ = writeln!(md, "## Notes\n");
