@@ -251,6 +251,9 @@ pub struct PoliciesOptions {
     pub workloads: Vec<String>,
     /// Run time per point (default 5 s, 0.3 s quick; log-normal points run twice as long).
     pub duration: Option<Duration>,
+    /// Trials (default 5; quick 1), each running every policy in turn on a node of its own:
+    /// every figure is the median of the trials.
+    pub trials: Option<usize>,
 }
 
 /// `density` settings (empty lists take the defaults of the mode).

@@ -311,6 +311,9 @@ struct PoliciesArgs {
     /// Time per point (log-normal points run twice as long) [default: 5s; quick 300ms].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// Interleaved trials, each running every policy once [default: 5; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -697,6 +700,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 loads: a.loads,
                 workloads: a.workloads,
                 duration: a.duration,
+                trials: a.trials,
             };
             scenario(Scenario::Policies(p), &a.common)
         }

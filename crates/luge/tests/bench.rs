@@ -146,10 +146,14 @@ fn noop_sweeps_both_protocols_and_layouts() {
 
 #[test]
 fn policies_compare_sledgescale_and_fifo() {
-    let (dir, report, stdout) = quick("policies", &["policies"]);
+    let (dir, report, stdout) =
+        quick("policies", &["policies", "--policies", "sledgescale,fifo,srpt"]);
     assert!(stdout.contains("sledgescale ÷ fifo"), "{stdout}");
+    assert!(stdout.contains("Each policy ÷ srpt"), "{stdout}");
+    assert_eq!(report["results"]["trials"], 1, "quick runs one trial");
     let points = report["results"]["points"].as_array().unwrap();
-    for policy in ["sledgescale", "fifo"] {
+    assert!(points.iter().all(|p| p["trial"] == 1), "{points:?}");
+    for policy in ["sledgescale", "fifo", "srpt"] {
         for workload in ["high-bimodal", "lognormal,truncate=20ms"] {
             let p = points
                 .iter()

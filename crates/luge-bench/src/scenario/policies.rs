@@ -6,8 +6,14 @@
 //! every policy, so every policy gets the same iteration counts. The log-normal is truncated for
 //! the runtime (X | X ≤ 1 s) unless the spec gives its own truncation; its "short"
 //! class is the half below the (truncated) median. Deadlines are the workload's (10 ×
-//! execution). The headline: the short class's p99 under `sledgescale` ÷ under `fifo` at load
-//! 0.8 (goal ≤ 1/10).
+//! execution). The headlines: the short class's p99 under `sledgescale` ÷ under `fifo` (goal
+//! ≤ 1/10), and under each policy ÷ under `srpt`, when it runs (goal at loads 0.9 and 0.95:
+//! ≤ 2×).
+//!
+//! `--trials` trials (default 5) run one after the other, each running every policy in turn
+//! on a node of its own, so a policy's repetitions are interleaved with the others'. Ratios are
+//! taken within a trial and reported as the median of the trials with its range; the other
+//! figures are medians of the trials.
 //!
 //! Left out by default on one worker: `shinjuku` (its 15 µs quantum is for the simulator: the
 //! runtime preempts at epoch ticks), `darc` (reserves cores per duration group: none
@@ -23,9 +29,9 @@ use luge_workload::WorkloadSpec;
 use serde::Serialize;
 use serde_json::json;
 
-use super::measure::{Driver, Point, calibrate_once};
+use super::measure::{Driver, Point, calibrate_once, median};
 use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
-use super::output::{Results, Table, pct, ratio, rps, slug, us};
+use super::output::{Results, Table, pct, ratio_range, rps, slug, spread, us};
 use super::{PoliciesOptions, Protocol, ScenarioOptions, layout_name, wait_name};
 use crate::calibrate::Calibration;
 use crate::error::BenchError;
@@ -65,8 +71,10 @@ pub(crate) fn short_class(per_class: &[ClassSummary]) -> Option<&ClassSummary> {
         .or_else(|| per_class.iter().find(|c| c.class == 0))
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 struct PolicyPoint {
+    /// The trial (from 1) this was measured in.
+    trial: usize,
     workload: String,
     policy: String,
     load: f64,
@@ -79,10 +87,17 @@ struct PolicyPoint {
     errors_by_kind: std::collections::BTreeMap<String, u64>,
 }
 
-fn point_of(workload: &str, policy: PolicyKind, load: f64, r: &Report) -> PolicyPoint {
+fn point_of(
+    trial: usize,
+    workload: &str,
+    policy: PolicyKind,
+    load: f64,
+    r: &Report,
+) -> PolicyPoint {
     let short = short_class(&r.summary.per_class);
     let long = r.summary.per_class.iter().find(|c| Some(c.class) != short.map(|s| s.class));
     PolicyPoint {
+        trial,
         workload: workload.to_owned(),
         policy: policy.name().to_owned(),
         load,
@@ -94,6 +109,50 @@ fn point_of(workload: &str, policy: PolicyKind, load: f64, r: &Report) -> Policy
         p99_slowdown: r.summary.slowdown.p99,
         errors_by_kind: r.summary.errors_by_kind.clone(),
     }
+}
+
+/// Every trial's point of one (workload, policy, load).
+fn trials_of<'a>(
+    points: &'a [PolicyPoint],
+    workload: &str,
+    policy: PolicyKind,
+    load: f64,
+) -> Vec<&'a PolicyPoint> {
+    points
+        .iter()
+        .filter(|p| p.workload == workload && p.policy == policy.name() && p.load == load)
+        .collect()
+}
+
+/// `a ÷ b` of two short-class p99s: infinite when `a` failed (`None`: over a hundredth of the
+/// class failed), 0 when only `b` did.
+fn p99_ratio(a: Option<f64>, b: Option<f64>) -> f64 {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => a / b,
+        (Some(_), None) => 0.0,
+        _ => f64::INFINITY,
+    }
+}
+
+/// Median, minimum and maximum over the trials of `policy`'s short-class p99 ÷ `base`'s in the
+/// same trial, at one workload and load.
+fn ratio_spread(
+    points: &[PolicyPoint],
+    workload: &str,
+    load: f64,
+    policy: PolicyKind,
+    base: PolicyKind,
+) -> Option<(f64, f64, f64)> {
+    let of = trials_of(points, workload, policy, load);
+    let base = trials_of(points, workload, base, load);
+    let mut v: Vec<f64> = of
+        .iter()
+        .filter_map(|p| {
+            let b = base.iter().find(|b| b.trial == p.trial)?;
+            Some(p99_ratio(p.short_p99_us, b.short_p99_us))
+        })
+        .collect();
+    spread(&mut v)
 }
 
 pub(crate) fn run(
@@ -127,43 +186,52 @@ pub(crate) fn run(
     let mut calibration: Option<Calibration> = None;
     let mut points: Vec<PolicyPoint> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
-    for &policy in &policies {
-        let spec = NodeSpec { policy, ..NodeSpec::of(opts, wait, layout, Protocol::Udp, pin) };
-        LugeNode::with(&spec, std::slice::from_ref(&spin), |node| {
-            let target = node.target(Protocol::Udp)?;
-            let spin_ref = node.function("spin")?;
-            let timeout = Duration::from_secs(5);
-            let cal =
-                calibrate_once(&mut calibration, &target, &spin_ref, timeout, opts, "policies")?;
-            for (name, w) in workloads.iter().zip(&specs) {
-                let driver = Driver {
-                    target: target.clone(),
-                    mapping: Mapping::Spin(spin_ref.clone()),
-                    workload: w.clone(),
-                    timeout: Duration::from_secs(30),
-                    calibration: Some(cal.clone()),
-                    window: 4096,
-                    keep_samples: false,
-                };
-                // Heavy tails need more requests for the same tail.
-                let duration = if name.starts_with("lognormal") { base * 2 } else { base };
-                for &load in &loads {
-                    let r = driver.at_load(load, duration)?;
-                    let pt = point_of(name, policy, load, &r);
-                    opts.say(format!(
-                        "policies: {name} {policy} load {load}: short p99 {} µs, p99 slowdown {}, \
-                         miss {} %, {} requests",
-                        us(pt.short_p99_us),
-                        us(pt.p99_slowdown),
-                        pct(pt.point.deadline_miss_rate),
-                        pt.point.planned
-                    ));
-                    labels.push(r.workload.clone());
-                    points.push(pt);
+    let trials = p.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
+    for trial in 1..=trials {
+        for &policy in &policies {
+            let spec = NodeSpec { policy, ..NodeSpec::of(opts, wait, layout, Protocol::Udp, pin) };
+            LugeNode::with(&spec, std::slice::from_ref(&spin), |node| {
+                let target = node.target(Protocol::Udp)?;
+                let spin_ref = node.function("spin")?;
+                let timeout = Duration::from_secs(5);
+                let cal = calibrate_once(
+                    &mut calibration,
+                    &target,
+                    &spin_ref,
+                    timeout,
+                    opts,
+                    "policies",
+                )?;
+                for (name, w) in workloads.iter().zip(&specs) {
+                    let driver = Driver {
+                        target: target.clone(),
+                        mapping: Mapping::Spin(spin_ref.clone()),
+                        workload: w.clone(),
+                        timeout: Duration::from_secs(30),
+                        calibration: Some(cal.clone()),
+                        window: 4096,
+                        keep_samples: false,
+                    };
+                    // Heavy tails need more requests for the same tail.
+                    let duration = if name.starts_with("lognormal") { base * 2 } else { base };
+                    for &load in &loads {
+                        let r = driver.at_load(load, duration)?;
+                        let pt = point_of(trial, name, policy, load, &r);
+                        opts.say(format!(
+                            "policies: trial {trial}/{trials}: {name} {policy} load {load}: \
+                             short p99 {} µs, p99 slowdown {}, miss {} %, {} requests",
+                            us(pt.short_p99_us),
+                            us(pt.p99_slowdown),
+                            pct(pt.point.deadline_miss_rate),
+                            pt.point.planned
+                        ));
+                        labels.push(r.workload.clone());
+                        points.push(pt);
+                    }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            })?;
+        }
     }
 
     for name in &workloads {
@@ -181,17 +249,24 @@ pub(crate) fn run(
                 .iter()
                 .map(|pol| Series {
                     name: pol.name().to_owned(),
-                    points: of
+                    points: loads
                         .iter()
-                        .filter(|p| p.policy == pol.name())
-                        .map(|p| (p.load, get(p).unwrap_or(f64::INFINITY)))
+                        .filter_map(|&load| {
+                            let t: Vec<&PolicyPoint> = of
+                                .iter()
+                                .copied()
+                                .filter(|p| p.policy == pol.name() && p.load == load)
+                                .collect();
+                            (!t.is_empty())
+                                .then(|| (load, median(&t, get).unwrap_or(f64::INFINITY)))
+                        })
                         .collect(),
                 })
                 .collect();
             let x_label = "offered load (utilisation of the worker)";
             let chart = Chart {
                 log_y: true,
-                ..Chart::new(format!("{title}, {name}, 1 worker"), x_label, y)
+                ..Chart::new(format!("{title}, {name}, 1 worker, median of trials"), x_label, y)
             };
             out.plot(&format!("{}-{file}.svg", slug(name)), &chart, &series)?;
         }
@@ -207,6 +282,11 @@ pub(crate) fn run(
         wait_name(wait),
         calibration.as_ref().map_or("none".into(), ToString::to_string)
     );
+    let _ = writeln!(
+        md,
+        "**{trials} trial(s)**, each running every policy in turn; figures are the medians of \
+         the trials, ratios the median of each trial's ratio with `[min–max]` their range.\n"
+    );
     let mut headline = Table::new(&[
         "workload",
         ">load",
@@ -215,35 +295,69 @@ pub(crate) fn run(
         ">ratio",
         "goal ≤ 0.1",
     ]);
+    let short = |p: &PolicyPoint| p.short_p99_us;
     for name in &workloads {
         for &load in &loads {
-            let get = |pol: PolicyKind| {
-                points
-                    .iter()
-                    .find(|p| &p.workload == name && p.policy == pol.name() && p.load == load)
-            };
-            if let (Some(s), Some(f)) = (get(PolicyKind::SledgeScale), get(PolicyKind::Fifo)) {
-                let r = match (s.short_p99_us, f.short_p99_us) {
-                    (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-                    (Some(_), None) => Some(0.0),
-                    _ => None,
-                };
-                headline.row(vec![
-                    name.clone(),
-                    format!("{load:.2}"),
-                    us(s.short_p99_us),
-                    us(f.short_p99_us),
-                    ratio(r),
-                    match r {
-                        Some(x) if x <= 0.1 => "met".into(),
-                        Some(_) => "**missed**".into(),
-                        None => "-".into(),
-                    },
-                ]);
+            let (s, f) = (
+                trials_of(&points, name, PolicyKind::SledgeScale, load),
+                trials_of(&points, name, PolicyKind::Fifo, load),
+            );
+            if s.is_empty() || f.is_empty() {
+                continue;
             }
+            let r = ratio_spread(&points, name, load, PolicyKind::SledgeScale, PolicyKind::Fifo);
+            headline.row(vec![
+                name.clone(),
+                format!("{load:.2}"),
+                us(median(&s, short)),
+                us(median(&f, short)),
+                ratio_range(r),
+                match r {
+                    Some((x, _, _)) if x <= 0.1 => "met".into(),
+                    _ => "**missed**".into(),
+                },
+            ]);
         }
     }
     md.push_str(&headline.section("sledgescale ÷ fifo, short class"));
+    if policies.contains(&PolicyKind::Srpt) {
+        let mut vs = Table::new(&[
+            "workload",
+            ">load",
+            "policy",
+            ">short p99 µs",
+            ">srpt's µs",
+            ">÷ srpt",
+            "goal ≤ 2× at 0.9, 0.95",
+        ]);
+        for name in &workloads {
+            for &load in &loads {
+                let base = trials_of(&points, name, PolicyKind::Srpt, load);
+                for &policy in policies.iter().filter(|&&p| p != PolicyKind::Srpt) {
+                    let t = trials_of(&points, name, policy, load);
+                    if t.is_empty() || base.is_empty() {
+                        continue;
+                    }
+                    let r = ratio_spread(&points, name, load, policy, PolicyKind::Srpt);
+                    let goal = [0.9, 0.95].iter().any(|g| (g - load).abs() < 1e-9);
+                    vs.row(vec![
+                        name.clone(),
+                        format!("{load:.2}"),
+                        policy.name().to_owned(),
+                        us(median(&t, short)),
+                        us(median(&base, short)),
+                        ratio_range(r),
+                        match r {
+                            _ if !goal => "-".into(),
+                            Some((x, _, _)) if x <= 2.0 => "met".into(),
+                            _ => "**missed**".into(),
+                        },
+                    ]);
+                }
+            }
+        }
+        md.push_str(&vs.section("Each policy ÷ srpt, short class"));
+    }
     let mut t = Table::new(&[
         "workload",
         "policy",
@@ -257,22 +371,31 @@ pub(crate) fn run(
         ">miss %",
         ">errors",
     ]);
-    for p in &points {
-        t.row(vec![
-            p.workload.clone(),
-            p.policy.clone(),
-            format!("{:.2}", p.load),
-            rps(p.point.offered_rps),
-            rps(p.point.throughput_rps),
-            us(p.short_p99_us),
-            us(p.short_p99_slowdown),
-            us(p.long_p99_us),
-            us(p.p99_slowdown),
-            pct(p.point.deadline_miss_rate),
-            p.point.errors.to_string(),
-        ]);
+    for name in &workloads {
+        for &policy in &policies {
+            for &load in &loads {
+                let p = trials_of(&points, name, policy, load);
+                if p.is_empty() {
+                    continue;
+                }
+                let m = |f: fn(&PolicyPoint) -> Option<f64>| median(&p, f);
+                t.row(vec![
+                    name.clone(),
+                    policy.name().to_owned(),
+                    format!("{load:.2}"),
+                    rps(m(|p| Some(p.point.offered_rps)).unwrap_or(0.0)),
+                    rps(m(|p| Some(p.point.throughput_rps)).unwrap_or(0.0)),
+                    us(m(|p| p.short_p99_us)),
+                    us(m(|p| p.short_p99_slowdown)),
+                    us(m(|p| p.long_p99_us)),
+                    us(m(|p| p.p99_slowdown)),
+                    pct(m(|p| Some(p.point.deadline_miss_rate)).unwrap_or(1.0)),
+                    p.iter().map(|p| p.point.errors).sum::<u64>().to_string(),
+                ]);
+            }
+        }
     }
-    md.push_str(&t.section("All points"));
+    md.push_str(&t.section("All points (medians of the trials; errors summed)"));
     labels.sort();
     labels.dedup();
     for l in &labels {
@@ -284,8 +407,46 @@ pub(crate) fn run(
             "calibration": calibration,
             "policies": policies.iter().map(|p| p.name()).collect::<Vec<_>>(),
             "loads": loads,
+            "trials": trials,
             "workloads_as_run": labels,
             "points": points,
         }),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(trial: usize, policy: PolicyKind, short_p99_us: Option<f64>) -> PolicyPoint {
+        PolicyPoint {
+            trial,
+            workload: "w".into(),
+            policy: policy.name().into(),
+            load: 0.9,
+            short_p99_us,
+            ..PolicyPoint::default()
+        }
+    }
+
+    #[test]
+    fn ratios_are_taken_within_a_trial_and_their_median_reported() {
+        use PolicyKind::{SledgeScale as S, Srpt as R};
+        let points = [
+            point(1, S, Some(300.0)),
+            point(1, R, Some(100.0)),
+            point(2, S, Some(100.0)),
+            point(2, R, Some(200.0)),
+            point(3, S, None),
+            point(3, R, Some(100.0)),
+            // A trial without its base pairs with nothing.
+            point(4, S, Some(1.0)),
+        ];
+        // Trials 1–3: 3, 0.5 and ∞ (a failed p99): median 3.
+        let got = ratio_spread(&points, "w", 0.9, S, R);
+        assert_eq!(got.map(|(m, lo, _)| (m, lo)), Some((3.0, 0.5)));
+        assert!(got.is_some_and(|(_, _, hi)| hi.is_infinite()));
+        assert_eq!(p99_ratio(Some(1.0), None), 0.0, "only the base failed");
+        assert_eq!(ratio_spread(&points, "w", 0.5, S, R), None, "no such load");
+    }
 }
