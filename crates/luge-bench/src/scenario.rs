@@ -316,7 +316,7 @@ pub struct SlowClientsOptions {
     pub rate: Option<f64>,
     /// Time per trial (default 3 s; quick 300 ms).
     pub duration: Option<Duration>,
-    /// Quiet/slow trial pairs (default 3; quick 1).
+    /// Quiet/slow trial pairs (default 5; quick 1).
     pub trials: Option<usize>,
     /// The program run as `PROGRAM bench hold-slow-connections …` to hold the slow
     /// connections in a process of its own (the `luge` binary).
@@ -332,7 +332,7 @@ pub struct TenantsOptions {
     pub b_limit: Option<f64>,
     /// Time per trial (default 3 s; quick 300 ms).
     pub duration: Option<Duration>,
-    /// Trial pairs (B at its limit, B at 10×) (default 3; quick 1).
+    /// Trial pairs (B at its limit, B at 10×) (default 5; quick 1).
     pub trials: Option<usize>,
     /// Declare no tenant limits (B offers the same 10× but nothing refuses it for its tenant:
     /// the node before `[[tenant]]`), for a before/after.
@@ -355,7 +355,7 @@ pub struct BackpressureOptions {
     pub callers: Option<usize>,
     /// Time per trial (default 3 s; quick 300 ms).
     pub duration: Option<Duration>,
-    /// Trials per client (default 3; quick 1).
+    /// Trials per client (default 5; quick 1).
     pub trials: Option<usize>,
 }
 
@@ -370,7 +370,7 @@ pub struct IsolationOptions {
     pub hostile_rate: Option<f64>,
     /// Time per point (default 5 s; quick 500 ms).
     pub duration: Option<Duration>,
-    /// Trials of every point (default 3; quick 1).
+    /// Trials of every point (default 5; quick 1).
     pub trials: Option<usize>,
 }
 
@@ -391,7 +391,7 @@ pub struct EdgeRtOptions {
     pub batch_windows: Vec<Duration>,
     /// Time measured per point (default 10 s; quick 1 s).
     pub duration: Option<Duration>,
-    /// Trials of every point (default 3; quick 1).
+    /// Trials of every point (default 5; quick 1).
     pub trials: Option<usize>,
 }
 
@@ -404,7 +404,7 @@ pub struct HorseOptions {
     pub load: Option<f64>,
     /// Time per point (default 3 s; quick 300 ms).
     pub duration: Option<Duration>,
-    /// Trials of every point (default 3; quick 1).
+    /// Trials of every point (default 5; quick 1).
     pub trials: Option<usize>,
 }
 

@@ -396,7 +396,7 @@ struct SlowClientsArgs {
     /// Time per trial [default: 3s; quick 300ms].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Quiet/slow trial pairs [default: 3; quick: 1].
+    /// Quiet/slow trial pairs [default: 5; quick: 1].
     #[arg(long)]
     trials: Option<usize>,
 }
@@ -414,7 +414,7 @@ struct TenantsArgs {
     /// Time per trial [default: 3s; quick 300ms].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Trial pairs (B at its limit, B at 10×) [default: 3; quick: 1].
+    /// Trial pairs (B at its limit, B at 10×) [default: 5; quick: 1].
     #[arg(long)]
     trials: Option<usize>,
     /// Declare no tenant limits: B's 10× is not refused for its tenant (the node before
@@ -433,7 +433,7 @@ struct BackpressureArgs {
     /// Time per trial [default: 3s; quick 300ms].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Trials per client [default: 3; quick: 1].
+    /// Trials per client [default: 5; quick: 1].
     #[arg(long)]
     trials: Option<usize>,
 }
@@ -466,7 +466,7 @@ struct IsolationArgs {
     /// Time per point [default: 5s; quick 500ms].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Trials of every point [default: 3; quick: 1].
+    /// Trials of every point [default: 5; quick: 1].
     #[arg(long)]
     trials: Option<usize>,
 }
@@ -497,7 +497,7 @@ struct EdgeRtArgs {
     /// Time measured per point [default: 10s; quick 1s].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Trials of every point [default: 3; quick: 1].
+    /// Trials of every point [default: 5; quick: 1].
     #[arg(long)]
     trials: Option<usize>,
 }
@@ -515,7 +515,7 @@ struct HorseArgs {
     /// Time per point [default: 3s; quick 300ms].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Trials of every point [default: 3; quick: 1].
+    /// Trials of every point [default: 5; quick: 1].
     #[arg(long)]
     trials: Option<usize>,
 }

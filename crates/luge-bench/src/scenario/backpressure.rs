@@ -74,7 +74,7 @@ pub(crate) fn run(
 ) -> Result<(String, serde_json::Value), BenchError> {
     let callers = b.callers.unwrap_or(256).max(1);
     let duration = opts.duration_or(b.duration, Duration::from_millis(300), Duration::from_secs(3));
-    let trials = b.trials.unwrap_or(if opts.quick { 1 } else { 3 }).max(1);
+    let trials = b.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
     let spec = NodeSpec::of(opts, wait, layout, Protocol::Udp, pin);
     let results = LugeNode::with(&spec, &opts.functions, |node| {

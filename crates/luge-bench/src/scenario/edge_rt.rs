@@ -190,7 +190,7 @@ pub(crate) fn run(
     }
     let duration =
         opts.duration_or(o.duration, Duration::from_millis(1_000), Duration::from_secs(10));
-    let trials = o.trials.unwrap_or(if opts.quick { 1 } else { 3 }).max(1);
+    let trials = o.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
     let mut calibration = None;
     let mut md = String::new();
     let mut results = serde_json::Map::new();

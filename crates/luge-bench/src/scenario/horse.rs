@@ -63,7 +63,7 @@ pub(crate) fn run(
     let rate = h.rate.unwrap_or(if opts.quick { 500.0 } else { 2_000.0 });
     let load = h.load.unwrap_or(0.9);
     let duration = opts.duration_or(h.duration, Duration::from_millis(300), Duration::from_secs(3));
-    let trials = h.trials.unwrap_or(if opts.quick { 1 } else { 3 }).max(1);
+    let trials = h.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
     let shorts: &[(&str, Option<u64>)] = if opts.quick { &SHORT[..1] } else { &SHORT };
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
     let functions = node_functions(opts)?;

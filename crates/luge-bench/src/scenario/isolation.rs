@@ -147,7 +147,7 @@ pub(crate) fn run(
     let hostile_rate = o.hostile_rate.unwrap_or(if opts.quick { 10.0 } else { 20.0 });
     let counts = opts.given_or(&o.hostile, vec![0, 4], vec![0, 1, 4, 16]);
     let duration = opts.duration_or(o.duration, Duration::from_millis(500), Duration::from_secs(5));
-    let trials = o.trials.unwrap_or(if opts.quick { 1 } else { 3 }).max(1);
+    let trials = o.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
     let good_workload: luge_workload::WorkloadSpec = format!("fixed,deadline={GOOD_DEADLINE}")
         .parse()

@@ -51,7 +51,7 @@ pub(crate) fn run(
     let connections = s.connections.unwrap_or(if opts.quick { 300 } else { 10_000 });
     let rate = s.rate.unwrap_or(if opts.quick { 500.0 } else { 2_000.0 });
     let duration = opts.duration_or(s.duration, Duration::from_millis(300), Duration::from_secs(3));
-    let trials = s.trials.unwrap_or(if opts.quick { 1 } else { 3 }).max(1);
+    let trials = s.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
     let holder: PathBuf = s.holder.clone().ok_or_else(|| {
         BenchError::Config("slow-clients needs the program that runs the slow clients".into())
     })?;

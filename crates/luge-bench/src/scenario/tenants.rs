@@ -47,7 +47,7 @@ pub(crate) fn run(
     let b_limit = t.b_limit.unwrap_or(if opts.quick { 50.0 } else { 100.0 });
     let b_rate = 10.0 * b_limit;
     let duration = opts.duration_or(t.duration, Duration::from_millis(300), Duration::from_secs(3));
-    let trials = t.trials.unwrap_or(if opts.quick { 1 } else { 3 }).max(1);
+    let trials = t.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
     let spin = opts
         .functions
