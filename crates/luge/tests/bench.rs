@@ -150,6 +150,7 @@ fn policies_compare_sledgescale_and_fifo() {
         quick("policies", &["policies", "--policies", "sledgescale,fifo,srpt"]);
     assert!(stdout.contains("sledgescale ÷ fifo"), "{stdout}");
     assert!(stdout.contains("Each policy ÷ srpt"), "{stdout}");
+    assert!(stdout.contains("short missed %"), "{stdout}");
     assert_eq!(report["results"]["trials"], 1, "quick runs one trial");
     let points = report["results"]["points"].as_array().unwrap();
     assert!(points.iter().all(|p| p["trial"] == 1), "{points:?}");
