@@ -11,7 +11,9 @@
 //! is full it waits for a slot. Latency is always measured from the intended time, so a late
 //! wake-up, a full window or a stalled server shows up in the latency of every request it
 //! delays, not just the first (no coordinated omission); `send_lag_us` in the report says how
-//! much of that was the client's own lateness.
+//! much of that was the client's own lateness. A request sent late carries what is left of its
+//! relative deadline ([`Planned::deadline_left_us`]), as `luge-client` does: the node is told
+//! the time the request really has.
 //!
 //! Bounds: arrivals at or after `duration` are not planned; the pacer sends nothing after
 //! `duration + timeout` — planned requests it has not sent by then are recorded as
@@ -34,13 +36,17 @@ use crate::sample::ErrorKind;
 use crate::target::FunctionRef;
 
 /// Sends one request; its answer reaches the [`Ledger`] some other way (a receiver thread, a
-/// task).
+/// task). `intended_ns` is its intended send time and `now_ns` the time it is handed over, both
+/// on the ledger's clock: the request carries what is left of its deadline when it goes out
+/// ([`Planned::deadline_left_us`]).
 pub(crate) trait Transport {
     fn send(
         &mut self,
         p: &Planned,
         function: &FunctionRef,
         payload: &[u8],
+        intended_ns: u64,
+        now_ns: u64,
     ) -> Result<(), ErrorKind>;
 }
 
@@ -71,7 +77,7 @@ pub(crate) fn drive(plan: &Plan, ledger: &Ledger, transport: &mut dyn Transport,
             return;
         };
         ledger.begin(p, intended_ns, now);
-        if let Err(kind) = transport.send(p, function, buf) {
+        if let Err(kind) = transport.send(p, function, buf, intended_ns, now) {
             ledger.fail(p.seq, kind);
         }
         last_send = now;

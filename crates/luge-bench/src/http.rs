@@ -117,7 +117,7 @@ impl HttpSetup {
 fn request(
     uri: Uri,
     host: &HeaderValue,
-    payload: &[u8],
+    payload: Bytes,
     deadline_us: u32,
     expected_us: Option<u32>,
 ) -> Request<Full<Bytes>> {
@@ -126,20 +126,23 @@ fn request(
         b = b.header(EXPECTED_HEADER, e);
     }
     // A POST with a valid URI, a socket address for host and integer headers always builds.
-    b.body(Full::new(Bytes::copy_from_slice(payload)))
-        .unwrap_or_else(|_| Request::new(Full::new(Bytes::new())))
+    b.body(Full::new(payload)).unwrap_or_else(|_| Request::new(Full::new(Bytes::new())))
 }
 
 /// Sends one request on a connection of `pool` and reads the whole response; the connection
 /// is back in the pool before this returns.
-async fn exchange(pool: &Pool, req: Request<Full<Bytes>>, timeout: Duration) -> Reply {
+async fn exchange(
+    pool: &Pool,
+    build: impl FnOnce() -> Request<Full<Bytes>>,
+    timeout: Duration,
+) -> Reply {
     let error = |kind| Reply { error: Some(kind), ..Reply::default() };
     let fut = async {
         let mut conn = match pool.checkout().await {
             Ok(conn) => conn,
             Err(ConnectError::Tcp | ConnectError::Handshake) => return error(ErrorKind::Connect),
         };
-        let Ok(resp) = conn.sender().send_request(req).await else {
+        let Ok(resp) = conn.sender().send_request(build()).await else {
             return error(ErrorKind::Transport);
         };
         let (parts, body) = resp.into_parts();
@@ -173,14 +176,27 @@ pub(crate) struct HttpTransport {
 }
 
 impl Transport for HttpTransport {
-    fn send(&mut self, p: &Planned, _: &FunctionRef, payload: &[u8]) -> Result<(), ErrorKind> {
+    fn send(
+        &mut self,
+        p: &Planned,
+        _: &FunctionRef,
+        payload: &[u8],
+        intended_ns: u64,
+        _: u64,
+    ) -> Result<(), ErrorKind> {
         let uri = self.uris.get(p.function).cloned().ok_or(ErrorKind::Send)?;
         let expected = self.send_expected.then(|| p.expected_us());
-        let req = request(uri, &self.host, payload, p.deadline_us(), expected);
+        let (host, payload, planned) = (self.host.clone(), Bytes::copy_from_slice(payload), *p);
         let (pool, ledger, timeout, seq) =
             (Arc::clone(&self.pool), Arc::clone(&self.ledger), self.timeout, p.seq);
         self.handle.spawn(async move {
-            let reply = exchange(&pool, req, timeout).await;
+            // The deadline left is taken when a connection is at hand, just before the request
+            // is written: the task may have waited for this thread and for the connection.
+            let build = || {
+                let waited = ledger.now_ns().saturating_sub(intended_ns);
+                request(uri, &host, payload, planned.deadline_left_us(waited), expected)
+            };
+            let reply = exchange(&pool, build, timeout).await;
             let now = ledger.now_ns();
             ledger.complete(seq, now, reply);
         });
@@ -197,8 +213,14 @@ pub(crate) struct HttpCaller<'a> {
 impl Caller for HttpCaller<'_> {
     fn call(&mut self, function: &FunctionRef, payload: &[u8]) -> Result<Reply, BenchError> {
         let uri = self.setup.uri(function)?;
-        let req = request(uri, &self.setup.host, payload, CALIBRATION_DEADLINE_US, None);
-        let reply = self.setup.rt.block_on(exchange(&self.setup.pool, req, self.timeout));
+        let req = request(
+            uri,
+            &self.setup.host,
+            Bytes::copy_from_slice(payload),
+            CALIBRATION_DEADLINE_US,
+            None,
+        );
+        let reply = self.setup.rt.block_on(exchange(&self.setup.pool, || req, self.timeout));
         match reply.error {
             Some(ErrorKind::Timeout) => Err(BenchError::Calibration(format!(
                 "no answer within {:?} (is the server running on the target?)",

@@ -119,6 +119,15 @@ impl Planned {
         u32::try_from(self.deadline_ns.div_ceil(1_000).max(1)).unwrap_or(u32::MAX)
     }
 
+    /// What is left of the relative deadline after the client itself held the request
+    /// `waited_ns` past its intended send time, in whole µs for the wire (rounded up, at least
+    /// 1: a request whose deadline the client spent is still sent, and the node refuses it).
+    /// A client tells the node the time it has left, as `luge-client` does.
+    pub fn deadline_left_us(&self, waited_ns: u64) -> u32 {
+        let left = self.deadline_ns.saturating_sub(waited_ns);
+        u32::try_from(left.div_ceil(1_000).max(1)).unwrap_or(u32::MAX)
+    }
+
     /// The expected execution in whole µs for the wire (rounded up, at least 1).
     pub fn expected_us(&self) -> u32 {
         u32::try_from(self.execution_ns.div_ceil(1_000).max(1)).unwrap_or(u32::MAX)
@@ -297,6 +306,24 @@ impl Iterator for Requests<'_> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_deadline_left_is_what_the_client_did_not_spend() {
+        let p = Planned {
+            seq: 0,
+            offset_ns: 0,
+            function: 0,
+            class: 0,
+            payload: PlannedPayload::Fixed(0),
+            deadline_ns: 1_000_000,
+            execution_ns: 10_000,
+        };
+        assert_eq!(p.deadline_left_us(0), 1_000);
+        assert_eq!(p.deadline_left_us(300_000), 700);
+        assert_eq!(p.deadline_left_us(300_001), 700, "rounded up");
+        assert_eq!(p.deadline_left_us(999_999), 1);
+        assert_eq!(p.deadline_left_us(5_000_000), 1, "spent: still sent, and refused there");
+    }
 
     fn spec(s: &str) -> WorkloadSpec {
         s.parse().unwrap()

@@ -81,6 +81,8 @@ impl Transport for UdpTransport {
         p: &Planned,
         function: &FunctionRef,
         payload: &[u8],
+        intended_ns: u64,
+        now_ns: u64,
     ) -> Result<(), ErrorKind> {
         let msg = Message::Request(Request {
             header: RequestHeader {
@@ -88,7 +90,7 @@ impl Transport for UdpTransport {
                 // The node's readiness for the summary (8 more bytes per answer).
                 flags: Flags::READINESS,
                 function: function.rpc_id,
-                deadline_us: p.deadline_us(),
+                deadline_us: p.deadline_left_us(now_ns.saturating_sub(intended_ns)),
                 expected_us: if self.send_expected { p.expected_us() } else { 0 },
             },
             payload,

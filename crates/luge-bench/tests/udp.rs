@@ -253,8 +253,32 @@ fn timeouts_and_refusals_are_errors_and_misses() {
     assert_eq!((s.latency_us.p99, s.latency_us.p999, s.latency_us.max), (None, None, None));
     assert_eq!(s.slowdown.max, None);
     assert!(s.latency_us.p50.is_some());
-    // Every request carried the workload's deadline: 10 × 10 µs.
-    assert!(stats.deadlines_us.iter().all(|&d| d == 100));
+    // Every request carried the workload's deadline, 10 × 10 µs, less any time the client
+    // itself held it (`a_late_request_carries_what_is_left_of_its_deadline`).
+    assert!(stats.deadlines_us.iter().all(|&d| (1..=100).contains(&d)), "{:?}", stats.deadlines_us);
+}
+
+/// A request the client sends late carries what is left of its deadline, as `luge-client`
+/// does: a node must not admit work whose deadline the client has already spent.
+#[test]
+fn a_late_request_carries_what_is_left_of_its_deadline() {
+    let server = fake_server(FakeConfig { delay: Duration::from_millis(10), ..Default::default() });
+    let mut c = config(&server, "fixed,rate=1000,deadline=100ms,seed=6");
+    c.mode = Mode::Open { window: 1 };
+    c.duration = Duration::from_millis(50);
+    let r = run(c).unwrap();
+    let stats = server.stats.lock().unwrap();
+    let mut sent: Vec<&Sample> = r.samples.iter().filter(|s| s.sent_ns.is_some()).collect();
+    sent.sort_by_key(|s| s.sent_ns);
+    assert_eq!(sent.len(), stats.deadlines_us.len());
+    for (s, &got) in sent.iter().zip(&stats.deadlines_us) {
+        let waited = s.sent_ns.unwrap() - s.intended_ns;
+        let left = 100_000_000u64.saturating_sub(waited).div_ceil(1_000).max(1);
+        assert_eq!(u64::from(got), left, "waited {waited} ns");
+    }
+    // Premise: the window of 1 held later requests back by tens of ms, some past the deadline.
+    assert!(stats.deadlines_us.first().is_some_and(|&d| d > 99_000), "the first on time");
+    assert!(stats.deadlines_us.contains(&1), "{:?}", stats.deadlines_us);
 }
 
 #[test]
