@@ -41,7 +41,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
@@ -58,6 +58,7 @@ use luge_runtime::{
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 
+use crate::arrival::arrival;
 use crate::metrics::{Metrics, Protocol};
 use crate::request_log::RequestLog;
 use crate::status::{http_status, outcome_label};
@@ -76,6 +77,7 @@ mod invoke;
 mod plane;
 mod respond;
 mod route;
+mod stamped;
 mod status_page;
 
 pub use self::accept::accept_next;
@@ -91,6 +93,7 @@ use self::plane::Plane;
 pub use self::plane::{AdminConfig, AdminToken, MIN_TOKEN_LEN};
 use self::respond::Meta;
 use self::route::{Action, check_name, check_route, micros_header};
+use self::stamped::Stamped;
 
 const DEADLINE_US: HeaderName = HeaderName::from_static(luge_proto::DEADLINE_HEADER);
 const EXPECTED_US: HeaderName = HeaderName::from_static(luge_proto::EXPECTED_HEADER);
@@ -684,10 +687,14 @@ async fn connection(
     let service_shared = Arc::clone(&shared);
     let held = Arc::new(Held { _node: slots.0, _client: slots.1 });
     let service_held = Arc::clone(&held);
+    let (stream, last) = Stamped::new(stream);
     let service = service_fn(move |request| {
+        // Hyper calls this once it has parsed the head, which ended in the connection's last
+        // read: the request arrived when the kernel received that.
+        let received = arrival(Instant::now(), SystemTime::now(), last.take());
         let shared = Arc::clone(&service_shared);
         let held = Arc::clone(&service_held);
-        async move { Ok::<_, Infallible>(handle(shared, request, peer, plane, held).await) }
+        async move { Ok::<_, Infallible>(handle(shared, request, peer, plane, held, received).await) }
     });
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
@@ -746,9 +753,9 @@ async fn handle(
     peer: SocketAddr,
     plane: Plane,
     held: Arc<Held>,
+    received: Instant,
 ) -> Response<Full<Bytes>> {
-    // The request head has been read: its deadline and queueing count from here.
-    let received = Instant::now();
+    // `received`: the request head's arrival; its deadline and queueing count from there.
     let _in_flight = Gauge::new(&shared, |s| &s.in_flight);
     let path = request.uri().path().to_owned();
     let action = Action::parse(request.method(), &path).on(plane, shared.config.expose_metrics);

@@ -2,6 +2,7 @@
 //! table, the status mapping both share, Prometheus metrics, and [`Node`], which owns a runtime
 //! and its front ends and shuts them down in order.
 
+mod arrival;
 mod http;
 mod log_limit;
 mod metrics;

@@ -690,6 +690,39 @@ async fn queueing_counts_from_the_request_head_like_udp_rpc() {
     assert_eq!(load, luge_proto::load_signal(Duration::from_nanos(queueing), deadline));
 }
 
+/// A head that waited in the node's socket buffer — here behind its connection's call in
+/// progress, which hyper answers before it reads the next — counts from when the kernel
+/// received it, not from when it was read, as a datagram does over UDP-RPC.
+#[tokio::test]
+async fn a_head_that_waited_in_the_socket_counts_from_its_arrival() {
+    let node = node();
+    let mut conn = raw(&node).await;
+    // A spin of tens of ms on the only worker, then (once it runs) a second request.
+    let body = "30000000";
+    let first =
+        format!("POST /spin HTTP/1.1\r\nHost: l\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    conn.get_mut().write_all(first.as_bytes()).await.unwrap();
+    let runtime = Arc::clone(&node.runtime);
+    eventually("the spin to start", || runtime.live_sandboxes() > 0).await;
+    let second = "POST /echo HTTP/1.1\r\nHost: l\r\nLuge-Deadline-Us: 30000000\r\nContent-Length: 2\r\n\r\nhi";
+    conn.get_mut().write_all(second.as_bytes()).await.unwrap();
+    let written = Instant::now();
+    let spun = read_raw(&mut conn).await;
+    let held = written.elapsed();
+    assert_eq!(spun.status, 200, "{spun:?}");
+    let echoed = read_raw(&mut conn).await;
+    assert_ok(&echoed, b"hi");
+    // Premise: the second head waited tens of ms for the first answer.
+    assert!(held >= Duration::from_millis(20), "the spin ended {held:?} after the second head");
+    let queueing: u64 = echoed.header("luge-queueing-ns").unwrap().parse().unwrap();
+    // Read only after the first answer, it still counts the wait (less its way to the node).
+    let floor = held.saturating_sub(Duration::from_millis(10));
+    assert!(
+        u128::from(queueing) >= floor.as_nanos(),
+        "queueing {queueing} ns, but the head waited {held:?} in the socket"
+    );
+}
+
 #[tokio::test]
 async fn malformed_http_is_answered_and_counted() {
     let node = node();

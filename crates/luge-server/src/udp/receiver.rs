@@ -11,20 +11,7 @@ use std::time::SystemTime;
 
 use super::sys::{RecvBatch, SendBatch};
 use super::*;
-
-/// A kernel receive stamp further in the past than this is not believed (a wall clock stepped
-/// back): the datagram counts from when the thread read it.
-const MAX_SOCKET_WAIT: Duration = Duration::from_secs(10);
-
-/// When a datagram read at `received` (`wall` on the wall clock) arrived, from the kernel's
-/// stamp if it has one that can be believed: not in the future, at most [`MAX_SOCKET_WAIT`] old.
-fn arrival(received: Instant, wall: SystemTime, stamp: Option<SystemTime>) -> Instant {
-    stamp
-        .and_then(|t| wall.duration_since(t).ok())
-        .filter(|waited| *waited <= MAX_SOCKET_WAIT)
-        .and_then(|waited| received.checked_sub(waited))
-        .unwrap_or(received)
-}
+use crate::arrival::arrival;
 
 /// A reader's state: its buffers and the replies it queued.
 pub(super) struct Receiver {
@@ -319,21 +306,5 @@ impl Receiver {
         shared.gate.submit(call, move |outcome| {
             callback_shared.answer(peer, (id, len, asked), deadline, outcome)
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_datagram_counts_from_its_kernel_stamp_when_it_can_be_believed() {
-        let (now, wall) = (Instant::now(), SystemTime::now());
-        let ms = Duration::from_millis;
-        assert_eq!(arrival(now, wall, Some(wall - ms(30))), now - ms(30));
-        assert_eq!(arrival(now, wall, None), now, "no stamp: read time");
-        assert_eq!(arrival(now, wall, Some(wall + ms(5))), now, "a stamp from the future");
-        let stale = Some(wall - MAX_SOCKET_WAIT - ms(1));
-        assert_eq!(arrival(now, wall, stale), now, "a wall clock stepped back");
     }
 }

@@ -1,6 +1,7 @@
 //! The few socket calls std does not offer, as safe wrappers over `libc`: `recvmmsg` into a
 //! reusable batch of buffers (with each datagram's kernel receive time when `SO_TIMESTAMPNS` is
-//! on), `sendmmsg` of a batch of replies, a non-blocking `sendto`, an eventfd and a `poll` on a
+//! on), a `recvmsg` of a stream socket with the receive time of what it read (the HTTP front
+//! end's connections), `sendmmsg` of a batch of replies, a non-blocking `sendto`, an eventfd and a `poll` on a
 //! socket and one (the receive thread's wait while it stands by), and conversions between
 //! [`SocketAddr`] and `sockaddr_storage`. Every `unsafe` block is here.
 
@@ -167,8 +168,9 @@ pub fn send_to(fd: RawFd, buf: &[u8], addr: SocketAddr, flags: libc::c_int) -> i
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc as usize) }
 }
 
-/// Asks the kernel to stamp every datagram received on `fd` with its arrival time
-/// (`SO_TIMESTAMPNS`, `CLOCK_REALTIME`), read back by [`RecvBatch::kernel_time`].
+/// Asks the kernel to stamp every datagram (or, on a stream socket, every segment) received on
+/// `fd` with its arrival time (`SO_TIMESTAMPNS`, `CLOCK_REALTIME`), read back by
+/// [`RecvBatch::kernel_time`] and [`recv_with_time`].
 pub fn enable_receive_timestamps(fd: RawFd) -> io::Result<()> {
     set_int_option(fd, libc::SO_TIMESTAMPNS, 1)
 }
@@ -275,38 +277,76 @@ impl RecvBatch {
         if i >= self.received {
             return None;
         }
-        let hdr = &self.headers[i].msg_hdr;
-        if hdr.msg_flags & libc::MSG_CTRUNC != 0 {
-            return None;
-        }
-        // SAFETY: `hdr` is the header the kernel just filled: `msg_control` points into
-        // `controls[i]` (live, aligned for `cmsghdr`) and `msg_controllen` is the length the
-        // kernel wrote, at most the buffer's size; `CMSG_FIRSTHDR`/`CMSG_NXTHDR` stay within it
-        // and return null past the end.
-        let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(hdr) };
-        while !cmsg.is_null() {
-            // SAFETY: non-null `cmsg` from the macros above points at a whole `cmsghdr` inside
-            // the control buffer.
-            let c = unsafe { &*cmsg };
-            let len = c.cmsg_len as usize;
-            if c.cmsg_level == libc::SOL_SOCKET
-                && c.cmsg_type == libc::SCM_TIMESTAMPNS
-                // SAFETY: `CMSG_LEN` only computes a length.
-                && len >= unsafe { libc::CMSG_LEN(size_of::<libc::timespec>() as u32) } as usize
-            {
-                // SAFETY: the kernel wrote a `timespec` as this message's data (its type and
-                // length say so); it may be unaligned, hence `read_unaligned`.
-                let ts: libc::timespec =
-                    unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
-                let secs = u64::try_from(ts.tv_sec).ok()?;
-                let nanos = u32::try_from(ts.tv_nsec).ok().filter(|n| *n < 1_000_000_000)?;
-                return SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos));
-            }
-            // SAFETY: as for `CMSG_FIRSTHDR`, with `cmsg` a header inside this buffer.
-            cmsg = unsafe { libc::CMSG_NXTHDR(hdr, cmsg) };
-        }
-        None
+        // SAFETY: `headers[i]` is a header the kernel just filled: its `msg_control` points into
+        // `controls[i]` (live, aligned for `cmsghdr`) and its `msg_controllen` is the length the
+        // kernel wrote, at most that buffer's size.
+        unsafe { control_time(&self.headers[i].msg_hdr) }
     }
+}
+
+/// The `SCM_TIMESTAMPNS` receive time among the control messages of `hdr`, if there is one and
+/// none was cut off (`MSG_CTRUNC`).
+///
+/// # Safety
+///
+/// `hdr` must be a header `recvmsg`/`recvmmsg` just filled: `msg_control` points into a live
+/// buffer aligned for `cmsghdr` and `msg_controllen` is the length the kernel wrote, at most
+/// that buffer's size.
+unsafe fn control_time(hdr: &libc::msghdr) -> Option<SystemTime> {
+    if hdr.msg_flags & libc::MSG_CTRUNC != 0 {
+        return None;
+    }
+    // SAFETY: by this function's contract `msg_control`/`msg_controllen` describe the control
+    // data the kernel wrote; `CMSG_FIRSTHDR`/`CMSG_NXTHDR` stay within it and return null past
+    // the end.
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(hdr) };
+    while !cmsg.is_null() {
+        // SAFETY: non-null `cmsg` from the macros above points at a whole `cmsghdr` inside the
+        // control buffer.
+        let c = unsafe { &*cmsg };
+        let len = c.cmsg_len as usize;
+        if c.cmsg_level == libc::SOL_SOCKET
+            && c.cmsg_type == libc::SCM_TIMESTAMPNS
+            // SAFETY: `CMSG_LEN` only computes a length.
+            && len >= unsafe { libc::CMSG_LEN(size_of::<libc::timespec>() as u32) } as usize
+        {
+            // SAFETY: the kernel wrote a `timespec` as this message's data (its type and length
+            // say so); it may be unaligned, hence `read_unaligned`.
+            let ts: libc::timespec =
+                unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+            let secs = u64::try_from(ts.tv_sec).ok()?;
+            let nanos = u32::try_from(ts.tv_nsec).ok().filter(|n| *n < 1_000_000_000)?;
+            return SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos));
+        }
+        // SAFETY: as for `CMSG_FIRSTHDR`, with `cmsg` a header inside this buffer.
+        cmsg = unsafe { libc::CMSG_NXTHDR(hdr, cmsg) };
+    }
+    None
+}
+
+/// Reads what a stream socket has (non-blocking: `WouldBlock` when nothing) into `buf`, with the
+/// time the kernel received the last of it when the socket stamps what it receives
+/// ([`enable_receive_timestamps`]; for TCP, the stamp of the last segment read).
+pub(crate) fn recv_with_time(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<SystemTime>)> {
+    let mut control = [0u64; CONTROL_WORDS];
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: an all-zero `msghdr` is a valid value (null pointers, zero lengths).
+    let mut hdr: libc::msghdr = unsafe { zeroed() };
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_control = control.as_mut_ptr().cast();
+    hdr.msg_controllen = size_of::<[u64; CONTROL_WORDS]>() as _;
+    // SAFETY: `hdr` points at one iovec over `buf` (live, writable, `buf.len()` bytes) and at
+    // `control` (live, writable, its size given), both outliving the call; the kernel writes
+    // within them only.
+    let rc = unsafe { libc::recvmsg(fd, &mut hdr, libc::MSG_DONTWAIT) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `recvmsg` just filled `hdr`; its control buffer is `control`, live, aligned for
+    // `cmsghdr` (`u64`s), and `msg_controllen` is what the kernel wrote, at most its size.
+    let time = unsafe { control_time(&hdr) };
+    Ok((rc as usize, time))
 }
 
 /// Replies queued by the receive thread during one batch, sent with one `sendmmsg`. Buffers
