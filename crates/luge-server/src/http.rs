@@ -691,7 +691,7 @@ async fn connection(
     let service = service_fn(move |request| {
         // Hyper calls this once it has parsed the head, which ended in the connection's last
         // read: the request arrived when the kernel received that.
-        let received = arrival(Instant::now(), SystemTime::now(), last.take());
+        let received = arrival(Instant::now(), SystemTime::now(), last.get());
         let shared = Arc::clone(&service_shared);
         let held = Arc::clone(&service_held);
         async move { Ok::<_, Infallible>(handle(shared, request, peer, plane, held, received).await) }

@@ -1,12 +1,13 @@
 //! The few socket calls std does not offer, as safe wrappers over `libc`: `recvmmsg` into a
 //! reusable batch of buffers (with each datagram's kernel receive time when `SO_TIMESTAMPNS` is
 //! on), a `recvmsg` of a stream socket with the receive time of what it read (the HTTP front
-//! end's connections), `sendmmsg` of a batch of replies, a non-blocking `sendto`, an eventfd and a `poll` on a
-//! socket and one (the receive thread's wait while it stands by), and conversions between
-//! [`SocketAddr`] and `sockaddr_storage`. Every `unsafe` block is here.
+//! end's connections), `sendmmsg` of a batch of replies, a non-blocking `sendto`, an eventfd
+//! and a `poll` on a socket and one (the receive thread's wait while it stands by), and
+//! conversions between [`SocketAddr`] and `sockaddr_storage`. Every `unsafe` block of the UDP
+//! front end is here.
 
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::{MaybeUninit, size_of, zeroed};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, SystemTime};
@@ -326,8 +327,12 @@ unsafe fn control_time(hdr: &libc::msghdr) -> Option<SystemTime> {
 
 /// Reads what a stream socket has (non-blocking: `WouldBlock` when nothing) into `buf`, with the
 /// time the kernel received the last of it when the socket stamps what it receives
-/// ([`enable_receive_timestamps`]; for TCP, the stamp of the last segment read).
-pub(crate) fn recv_with_time(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<SystemTime>)> {
+/// ([`enable_receive_timestamps`]; for TCP, the stamp of the last segment read). The first `n`
+/// bytes of `buf` are initialised on return (`n` returned); `buf` need not be initialised before.
+pub(crate) fn recv_with_time(
+    fd: RawFd,
+    buf: &mut [MaybeUninit<u8>],
+) -> io::Result<(usize, Option<SystemTime>)> {
     let mut control = [0u64; CONTROL_WORDS];
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     // SAFETY: an all-zero `msghdr` is a valid value (null pointers, zero lengths).
@@ -336,9 +341,9 @@ pub(crate) fn recv_with_time(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Op
     hdr.msg_iovlen = 1;
     hdr.msg_control = control.as_mut_ptr().cast();
     hdr.msg_controllen = size_of::<[u64; CONTROL_WORDS]>() as _;
-    // SAFETY: `hdr` points at one iovec over `buf` (live, writable, `buf.len()` bytes) and at
-    // `control` (live, writable, its size given), both outliving the call; the kernel writes
-    // within them only.
+    // SAFETY: `hdr` points at one iovec over `buf` (live, writable, `buf.len()` bytes; the
+    // kernel only writes it, so it need not be initialised) and at `control` (live, writable, its
+    // size given), both outliving the call; the kernel writes within them only.
     let rc = unsafe { libc::recvmsg(fd, &mut hdr, libc::MSG_DONTWAIT) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
