@@ -277,7 +277,7 @@ fn a_late_request_carries_what_is_left_of_its_deadline() {
         assert_eq!(u64::from(got), left, "waited {waited} ns");
     }
     // Premise: the window of 1 held later requests back by tens of ms, some past the deadline.
-    assert!(stats.deadlines_us.first().is_some_and(|&d| d > 99_000), "the first on time");
+    assert!(stats.deadlines_us.first().is_some_and(|&d| d > 90_000), "the first on time");
     assert!(stats.deadlines_us.contains(&1), "{:?}", stats.deadlines_us);
 }
 

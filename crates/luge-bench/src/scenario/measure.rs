@@ -7,6 +7,7 @@ use luge_workload::{Rate, WorkloadSpec};
 use serde::Serialize;
 
 use super::ScenarioOptions;
+use super::output::middle;
 use crate::calibrate::{Calibration, CalibrationOptions};
 use crate::error::BenchError;
 use crate::plan::Mapping;
@@ -96,12 +97,12 @@ impl Point {
 }
 
 /// The median of `f` over `trials` (a `None` is infinite: a failure at that rank; `None` when
-/// the median is infinite or there are no trials).
+/// the median is infinite or there are no trials; with an even count, the mean of the two
+/// middle values).
 pub(crate) fn median<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
     let mut v: Vec<f64> = trials.iter().map(|t| f(t).unwrap_or(f64::INFINITY)).collect();
     v.sort_by(f64::total_cmp);
-    let m = *v.get(v.len() / 2)?;
-    m.is_finite().then_some(m)
+    middle(&v).filter(|m| m.is_finite())
 }
 
 /// `median(over, f) ÷ median(base, f)`; `None` when either is infinite or the base is 0.

@@ -219,11 +219,22 @@ pub(crate) fn ratio(v: Option<f64>) -> String {
 }
 
 /// Median, minimum and maximum of `v` (sorted in place; an infinite value is a failure at its
-/// rank); `None` when `v` is empty or the median is infinite.
+/// rank); `None` when `v` is empty or the median is infinite. With an even count the median is
+/// the mean of the two middle values.
 pub(crate) fn spread(v: &mut [f64]) -> Option<(f64, f64, f64)> {
     v.sort_by(f64::total_cmp);
-    let m = *v.get(v.len() / 2)?;
+    let m = middle(v)?;
     m.is_finite().then(|| (m, v[0], v[v.len() - 1]))
+}
+
+/// The median of sorted `v`: its middle value, or the mean of its two middle ones.
+pub(crate) fn middle(v: &[f64]) -> Option<f64> {
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
 }
 
 /// A ratio's [`spread`] as `median [min–max]` (just the median when there is no spread).
@@ -259,5 +270,14 @@ mod tests {
         assert_eq!(us(None), "inf");
         assert_eq!(ratio(Some(f64::INFINITY)), "∞");
         assert_eq!(rps(123_456.0), "123.5k");
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(spread(&mut [3.0, 1.0, 2.0]), Some((2.0, 1.0, 3.0)));
+        assert_eq!(spread(&mut [4.0, 1.0, 2.0, 3.0]), Some((2.5, 1.0, 4.0)));
+        assert_eq!(spread(&mut [1.0, f64::INFINITY]), None, "a failure in the middle");
+        assert_eq!(spread(&mut [1.0, 2.0, f64::INFINITY]), Some((2.0, 1.0, f64::INFINITY)));
+        assert_eq!(spread(&mut []), None);
     }
 }

@@ -31,9 +31,10 @@
 //!    the busy points of earlier ones, so memory an allocator keeps after a busy point shows up
 //!    in the next: RSS can only be overstated.
 //! 3. **Step**: the fixed mix at 0.5× capacity for a while, then 2× (Poisson arrivals of a
-//!    trace written to `step-<protocol>-arrivals.csv`); goodput in 10 ms bins of completion
-//!    time, and from the step: when goodput first reaches 90 % of capacity (`back`), and when
-//!    its 50 ms moving average reaches 90 % for good until the end of the 2× phase (`holds`).
+//!    trace written to `step-<protocol>-arrivals-trial<n>.csv`); goodput in 10 ms bins of
+//!    completion time, and from the step: when goodput first reaches 90 % of capacity
+//!    (`back`), and when its 50 ms moving average reaches 90 % for good until the end of the 2×
+//!    phase (`holds`).
 //!
 //! Each protocol's node runs `--trials` trials (default 5) one after the other, each measuring
 //! both mixes' capacity, every multiple and the step, so every point's repetitions are spread

@@ -769,7 +769,7 @@ Transfer/sec:      5.09MB
         ];
         let mut r = paired(&results, 16, Server::BareHyper, |r| r.rps);
         assert_eq!(r, vec![0.5, 0.9]);
-        assert_eq!(ratio_spread(&mut r), "0.90× [0.50×–0.90×]");
+        assert_eq!(ratio_spread(&mut r), "0.70× [0.50×–0.90×]");
         assert!(paired(&results, 64, Server::BareHyper, |r| r.rps).is_empty());
     }
 }

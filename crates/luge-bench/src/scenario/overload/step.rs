@@ -138,7 +138,8 @@ pub(super) fn step(
     let high_ns = luge_proto::nanos(high);
     let text =
         step_trace(STEP_LOW * capacity, low_ns, STEP_HIGH * capacity, high_ns, bench.opts.seed);
-    let file = format!("step-{}-arrivals.csv", protocol.name());
+    // The trace follows this trial's capacity: one file per trial.
+    let file = format!("step-{}-arrivals-trial{trial}.csv", protocol.name());
     out.write(&file, &text)?;
     let path = dir.join(&file);
     let mut workload = parse_spec(FIXED_SPEC, bench.opts.seed)?;

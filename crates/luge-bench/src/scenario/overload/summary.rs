@@ -40,9 +40,22 @@ fn trials_of<'a>(
 }
 
 /// Median, minimum and maximum of `f` over `trials`, a `None` counting as a failure at its rank
-/// (infinite).
+/// (infinite): for figures where lower is better (times).
 fn over<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<(f64, f64, f64)> {
     let mut v: Vec<f64> = trials.iter().map(|t| f(t).unwrap_or(f64::INFINITY)).collect();
+    spread(&mut v)
+}
+
+/// Median, minimum and maximum of a share or rate where higher is better, a `None` (nothing to
+/// count: no 200s, no bins) counting as 0, the worst.
+fn over_good<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<(f64, f64, f64)> {
+    over(trials, |t| Some(f(t).unwrap_or(0.0)))
+}
+
+/// Median, minimum and maximum over the trials where `f` was measured (RSS: `None` is unknown,
+/// neither good nor bad).
+fn over_known<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<(f64, f64, f64)> {
+    let mut v: Vec<f64> = trials.iter().filter_map(|t| f(t)).collect();
     spread(&mut v)
 }
 
@@ -252,16 +265,17 @@ pub(super) fn summary(
                 rps(med(|p| Some(p.offered_rps)).unwrap_or(0.0)),
                 rps(med(|p| Some(p.goodput_rps)).unwrap_or(0.0)),
                 ratio_range(over(&p, |p| Some(p.goodput_over_capacity))),
-                ratio(med(|p| p.goodput_over_1x)),
-                pct_range(over(&p, |p| p.ok_within_deadline_share)),
-                median_of_some(&p, |p| p.ok_within_deadline_in_node_share).map_or("-".into(), pct),
+                ratio(over_good(&p, |p| p.goodput_over_1x).map(|(m, _, _)| m)),
+                pct_range(over_good(&p, |p| p.ok_within_deadline_share)),
+                over_good(&p, |p| p.ok_within_deadline_in_node_share)
+                    .map_or("-".into(), |(m, _, _)| pct(m)),
                 pct(med(|p| Some(p.refused_share)).unwrap_or(0.0)),
                 p.iter().map(|p| p.timeouts).sum::<u64>().to_string(),
                 us_or_none(median_of_some(&p, |p| p.refusal_p50_us)),
                 us_or_none(median_of_some(&p, |p| p.refusal_p99_us)),
                 us_or_none(median_of_some(&p, |p| p.refusal_in_node_p50_us)),
                 us_or_none(median_of_some(&p, |p| p.refusal_in_node_p99_us)),
-                ratio_range(over(&p, |p| p.rss_over_1x)),
+                ratio_range(over_known(&p, |p| p.rss_over_1x)),
                 us(median_of_some(&p, |p| p.send_lag_p99_us)),
             ]);
         }
@@ -286,8 +300,8 @@ pub(super) fn summary(
         st.row(vec![
             protocol.into(),
             rps(median_of_some(&s, |s| Some(s.capacity_rps)).unwrap_or(0.0)),
-            ratio_range(over(&s, |s| s.before_over_capacity)),
-            ratio_range(over(&s, |s| s.after_over_capacity)),
+            ratio_range(over_good(&s, |s| s.before_over_capacity)),
+            ratio_range(over_good(&s, |s| s.after_over_capacity)),
             ms_range(over(&s, |s| s.back_ms)),
             ms_range(over(&s, |s| s.holds_ms)),
             pct_range(over(&s, |s| s.bins_below_share)),
