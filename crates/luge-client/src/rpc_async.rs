@@ -159,6 +159,7 @@ impl AsyncRpcClient {
         };
         let socket = UdpSocket::bind(bind).await?;
         socket.connect(server).await?;
+        make_room_for_answers(&socket, window.as_ref().map(Window::max));
         let shared = Arc::new(Shared {
             socket,
             server,
@@ -319,5 +320,45 @@ async fn receive(shared: Arc<Shared>) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
         }
+    }
+}
+
+/// Receive-buffer room per answer the window lets be outstanding: a small datagram takes 1–2 KiB
+/// of a socket's buffer with the kernel's bookkeeping.
+const ANSWER_ROOM: usize = 2 << 10;
+/// The receive buffer asked for when no window bounds the calls outstanding.
+const UNBOUNDED_ROOM: usize = 4 << 20;
+
+/// Asks for a receive buffer that holds an answer to every call the window lets be outstanding
+/// (`None`: no window), so that answers arriving together while the receive task waits for a
+/// CPU are not dropped (a dropped answer is a call lost to its timeout). The kernel's default
+/// (~208 KiB) holds ~150 small datagrams. Best effort: never below the default, and the kernel
+/// caps it at `net.core.rmem_max`.
+fn make_room_for_answers(socket: &UdpSocket, window: Option<usize>) {
+    let want = window.map_or(UNBOUNDED_ROOM, |w| w.saturating_mul(ANSWER_ROOM));
+    let sock = socket2::SockRef::from(socket);
+    if sock.recv_buffer_size().is_ok_and(|have| have < want) {
+        let _ = sock.set_recv_buffer_size(want);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A window of 256 gets room for 256 answers, as far as the kernel allows.
+    #[tokio::test]
+    async fn the_socket_has_room_for_the_windows_answers() {
+        let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = server.local_addr().unwrap();
+        let client = AsyncRpcClient::connect_with_window(addr, 256).await.unwrap();
+        let socket = &client.inner.shared.socket;
+        let have = socket2::SockRef::from(socket).recv_buffer_size().unwrap();
+        let rmem_max: usize =
+            std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap().trim().parse().unwrap();
+        // Linux grants twice what is asked for (its bookkeeping), up to twice `rmem_max`.
+        let granted = 2 * (256 * ANSWER_ROOM).min(rmem_max);
+        assert!(have >= granted, "{have} bytes, {granted} expected (rmem_max {rmem_max})");
     }
 }

@@ -76,6 +76,11 @@ impl Window {
         self.adaptive.is_some()
     }
 
+    /// The most calls it ever allows at once.
+    pub(crate) fn max(&self) -> usize {
+        self.adaptive.unwrap_or_else(|| self.limit())
+    }
+
     /// The calls allowed at once right now.
     pub(crate) fn limit(&self) -> usize {
         self.lock().limit
