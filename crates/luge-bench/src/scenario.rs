@@ -288,6 +288,9 @@ pub struct SimRealOptions {
     pub overheads: Option<Overheads>,
     /// Run time per point (default 5 s; quick 0.3 s).
     pub duration: Option<Duration>,
+    /// Trials (default 5; quick 1), each running every workload at every load once on the same
+    /// node and simulating the same arrivals: every Δ is the median of the trials'.
+    pub trials: Option<usize>,
 }
 
 /// `overload` settings (empty lists take the defaults of the mode).

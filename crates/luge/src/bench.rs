@@ -360,6 +360,9 @@ struct SimRealArgs {
     /// Time per point [default: 5s; quick 300ms].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// Trials, each running every workload at every load once [default: 5; quick: 1].
+    #[arg(long)]
+    trials: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -725,6 +728,7 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 workloads: a.workloads,
                 overheads,
                 duration: a.duration,
+                trials: a.trials,
             };
             scenario(Scenario::SimVsReal(s), &a.common)
         }

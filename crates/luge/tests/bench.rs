@@ -191,7 +191,9 @@ fn density_registers_distinct_copies() {
 #[test]
 fn sim_vs_real_reports_both_sides() {
     let (dir, report, _) = quick("sim-vs-real", &["sim-vs-real"]);
+    assert_eq!(report["results"]["trials"], 1, "quick runs one trial");
     let rows = report["results"]["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["trial"] == 1), "{rows:?}");
     let all = rows.iter().find(|r| r["class"] == "all").unwrap();
     assert_eq!(all["real"]["requests"], all["sim"]["requests"], "the same arrivals");
     assert!(all["sim"]["p50_us"].as_f64().is_some(), "{all}");

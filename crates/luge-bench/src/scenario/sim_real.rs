@@ -20,6 +20,11 @@
 //! a queued request in fact skips the wake-up, so the simulator errs slightly high there.
 //! Simulated executions are floored at `spin`'s calibrated fixed cost: a request nominally
 //! shorter than it is sent 0 iterations and runs that long on the real runtime.
+//!
+//! `--trials` trials (default 5) run one after the other, each every workload at every load;
+//! each trial's real run is simulated on its own (with its measured executions), and every
+//! figure printed is the median of the trials, each Δ the median of the trials' Δs with its
+//! range.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -33,8 +38,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::measure::Driver;
+use super::measure::median;
 use super::node::{LugeNode, NodeSpec, Pinning};
-use super::output::{Results, Table, pct, slug, us};
+use super::output::{Results, Table, pct, slug, spread, us};
 use super::policies::spin_function;
 use super::{Protocol, ScenarioOptions, SimRealOptions, layout_name, wait_name};
 use crate::calibrate::CalibrationOptions;
@@ -67,6 +73,8 @@ impl Side {
 
 #[derive(Debug, Clone, Serialize)]
 struct Compared {
+    /// The trial (from 1).
+    trial: usize,
     workload: String,
     load: f64,
     /// `all` or a class name.
@@ -78,11 +86,26 @@ struct Compared {
     sim_nominal: Side,
 }
 
-fn rel(real: Option<f64>, sim: Option<f64>) -> String {
+/// (real − sim) ÷ sim, where both are finite.
+fn delta(real: Option<f64>, sim: Option<f64>) -> Option<f64> {
     match (real, sim) {
-        (Some(r), Some(s)) if s > 0.0 => format!("{:+.0} %", 100.0 * (r - s) / s),
-        (None, None) => "both inf".into(),
-        _ => "-".into(),
+        (Some(r), Some(s)) if s > 0.0 => Some((r - s) / s),
+        _ => None,
+    }
+}
+
+/// The trials' Δs of one quantity as `median [min–max]` in percent, over the trials where both
+/// sides were finite (`both inf` when neither ever was, `-` when only one side was).
+fn rel(rows: &[&Compared], f: fn(&Side) -> Option<f64>) -> String {
+    let mut v: Vec<f64> = rows.iter().filter_map(|r| delta(f(&r.real), f(&r.sim))).collect();
+    let pc = |x: f64| format!("{:+.0} %", 100.0 * x);
+    match spread(&mut v) {
+        Some((m, lo, hi)) if lo < hi => format!("{} [{}…{}]", pc(m), pc(lo), pc(hi)),
+        Some((m, _, _)) => pc(m),
+        None if rows.iter().all(|r| f(&r.real).is_none() && f(&r.sim).is_none()) => {
+            "both inf".into()
+        }
+        None => "-".into(),
     }
 }
 
@@ -131,6 +154,11 @@ fn simulate_side(
     Ok(sides)
 }
 
+/// Every trial's row of one workload, load and class.
+fn group<'a>(rows: &'a [Compared], workload: &str, load: f64, class: &str) -> Vec<&'a Compared> {
+    rows.iter().filter(|r| r.workload == workload && r.load == load && r.class == class).collect()
+}
+
 pub(crate) fn run(
     s: &SimRealOptions,
     opts: &ScenarioOptions,
@@ -145,6 +173,7 @@ pub(crate) fn run(
         vec!["high-bimodal".into(), "exponential".into()],
     );
     let duration = opts.duration_or(s.duration, Duration::from_millis(300), Duration::from_secs(5));
+    let trials = s.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
     let mut functions = vec![spin_function(&opts.functions)?];
     functions.extend(opts.functions.iter().filter(|f| f.config.name == "noop").cloned());
@@ -181,29 +210,32 @@ pub(crate) fn run(
             path_ns as f64 / 1e3
         ));
         let mut reals = Vec::new();
-        for w in &workloads {
-            let base: WorkloadSpec = w
-                .parse::<WorkloadSpec>()
-                .map_err(|e| BenchError::Config(format!("workload `{w}`: {e}")))?
-                .with_seed(opts.seed);
-            let driver = Driver {
-                target: target.clone(),
-                mapping: Mapping::Spin(spin.clone()),
-                workload: base,
-                timeout: Duration::from_secs(30),
-                calibration: Some(cal.clone()),
-                window: 4096,
-                keep_samples: true,
-            };
-            for &load in &loads {
-                let r = driver.at_load(load, duration)?;
-                opts.say(format!(
-                    "sim-vs-real: {w} load {load}: real p50 {} µs p99 {} µs miss {} %",
-                    us(r.summary.latency_us.p50),
-                    us(r.summary.latency_us.p99),
-                    pct(r.summary.deadline_miss_rate)
-                ));
-                reals.push((w.clone(), load, r));
+        for trial in 1..=trials {
+            for w in &workloads {
+                let base: WorkloadSpec = w
+                    .parse::<WorkloadSpec>()
+                    .map_err(|e| BenchError::Config(format!("workload `{w}`: {e}")))?
+                    .with_seed(opts.seed);
+                let driver = Driver {
+                    target: target.clone(),
+                    mapping: Mapping::Spin(spin.clone()),
+                    workload: base,
+                    timeout: Duration::from_secs(30),
+                    calibration: Some(cal.clone()),
+                    window: 4096,
+                    keep_samples: true,
+                };
+                for &load in &loads {
+                    let r = driver.at_load(load, duration)?;
+                    opts.say(format!(
+                        "sim-vs-real: trial {trial}/{trials}: {w} load {load}: real p50 {} µs \
+                         p99 {} µs miss {} %",
+                        us(r.summary.latency_us.p50),
+                        us(r.summary.latency_us.p99),
+                        pct(r.summary.deadline_miss_rate)
+                    ));
+                    reals.push((trial, w.clone(), load, r));
+                }
             }
         }
         Ok((cal, path_ns, reals))
@@ -218,7 +250,7 @@ pub(crate) fn run(
     let floor_ns = cal.overhead_ns.round() as u64;
     let mut rows: Vec<Compared> = Vec::new();
     let mut scales = Vec::new();
-    for (w, load, r) in &reals {
+    for (trial, w, load, r) in &reals {
         let spec: WorkloadSpec = r.workload.parse().map_err(|e| {
             BenchError::Scenario(format!("the run's workload `{}` does not parse: {e}", r.workload))
         })?;
@@ -241,7 +273,9 @@ pub(crate) fn run(
             }
         }
         let scale = if nominal_sum > 0.0 { real_sum / nominal_sum } else { 1.0 };
-        scales.push(json!({ "workload": w, "load": load, "measured_over_nominal": scale }));
+        scales.push(
+            json!({ "trial": trial, "workload": w, "load": load, "measured_over_nominal": scale }),
+        );
         let sims = simulate_side(&measured, &sim_cfg, path_ns)?;
         let sims_nominal = simulate_side(&nominal, &sim_cfg, path_ns)?;
         for ((class, sim), (_, sim_nominal)) in sims.into_iter().zip(sims_nominal) {
@@ -258,6 +292,7 @@ pub(crate) fn run(
                 Some(c) => spec.dist.class_name(c).map_or_else(|| c.to_string(), str::to_owned),
             };
             rows.push(Compared {
+                trial: *trial,
                 workload: w.clone(),
                 load: *load,
                 class: class_name,
@@ -269,12 +304,16 @@ pub(crate) fn run(
     }
 
     for w in &workloads {
-        let all: Vec<&Compared> =
-            rows.iter().filter(|r| &r.workload == w && r.class == "all").collect();
         let pts = |f: fn(&Compared) -> Option<f64>| -> Vec<(f64, f64)> {
-            all.iter().map(|r| (r.load, f(r).unwrap_or(f64::INFINITY))).collect()
+            loads
+                .iter()
+                .map(|&load| {
+                    let t = group(&rows, w, load, "all");
+                    (load, median(&t, f).unwrap_or(f64::INFINITY))
+                })
+                .collect()
         };
-        let title = format!("simulator vs runtime, {w}, {policy}, 1 worker");
+        let title = format!("simulator vs runtime, {w}, {policy}, 1 worker, median of trials");
         out.plot(
             &format!("{}-latency.svg", slug(w)),
             &Chart { log_y: true, ..Chart::new(title, "offered load", "latency (µs)") },
@@ -297,7 +336,9 @@ pub(crate) fn run(
          columns with the workload's nominal executions, floored at spin's fixed cost ({:.1} µs) \
          (what a prediction from the spec gives, calibration error included). Calibration: \
          {cal}. Δ = (real − sim) ÷ sim; miss Δ in percentage points. On a 50:50 bimodal mix the \
-         overall p50 sits on the boundary between the classes: read the per-class rows.\n",
+         overall p50 sits on the boundary between the classes: read the per-class rows. \
+         **{trials} trial(s)**, each simulated on its own: every figure is the median of the \
+         trials, a Δ `[min…max]` the range of the trials' Δs.\n",
         layout_name(layout),
         wait_name(wait),
         overheads.to_string().trim().replace('\n', ","),
@@ -321,44 +362,56 @@ pub(crate) fn run(
         ">nominal-exec sim p99 µs",
         ">nominal-exec sim miss %",
     ]);
+    let mut keys: Vec<(&str, f64, &str)> = Vec::new();
     for r in &rows {
+        let key = (r.workload.as_str(), r.load, r.class.as_str());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    for (w, load, class) in keys {
+        let g = group(&rows, w, load, class);
+        let m = |f: fn(&Compared) -> Option<f64>| median(&g, f);
         t.row(vec![
-            r.workload.clone(),
-            format!("{:.2}", r.load),
-            r.class.clone(),
-            r.real.requests.to_string(),
-            us(r.sim.p50_us),
-            us(r.real.p50_us),
-            rel(r.real.p50_us, r.sim.p50_us),
-            us(r.sim.p99_us),
-            us(r.real.p99_us),
-            rel(r.real.p99_us, r.sim.p99_us),
-            pct(r.sim.miss_rate),
-            pct(r.real.miss_rate),
-            format!("{:+.2}", 100.0 * (r.real.miss_rate - r.sim.miss_rate)),
-            us(r.sim_nominal.p99_us),
-            pct(r.sim_nominal.miss_rate),
+            w.to_owned(),
+            format!("{load:.2}"),
+            class.to_owned(),
+            m(|r| Some(r.real.requests as f64)).map_or("-".into(), |x| format!("{x:.0}")),
+            us(m(|r| r.sim.p50_us)),
+            us(m(|r| r.real.p50_us)),
+            rel(&g, |s| s.p50_us),
+            us(m(|r| r.sim.p99_us)),
+            us(m(|r| r.real.p99_us)),
+            rel(&g, |s| s.p99_us),
+            m(|r| Some(r.sim.miss_rate)).map_or("-".into(), pct),
+            m(|r| Some(r.real.miss_rate)).map_or("-".into(), pct),
+            m(|r| Some(r.real.miss_rate - r.sim.miss_rate))
+                .map_or("-".into(), |d| format!("{:+.2}", 100.0 * d)),
+            us(m(|r| r.sim_nominal.p99_us)),
+            m(|r| Some(r.sim_nominal.miss_rate)).map_or("-".into(), pct),
         ]);
     }
     let _ = writeln!(md, "{}", t.render());
     for x in &scales {
         let _ = writeln!(
             md,
-            "- {} at load {}: measured executions were {:.3} × the nominal ones",
+            "- trial {}, {} at load {}: measured executions were {:.3} × the nominal ones",
+            x["trial"],
             x["workload"].as_str().unwrap_or("?"),
             x["load"],
             x["measured_over_nominal"].as_f64().unwrap_or(f64::NAN)
         );
     }
-    for (_, _, r) in &reals {
+    for (trial, _, _, r) in &reals {
         for n in &r.notes {
-            let _ = writeln!(md, "- note ({}): {n}", r.workload);
+            let _ = writeln!(md, "- note (trial {trial}, {}): {n}", r.workload);
         }
     }
     Ok((
         md,
         json!({
             "policy": policy.name(),
+            "trials": trials,
             "calibration": cal,
             "overheads": overheads,
             "path_outside_node_ns": path_ns,
@@ -367,4 +420,47 @@ pub(crate) fn run(
             "rows": rows,
         }),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(trial: usize, real_p99: Option<f64>, sim_p99: Option<f64>) -> Compared {
+        let side = |p99_us| Side {
+            p50_us: Some(1.0),
+            p99_us,
+            p999_us: None,
+            miss_rate: 0.0,
+            requests: 10,
+        };
+        Compared {
+            trial,
+            workload: "w".into(),
+            load: 0.5,
+            class: "all".into(),
+            real: side(real_p99),
+            sim: side(sim_p99),
+            sim_nominal: side(sim_p99),
+        }
+    }
+
+    #[test]
+    fn each_delta_is_the_median_of_the_trials() {
+        let rows = [
+            row(1, Some(110.0), Some(100.0)),
+            row(2, Some(90.0), Some(100.0)),
+            row(3, Some(150.0), Some(100.0)),
+            row(4, None, Some(100.0)),
+        ];
+        let all: Vec<&Compared> = rows.iter().collect();
+        // Trials 1–3 compare (+10, −10, +50 %); trial 4's real p99 failed.
+        assert_eq!(rel(&all, |s| s.p99_us), "+10 % [-10 %…+50 %]");
+        assert_eq!(rel(&all[..1], |s| s.p99_us), "+10 %");
+        let failed = [row(1, None, None), row(2, None, None)];
+        let failed: Vec<&Compared> = failed.iter().collect();
+        assert_eq!(rel(&failed, |s| s.p99_us), "both inf");
+        assert_eq!(rel(&all[3..], |s| s.p99_us), "-");
+        assert_eq!(group(&rows, "w", 0.5, "all").len(), 4);
+    }
 }
