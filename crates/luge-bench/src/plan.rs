@@ -307,17 +307,22 @@ impl Iterator for Requests<'_> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_deadline_left_is_what_the_client_did_not_spend() {
-        let p = Planned {
+    /// A planned request with this deadline and execution (ns).
+    fn planned(deadline_ns: u64, execution_ns: u64) -> Planned {
+        Planned {
             seq: 0,
             offset_ns: 0,
             function: 0,
             class: 0,
             payload: PlannedPayload::Fixed(0),
-            deadline_ns: 1_000_000,
-            execution_ns: 10_000,
-        };
+            deadline_ns,
+            execution_ns,
+        }
+    }
+
+    #[test]
+    fn the_deadline_left_is_what_the_client_did_not_spend() {
+        let p = planned(1_000_000, 10_000);
         assert_eq!(p.deadline_left_us(0), 1_000);
         assert_eq!(p.deadline_left_us(300_000), 700);
         assert_eq!(p.deadline_left_us(300_001), 700, "rounded up");
@@ -410,15 +415,7 @@ mod tests {
 
     #[test]
     fn wire_units_round_up() {
-        let p = Planned {
-            seq: 0,
-            offset_ns: 0,
-            function: 0,
-            class: 0,
-            payload: PlannedPayload::Fixed(0),
-            deadline_ns: 100_001,
-            execution_ns: 10,
-        };
+        let p = planned(100_001, 10);
         assert_eq!((p.deadline_us(), p.expected_us()), (101, 1));
     }
 }
