@@ -62,8 +62,7 @@ fn over_known<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<(f64, f
 /// Median of `f` over the trials where it has a value (`None` when none has: nothing to
 /// measure, such as refusal latency where nothing was refused).
 fn median_of_some<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
-    let mut v: Vec<f64> = trials.iter().filter_map(|t| f(t)).collect();
-    spread(&mut v).map(|(m, _, _)| m)
+    over_known(trials, f).map(|(m, _, _)| m)
 }
 
 /// A share as `median [min–max]` in percent (`-` when there is none).
