@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use luge_sched::FunctionId;
 use sha2::{Digest, Sha256};
-use wasmtime::{Engine, ExternType, InstancePre, Linker, Module};
+use wasmtime::{Engine, ExternType, InstancePre, Linker, Module, ModuleExport};
 
 use crate::cache::Cache;
 use crate::config::{FunctionConfig, RuntimeConfig};
@@ -41,6 +41,26 @@ pub struct Function {
     /// Whether the compiled artifact came from the on-disk cache.
     pub from_cache: bool,
     pub(crate) pre: InstancePre<SandboxState>,
+    /// Its `_start` and `memory` exports, looked up once: by name, each request would hash
+    /// the name and search the export map again.
+    pub(crate) exports: Exports,
+}
+
+/// The exports a sandbox uses, resolved at registration ([`wasmtime::Module::get_export_index`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Exports {
+    pub start: ModuleExport,
+    pub memory: ModuleExport,
+}
+
+impl Exports {
+    /// `None` when the module lacks either (registration checked both before).
+    fn of(module: &Module) -> Option<Self> {
+        Some(Self {
+            start: module.get_export_index("_start")?,
+            memory: module.get_export_index("memory")?,
+        })
+    }
 }
 
 impl std::fmt::Debug for Function {
@@ -269,6 +289,8 @@ impl Registry {
             return Err(reject(&config.name, RegisterError::Duplicate));
         }
         let (pre, module_hash, from_cache) = self.compile(&config, bytes)?;
+        let exports = Exports::of(pre.module())
+            .ok_or_else(|| reject(&config.name, RegisterError::MissingExport("_start")))?;
         let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
         if functions.by_name.contains_key(&config.name)
             || functions.reserved.contains_key(&config.name)
@@ -277,7 +299,7 @@ impl Registry {
         }
         let id = FunctionId(functions.next_id);
         functions.next_id += 1;
-        let function = Arc::new(Function { id, config, module_hash, from_cache, pre });
+        let function = Arc::new(Function { id, config, module_hash, from_cache, pre, exports });
         functions.by_name.insert(function.config.name.clone(), Arc::clone(&function));
         functions.by_id.insert(id.0, Arc::clone(&function));
         Ok(function)

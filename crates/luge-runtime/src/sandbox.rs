@@ -57,14 +57,14 @@ use std::time::Duration;
 
 use luge_proto::nanos;
 use luge_sched::Nanos;
-use wasmtime::{Instance, Store, Trap, UpdateDeadline};
+use wasmtime::{Extern, Instance, Memory, Store, Trap, UpdateDeadline};
 
 use crate::config::Limits;
 use crate::outcome::{Failure, Rejection, TrapKind};
 use crate::registry::Function;
 use crate::signals::{Clock, Signals, TaskClock, UNREAD};
 use crate::store::{MemoryLimiter, SandboxState};
-use crate::wasi::{self, GuestExit, OutputCapExceeded, WasiCtx};
+use crate::wasi::{self, GuestExit, OutputCapExceeded, Strings, WasiCtx};
 
 /// Why the epoch callback ended the guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -169,8 +169,17 @@ pub(crate) fn prepare(function: &Function, signals: &Arc<Signals>) -> Option<Rea
         Ok(UpdateDeadline::Continue(1))
     });
     let instance = poll_to_end(std::pin::pin!(function.pre.instantiate_async(&mut store))).ok()?;
-    store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
+    store.data_mut().wasi.memory = memory_of(function, &instance, &mut store);
     Some(Ready { store, instance })
+}
+
+/// The instance's exported memory (registration made sure there is one).
+fn memory_of(
+    function: &Function,
+    instance: &Instance,
+    store: &mut Store<SandboxState>,
+) -> Option<Memory> {
+    instance.get_module_export(store, &function.exports.memory).and_then(Extern::into_memory)
 }
 
 /// Polls `future` on the calling thread until it is done, with a waker that does nothing: a
@@ -196,17 +205,20 @@ async fn run(spec: Spec) -> SandboxResult {
     let wasi = &mut store.data_mut().wasi;
     wasi.stdin = payload;
     wasi.stdout_cap = usize::try_from(limits.max_output_bytes).unwrap_or(usize::MAX);
-    wasi.args = vec![name.as_bytes().to_vec()];
-    wasi.env = [
-        Some(format!("LUGE_FUNCTION={name}")),
-        Some(format!("LUGE_REQUEST_ID={}", guest.request_id)),
-        Some(format!("LUGE_DEADLINE_US={}", guest.deadline_unix_us)),
-        guest.trace.map(|t| format!("TRACEPARENT={t}")),
-    ]
-    .into_iter()
-    .flatten()
-    .map(String::into_bytes)
-    .collect();
+    let (named, request_id, deadline_us) =
+        (Arc::clone(&function), guest.request_id, guest.deadline_unix_us);
+    let trace = guest.trace;
+    wasi.set_strings(move || {
+        let name = named.config.name.as_str();
+        let env = [
+            Some(format!("LUGE_FUNCTION={name}")),
+            Some(format!("LUGE_REQUEST_ID={request_id}")),
+            Some(format!("LUGE_DEADLINE_US={deadline_us}")),
+            trace.map(|t| format!("TRACEPARENT={t}")),
+        ];
+        let env = env.into_iter().flatten().map(String::into_bytes).collect();
+        Strings { args: vec![name.as_bytes().to_vec()], env }
+    });
     let (task_clock, timer) = (Arc::clone(&clock), Arc::clone(&signals));
     store.epoch_deadline_callback(move |_ctx| {
         if let Some(hook) = signals.on_epoch {
@@ -240,12 +252,16 @@ async fn run(spec: Spec) -> SandboxResult {
                     function.pre.instantiate_async(&mut store).await.map_err(Stage::Start)?;
                 let built = timer.clock.now().saturating_sub(building);
                 task_clock.instantiation.store(built, Ordering::Relaxed);
-                store.data_mut().wasi.memory = instance.get_memory(&mut store, "memory");
+                store.data_mut().wasi.memory = memory_of(&function, &instance, &mut store);
                 instance
             }
         };
-        let entry =
-            instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(Stage::Start)?;
+        let entry = instance
+            .get_module_export(&mut store, &function.exports.start)
+            .and_then(Extern::into_func)
+            .ok_or_else(|| wasmtime::format_err!("no `_start` function"))
+            .and_then(|f| f.typed::<(), ()>(&store))
+            .map_err(Stage::Start)?;
         entry.call_async(&mut store, ()).await.map_err(Stage::Run)
     }
     .await;

@@ -36,6 +36,22 @@ pub(crate) struct GuestExit(pub i32);
 #[error("output cap exceeded")]
 pub(crate) struct OutputCapExceeded;
 
+/// The guest's NUL-free argument strings and `KEY=value` environment strings.
+#[derive(Debug, Default)]
+pub(crate) struct Strings {
+    pub args: Vec<Vec<u8>>,
+    pub env: Vec<Vec<u8>>,
+}
+
+/// Builds a sandbox's [`Strings`] when its guest first asks for them.
+pub(crate) struct MakeStrings(Box<dyn FnOnce() -> Strings + Send>);
+
+impl std::fmt::Debug for MakeStrings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MakeStrings")
+    }
+}
+
 /// Per-sandbox WASI state: the pipes, args and environment.
 #[derive(Debug, Default)]
 pub(crate) struct WasiCtx {
@@ -51,15 +67,33 @@ pub(crate) struct WasiCtx {
     pub stderr: Vec<u8>,
     /// Stderr bytes dropped beyond [`STDERR_KEPT`].
     pub stderr_dropped: usize,
-    /// NUL-free argument strings.
-    pub args: Vec<Vec<u8>>,
-    /// `KEY=value` environment strings.
-    pub env: Vec<Vec<u8>>,
+    /// The args and environment, once built ([`WasiCtx::strings`]).
+    strings: Strings,
+    /// What builds them, until the guest first asks for them.
+    make_strings: Option<MakeStrings>,
     /// The instance's exported memory, cached after instantiation.
     pub memory: Option<Memory>,
 }
 
 type Result<T> = wasmtime::Result<T>;
+
+impl WasiCtx {
+    /// Sets the guest's args and environment, to be built by `make` when the guest first calls
+    /// `args_*` or `environ_*`: most functions never do (wasi-libc reads them only for a `main`
+    /// that takes them or a `getenv`), and building them costs a request a few allocations.
+    pub(crate) fn set_strings(&mut self, make: impl FnOnce() -> Strings + Send + 'static) {
+        self.strings = Strings::default();
+        self.make_strings = Some(MakeStrings(Box::new(make)));
+    }
+
+    /// The args and environment, built now if they were not yet.
+    pub(crate) fn strings(&mut self) -> &Strings {
+        if let Some(MakeStrings(make)) = self.make_strings.take() {
+            self.strings = make();
+        }
+        &self.strings
+    }
+}
 
 /// Store data that holds a [`WasiCtx`]: the host functions here are generic over it, so this
 /// layer knows nothing of the sandbox that embeds it.
@@ -178,14 +212,14 @@ fn fd_write<T: WasiView>(
 /// Writes a preview1 string table (`*_sizes_get` / `*_get` pairs share this layout).
 fn strings_get<T: WasiView>(
     caller: &mut Caller<'_, T>,
-    pick: fn(&WasiCtx) -> &[Vec<u8>],
+    pick: fn(&Strings) -> &[Vec<u8>],
     ptrs: i32,
     buf: i32,
 ) -> i32 {
     let Some(mem) = memory(caller) else { return EFAULT };
     let (mem, state) = mem.data_and_store_mut(caller);
     let mut at = buf as u32;
-    for (i, s) in pick(state.wasi()).iter().enumerate() {
+    for (i, s) in pick(state.wasi_mut().strings()).iter().enumerate() {
         let slot = (ptrs as u32).wrapping_add(4 * i as u32);
         if !write_bytes(mem, slot as i32, &at.to_le_bytes())
             || !write_bytes(mem, at as i32, s)
@@ -200,13 +234,13 @@ fn strings_get<T: WasiView>(
 
 fn strings_sizes<T: WasiView>(
     caller: &mut Caller<'_, T>,
-    pick: fn(&WasiCtx) -> &[Vec<u8>],
+    pick: fn(&Strings) -> &[Vec<u8>],
     count: i32,
     size: i32,
 ) -> i32 {
     let Some(mem) = memory(caller) else { return EFAULT };
     let (mem, state) = mem.data_and_store_mut(caller);
-    let strings = pick(state.wasi());
+    let strings = pick(state.wasi_mut().strings());
     let n = strings.len() as u32;
     let bytes: u32 = strings.iter().map(|s| s.len() as u32 + 1).sum();
     if write_bytes(mem, count, &n.to_le_bytes()) && write_bytes(mem, size, &bytes.to_le_bytes()) {
@@ -216,11 +250,11 @@ fn strings_sizes<T: WasiView>(
     }
 }
 
-fn args(s: &WasiCtx) -> &[Vec<u8>] {
+fn args(s: &Strings) -> &[Vec<u8>] {
     &s.args
 }
 
-fn env(s: &WasiCtx) -> &[Vec<u8>] {
+fn env(s: &Strings) -> &[Vec<u8>] {
     &s.env
 }
 
@@ -397,4 +431,28 @@ pub(crate) fn stderr_text(wasi: &WasiCtx) -> Option<String> {
         text.push_str(&format!(" … ({} more bytes dropped)", wasi.stderr_dropped));
     }
     Some(text)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn args_and_environment_are_built_once_and_only_when_asked_for() {
+        let built = Arc::new(AtomicUsize::new(0));
+        let mut ctx = WasiCtx::default();
+        let counter = Arc::clone(&built);
+        ctx.set_strings(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            Strings { args: vec![b"f".to_vec()], env: vec![b"K=v".to_vec()] }
+        });
+        assert_eq!(built.load(Ordering::Relaxed), 0, "built before the guest asked");
+        assert_eq!(ctx.strings().args, vec![b"f".to_vec()]);
+        assert_eq!(ctx.strings().env, vec![b"K=v".to_vec()]);
+        assert_eq!(built.load(Ordering::Relaxed), 1, "built more than once");
+    }
 }
