@@ -377,13 +377,18 @@ impl Dispatcher {
                 self.feed(now, event);
             }
         }
-        let now = self.signals.clock.now();
+        // The clock is read only when there is something to time: the dispatcher is polled
+        // several times per request, mostly to find nothing.
+        let mut arrived_at = None;
         while let Some(sub) = self.shared.submissions.pop() {
             busy = true;
+            let now = *arrived_at.get_or_insert_with(|| self.signals.clock.now());
             self.arrival(now, sub);
         }
-        let now = self.signals.clock.now();
-        if self.wake_at.first().is_some_and(|&t| t <= now) {
+        if let Some(&due) = self.wake_at.first()
+            && let now = self.signals.clock.now()
+            && due <= now
+        {
             busy = true;
             // Every timer due fires now; the later ones stay armed.
             self.wake_at = self.wake_at.split_off(&now.saturating_add(1));
