@@ -22,10 +22,10 @@
 
 use std::cell::Cell;
 use std::future::{Future, poll_fn};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::Poll;
 use std::thread::Thread;
 use std::time::Duration;
@@ -137,26 +137,47 @@ impl Handoff {
     }
 }
 
-/// The descriptor the worker wakes for, registered with the loop's reactor for one
-/// [`Driver::drive`] (not owned: closing it is the runtime's business).
-struct Borrowed(RawFd);
-
-impl AsRawFd for Borrowed {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
-    }
-}
-
 /// The runtime's [`Driver`] for the HTTP front end: runs its tokio runtime on the worker's
 /// thread.
 pub(super) struct HttpDriver {
     tokio: Arc<Tokio>,
     handoff: Arc<Handoff>,
+    /// The worker's wake-up descriptor (a duplicate, so that the registration can never
+    /// outlive the descriptor it names), registered with the loop's reactor at the first
+    /// [`Driver::drive`] and kept: registering it for each wait cost two `epoll_ctl` calls per
+    /// request on an idle node. Taken out while a wait uses it.
+    wake: Mutex<Option<Registered>>,
+}
+
+/// A wake-up descriptor registered with the loop's reactor, and the descriptor it duplicates.
+struct Registered {
+    of: RawFd,
+    fd: AsyncFd<OwnedFd>,
 }
 
 impl HttpDriver {
     pub(super) fn new(tokio: Arc<Tokio>, handoff: Arc<Handoff>) -> Self {
-        Self { tokio, handoff }
+        Self { tokio, handoff, wake: Mutex::new(None) }
+    }
+
+    /// The registration of `wake`, made now if there is none for it yet (within the loop's
+    /// runtime). `None` if it cannot be registered.
+    fn registered(&self, wake: RawFd) -> Option<Registered> {
+        let kept = self.wake.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(kept) = kept.filter(|r| r.of == wake) {
+            return Some(kept);
+        }
+        // SAFETY: `wake` is open for the whole `Driver::drive` call that called this.
+        let fd = unsafe { BorrowedFd::borrow_raw(wake) }.try_clone_to_owned().ok()?;
+        // SAFETY: the `AsyncFd` owns its duplicate, so the descriptor stays open and names the
+        // same file for as long as the registration lives, and `as_raw_fd` always returns it.
+        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok()?;
+        Some(Registered { of: wake, fd })
+    }
+
+    /// Keeps `registered` for the next wait.
+    fn keep(&self, registered: Registered) {
+        *self.wake.lock().unwrap_or_else(PoisonError::into_inner) = Some(registered);
     }
 
     /// Runs the loop on this (the worker's) thread until `until` resolves; what it reads there
@@ -181,21 +202,21 @@ impl Driver for HttpDriver {
             return;
         }
         self.run(async {
-            // Registered for this call only (an `epoll_ctl` each way): the descriptor is open for
-            // the whole call, and no registration outlives it.
-            // SAFETY: `wake` is open and names the same file until this call returns
-            // (`Driver::drive`: the worker's epoll set, owned by the runtime); the `AsyncFd` is
-            // dropped before then, at the end of this block.
-            let registered =
-                unsafe { AsyncFd::register_with_interest(Borrowed(wake), Interest::READABLE) };
-            let Ok(registered) = registered else {
+            let Some(registered) = self.registered(wake) else {
                 // Cannot wait on it: one turn of the loop, then the worker looks again.
                 tokio::task::yield_now().await;
                 return;
             };
             let mut sleep = pin!(timeout.map(tokio::time::sleep));
             poll_fn(|cx| {
-                if registered.poll_read_ready(cx).is_ready() {
+                // Readiness is edge-triggered and cached: cleared here when it ends a wait (the
+                // worker then drains its set; what it leaves is seen by the level-triggered
+                // `readable` at the top of the next `drive`). A readiness that came after the
+                // guard is not cleared (tokio compares the event's tick).
+                if let Poll::Ready(ready) = registered.fd.poll_read_ready(cx) {
+                    if let Ok(mut guard) = ready {
+                        guard.clear_ready();
+                    }
                     return Poll::Ready(());
                 }
                 match sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
@@ -204,6 +225,7 @@ impl Driver for HttpDriver {
                 }
             })
             .await;
+            self.keep(registered);
         });
     }
 
@@ -233,7 +255,7 @@ fn readable(fd: RawFd) -> bool {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // tests: a panic is the failure report
 mod tests {
-    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::time::Instant;
 
     use super::*;
@@ -256,5 +278,47 @@ mod tests {
         }
         let took = start.elapsed();
         assert!(took < Duration::from_millis(250), "1 000 turns took {took:?}");
+    }
+
+    #[test]
+    fn the_kept_registration_wakes_the_worker_for_each_wake_up_and_only_then() {
+        let tokio =
+            Arc::new(tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap());
+        let driver = HttpDriver::new(tokio, Arc::new(Handoff::new()));
+        // SAFETY: `eventfd` returns a new descriptor (checked below) that nothing else owns.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        assert!(fd >= 0);
+        // SAFETY: `fd` is open and owned by nothing else.
+        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let drain = |wake: &OwnedFd| {
+            let mut count = [0u8; 8];
+            // SAFETY: an 8-byte buffer for an eventfd read on an open descriptor.
+            unsafe { libc::read(wake.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
+        };
+        for round in 0..3 {
+            // Woken by the write (not the 2 s timeout, not at once by a readiness left over
+            // from the round before), with the same registration each round.
+            let writer = {
+                let wake = Arc::clone(&wake);
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(30));
+                    let one = 1u64.to_ne_bytes();
+                    // SAFETY: an 8-byte eventfd write on an open descriptor.
+                    unsafe { libc::write(wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+                })
+            };
+            let start = Instant::now();
+            driver.drive(wake.as_raw_fd(), Some(Duration::from_secs(2)));
+            let took = start.elapsed();
+            writer.join().unwrap();
+            assert!(took >= Duration::from_millis(25), "round {round}: woke after {took:?}");
+            assert!(took < Duration::from_secs(1), "round {round}: woke after {took:?}");
+            drain(&wake);
+        }
+        // Nothing written: the wait lasts its timeout.
+        let start = Instant::now();
+        driver.drive(wake.as_raw_fd(), Some(Duration::from_millis(50)));
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(45), "returned after {took:?} with nothing to read");
     }
 }
