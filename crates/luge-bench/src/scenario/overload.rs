@@ -29,7 +29,9 @@
 //!    per-request samples here (it streams them through a [`SampleObserver`]), so its share does
 //!    not grow with the rate. Points run in ascending order on one node, and later trials after
 //!    the busy points of earlier ones, so memory an allocator keeps after a busy point shows up
-//!    in the next: RSS can only be overstated.
+//!    in the next: RSS can only be overstated. And how busy the load generator's CPUs were
+//!    (`/proc/stat`): the summary names the points where they were saturated, whose
+//!    client-measured figures then include the generator's own wait for a CPU.
 //! 3. **Step**: the fixed mix at 0.5× capacity for a while, then 2× (Poisson arrivals of a
 //!    trace written to `step-<protocol>-arrivals-trial<n>.csv`); goodput in 10 ms bins of
 //!    completion time, and from the step: when goodput first reaches 90 % of capacity
@@ -51,8 +53,9 @@ use luge_workload::{Rate, WorkloadSpec};
 use serde::Serialize;
 use serde_json::json;
 
+use super::cpu_busy::{CpuBusy, CpuTimes, busy_of};
 use super::measure::{Driver, Point, calibrate_once};
-use super::node::{LugeNode, NodeSpec, Pinning};
+use super::node::{LugeNode, NodeSpec, Pinning, affinity};
 use super::output::{Results, pct, ratio, rps, us};
 use super::policies::spin_function;
 use super::{OverloadOptions, Protocol, ScenarioOptions};
@@ -161,11 +164,24 @@ struct Bench<'a> {
     calibration: Calibration,
 }
 
-/// A run's report, its tally and the memory around it.
+/// A run's report, its tally, and the memory and CPUs around it.
 struct Measured {
     report: Report,
     tally: Tally,
     rss: Rss,
+    cpu: Cpu,
+}
+
+/// How busy the CPUs were during a run.
+#[derive(Debug, Clone, Default, Serialize)]
+struct Cpu {
+    /// Every CPU's busy share.
+    busy: Vec<CpuBusy>,
+    /// The CPUs the load generator ran on (this thread's affinity: the client CPU when
+    /// pinned; with `--pin worker` the node's front ends share it).
+    generator_cpus: Vec<usize>,
+    /// Their mean busy share.
+    generator_busy: Option<f64>,
 }
 
 impl Bench<'_> {
@@ -196,12 +212,16 @@ impl Bench<'_> {
                 t.record(s);
             }
         }));
+        let before = CpuTimes::now();
         let (report, rss) = with_rss(|| run::run(config));
+        let busy = before.zip(CpuTimes::now()).map_or(Vec::new(), |(a, b)| a.busy_until(&b));
+        let generator_cpus = affinity();
+        let cpu = Cpu { generator_busy: busy_of(&busy, &generator_cpus), busy, generator_cpus };
         let report = report?;
         let tally = lock(&tally)
             .take()
             .ok_or_else(|| BenchError::Scenario("the run's tally was taken twice".into()))?;
-        Ok(Measured { report, tally, rss })
+        Ok(Measured { report, tally, rss, cpu })
     }
 }
 
@@ -269,6 +289,7 @@ struct OverloadPoint {
     mean_execution_us: Option<f64>,
     rss: Rss,
     rss_over_1x: Option<f64>,
+    cpu: Cpu,
     send_lag_p99_us: Option<f64>,
     max_in_flight: usize,
     max_connections: Option<usize>,
@@ -357,6 +378,7 @@ fn point_of(
         mean_execution_us: t.mean_execution_us(),
         rss: m.rss,
         rss_over_1x: None,
+        cpu: m.cpu.clone(),
         send_lag_p99_us: s.send_lag_us.p99,
         max_in_flight: r.max_in_flight,
         max_connections: r.max_connections,
@@ -677,5 +699,38 @@ mod tests {
             "headline, capacity, 1×, 5×: {md}"
         );
         assert!(md.contains("1001–1003"), "{md}");
+        // No generator CPU measured: nothing said about it.
+        assert!(!md.contains("had no CPU left"), "{md}");
+    }
+
+    #[test]
+    fn the_summary_names_the_points_whose_load_generator_had_no_cpu_left() {
+        let busy = |p: OverloadPoint, share: f64| OverloadPoint {
+            cpu: Cpu { generator_busy: Some(share), ..Cpu::default() },
+            ..p
+        };
+        // 5×: saturated in two trials of three (the median); 1×: in one only.
+        let points: Vec<OverloadPoint> = [(1, 0.99, 0.99), (2, 0.40, 0.97), (3, 0.50, 0.60)]
+            .into_iter()
+            .flat_map(|(t, one, five)| {
+                [
+                    busy(point(t, "fixed", 1.0, 1_000.0, 100), one),
+                    busy(point(t, "fixed", 5.0, 500.0, 100), five),
+                ]
+            })
+            .collect();
+        let md = summary::summary(
+            "node",
+            None,
+            &[],
+            &points,
+            &[],
+            &[1.0, 5.0],
+            Duration::from_secs(1),
+            3,
+            &OverloadOptions::default(),
+        );
+        assert!(md.contains("had no CPU left** at udp fixed 5× ("), "{md}");
+        assert!(md.contains("97.00 [60.00–99.00]"), "{md}");
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use luge_sim::{Chart, Series};
 
 use super::super::OverloadOptions;
+use super::super::cpu_busy::SATURATED;
 use super::super::output::{Results, Table, pct, ratio, ratio_range, rps, spread, us};
 use super::step::{StepBin, StepResult};
 use super::{
@@ -63,6 +64,21 @@ fn over_known<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<(f64, f
 /// measure, such as refusal latency where nothing was refused).
 fn median_of_some<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
     over_known(trials, f).map(|(m, _, _)| m)
+}
+
+/// The points (`protocol mix multiple×`) whose load generator's CPUs were saturated at the
+/// median of the trials.
+fn generator_bound(points: &[OverloadPoint], multiples: &[f64]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (proto, mix) in series(points) {
+        for &m in multiples {
+            let p = trials_of(points, proto, mix, m);
+            if median_of_some(&p, |p| p.cpu.generator_busy).is_some_and(|b| b >= SATURATED) {
+                out.push(format!("{proto} {mix} {m}×"));
+            }
+        }
+    }
+    out
 }
 
 /// A share as `median [min–max]` in percent (`-` when there is none).
@@ -247,6 +263,7 @@ pub(super) fn summary(
         ">… in node p99 µs",
         ">RSS ÷ 1×",
         ">client lag p99 µs",
+        ">generator CPU busy %",
     ]);
     // No refusal, no refusal latency: `-` (`inf` is a failure at that rank).
     let us_or_none = |v: Option<f64>| v.map_or("-".into(), |v| us(Some(v)));
@@ -276,10 +293,24 @@ pub(super) fn summary(
                 us_or_none(median_of_some(&p, |p| p.refusal_in_node_p99_us)),
                 ratio_range(over_known(&p, |p| p.rss_over_1x)),
                 us(median_of_some(&p, |p| p.send_lag_p99_us)),
+                pct_range(over_known(&p, |p| p.cpu.generator_busy)),
             ]);
         }
     }
     md.push_str(&t.section("Past capacity"));
+    let saturated = generator_bound(points, multiples);
+    if !saturated.is_empty() {
+        let _ = writeln!(
+            md,
+            "**The load generator had no CPU left** at {} (its CPUs ≥ {:.0} % busy at the median \
+             of the trials; `generator CPU busy` = the mean busy share, from `/proc/stat`, of the \
+             CPUs it ran on — with `--pin worker` the node's front ends share them). There the \
+             client-measured columns include the generator's own queueing for a CPU: they \
+             measure this machine as much as the node, whose own account is `… in node`.\n",
+            saturated.join(", "),
+            100.0 * SATURATED
+        );
+    }
 
     let mut st = Table::new(&[
         "protocol",
