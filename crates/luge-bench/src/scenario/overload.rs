@@ -661,6 +661,21 @@ mod tests {
         );
     }
 
+    /// The summary of three trials at 1× and 5×, one second each.
+    fn summary_of(capacities: &[CapacityResult], points: &[OverloadPoint]) -> String {
+        summary::summary(
+            "node",
+            None,
+            capacities,
+            points,
+            &[],
+            &[1.0, 5.0],
+            Duration::from_secs(1),
+            3,
+            &OverloadOptions::default(),
+        )
+    }
+
     #[test]
     fn the_summary_gives_the_median_of_the_trials_and_their_range() {
         let points: Vec<OverloadPoint> = [(1, 950.0), (2, 700.0), (3, 990.0)]
@@ -678,17 +693,7 @@ mod tests {
                 ..CapacityResult::default()
             })
             .collect();
-        let md = summary::summary(
-            "node",
-            None,
-            &capacities,
-            &points,
-            &[],
-            &[1.0, 5.0],
-            Duration::from_secs(1),
-            3,
-            &OverloadOptions::default(),
-        );
+        let md = summary_of(&capacities, &points);
         // 5×: goodput ÷ capacity 0.95, 0.70, 0.99 → median 0.95, range 0.70–0.99.
         assert!(md.contains("| 0.95× [0.70×–0.99×] |"), "{md}");
         assert!(md.contains("**3 trial(s)**"), "{md}");
@@ -719,17 +724,7 @@ mod tests {
                 ]
             })
             .collect();
-        let md = summary::summary(
-            "node",
-            None,
-            &[],
-            &points,
-            &[],
-            &[1.0, 5.0],
-            Duration::from_secs(1),
-            3,
-            &OverloadOptions::default(),
-        );
+        let md = summary_of(&[], &points);
         assert!(md.contains("had no CPU left** at udp fixed 5× ("), "{md}");
         assert!(md.contains("97.00 [60.00–99.00]"), "{md}");
     }

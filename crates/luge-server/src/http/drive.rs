@@ -260,8 +260,8 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_turn_with_a_zero_timeout_does_not_wait_for_the_timer() {
+    /// A driver on a runtime of its own, and an eventfd to wake it with.
+    fn driver_and_wake() -> (HttpDriver, OwnedFd) {
         let tokio =
             Arc::new(tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap());
         let driver = HttpDriver::new(tokio, Arc::new(Handoff::new()));
@@ -269,7 +269,12 @@ mod tests {
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         assert!(fd >= 0);
         // SAFETY: `fd` is open and owned by nothing else.
-        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        (driver, unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    #[test]
+    fn a_turn_with_a_zero_timeout_does_not_wait_for_the_timer() {
+        let (driver, wake) = driver_and_wake();
         // A spinning worker's loop: 1 000 turns. Waiting for the timer's 1 ms tick would take
         // ~0.5 ms each (half a second); a turn that does not wait takes microseconds.
         let start = Instant::now();
@@ -282,14 +287,8 @@ mod tests {
 
     #[test]
     fn the_kept_registration_wakes_the_worker_for_each_wake_up_and_only_then() {
-        let tokio =
-            Arc::new(tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap());
-        let driver = HttpDriver::new(tokio, Arc::new(Handoff::new()));
-        // SAFETY: `eventfd` returns a new descriptor (checked below) that nothing else owns.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        assert!(fd >= 0);
-        // SAFETY: `fd` is open and owned by nothing else.
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let (driver, wake) = driver_and_wake();
+        let wake = Arc::new(wake);
         let drain = |wake: &OwnedFd| {
             let mut count = [0u8; 8];
             // SAFETY: an 8-byte buffer for an eventfd read on an open descriptor.
