@@ -43,7 +43,8 @@ pub trait Ingress: Send + Sync {
 pub trait Driver: Send + Sync {
     /// Runs the event loop on this thread until `wake` is readable (the worker's wake-up epoll
     /// set: readable when the worker is notified or the socket of an [`Ingress`] attached beside
-    /// has data; the descriptor lives as long as the runtime) or `timeout` passes
+    /// has data; the same descriptor at every call from one worker, open as long as the
+    /// runtime) or `timeout` passes
     /// (`Some(ZERO)`: one turn that does not wait). Requests the loop submits here run after it
     /// returns.
     fn drive(&self, wake: RawFd, timeout: Option<Duration>);

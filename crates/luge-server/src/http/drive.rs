@@ -22,7 +22,7 @@
 
 use std::cell::Cell;
 use std::future::{Future, poll_fn};
-use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -137,22 +137,37 @@ impl Handoff {
     }
 }
 
+/// The descriptor the worker wakes for, registered with the loop's reactor for one
+/// [`Driver::drive`] (not owned: closing it is the runtime's business) when it cannot be
+/// duplicated for a [`Registered`] one (no descriptor left).
+struct Borrowed(RawFd);
+
+impl AsRawFd for Borrowed {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
 /// The runtime's [`Driver`] for the HTTP front end: runs its tokio runtime on the worker's
 /// thread.
 pub(super) struct HttpDriver {
     tokio: Arc<Tokio>,
     handoff: Arc<Handoff>,
     /// The worker's wake-up descriptor (a duplicate, so that the registration can never
-    /// outlive the descriptor it names), registered with the loop's reactor at the first
-    /// [`Driver::drive`] and kept: registering it for each wait cost two `epoll_ctl` calls per
-    /// request on an idle node. Taken out while a wait uses it.
-    wake: Mutex<Option<Registered>>,
+    /// outlive the descriptor it names), registered with the loop's reactor at the worker's
+    /// first wait and kept while the worker runs the loop between short runs: registering it
+    /// for each wait cost two `epoll_ctl` calls per request on an idle node. Deregistered (the
+    /// duplicate kept) when the worker hands the loop to the standby ([`Driver::busy`]), so that
+    /// the standby's reactor is not woken for the worker's events (datagrams on an attached UDP
+    /// socket) meanwhile. Taken out while a wait uses it.
+    wake: Mutex<Option<Wake>>,
 }
 
-/// A wake-up descriptor registered with the loop's reactor, and the descriptor it duplicates.
-struct Registered {
-    of: RawFd,
-    fd: AsyncFd<OwnedFd>,
+/// The duplicate of a worker's wake-up descriptor `of`, registered with the loop's reactor or
+/// not.
+enum Wake {
+    Registered { of: RawFd, fd: AsyncFd<OwnedFd> },
+    Spare { of: RawFd, fd: OwnedFd },
 }
 
 impl HttpDriver {
@@ -160,24 +175,22 @@ impl HttpDriver {
         Self { tokio, handoff, wake: Mutex::new(None) }
     }
 
-    /// The registration of `wake`, made now if there is none for it yet (within the loop's
-    /// runtime). `None` if it cannot be registered.
-    fn registered(&self, wake: RawFd) -> Option<Registered> {
-        let kept = self.wake.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(kept) = kept.filter(|r| r.of == wake) {
-            return Some(kept);
-        }
-        // SAFETY: `wake` is open for the whole `Driver::drive` call that called this.
-        let fd = unsafe { BorrowedFd::borrow_raw(wake) }.try_clone_to_owned().ok()?;
-        // SAFETY: the `AsyncFd` owns its duplicate, so the descriptor stays open and names the
-        // same file for as long as the registration lives, and `as_raw_fd` always returns it.
-        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok()?;
-        Some(Registered { of: wake, fd })
+    fn kept(&self) -> std::sync::MutexGuard<'_, Option<Wake>> {
+        self.wake.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Keeps `registered` for the next wait.
-    fn keep(&self, registered: Registered) {
-        *self.wake.lock().unwrap_or_else(PoisonError::into_inner) = Some(registered);
+    /// The registration of `wake`'s duplicate, registered now if it is not (within the loop's
+    /// runtime), duplicated first if there is none. `None` if that cannot be done.
+    fn registered(&self, wake: RawFd) -> Option<AsyncFd<OwnedFd>> {
+        let fd = match self.kept().take() {
+            Some(Wake::Registered { of, fd }) if of == wake => return Some(fd),
+            Some(Wake::Spare { of, fd }) if of == wake => fd,
+            // SAFETY: `wake` is open for the whole `Driver::drive` call that called this.
+            _ => unsafe { BorrowedFd::borrow_raw(wake) }.try_clone_to_owned().ok()?,
+        };
+        // SAFETY: the `AsyncFd` owns the duplicate, so the descriptor stays open and names the
+        // same file for as long as the registration lives, and `as_raw_fd` always returns it.
+        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok()
     }
 
     /// Runs the loop on this (the worker's) thread until `until` resolves; what it reads there
@@ -187,6 +200,40 @@ impl HttpDriver {
         self.tokio.block_on(until);
         ON_WORKER.with(|w| w.set(false));
     }
+}
+
+/// Why a wait on the wake-up descriptor ended.
+enum Woken {
+    /// It became readable, or the timeout passed.
+    Normally,
+    /// The reactor is gone: the registration is useless.
+    Broken,
+}
+
+/// Waits until `wake` is readable or `timeout` passes, running the loop meanwhile.
+///
+/// Readiness is edge-triggered and cached: cleared here when it ends a wait (the worker then
+/// drains its set; what it leaves is seen by the level-triggered `readable` at the top of the
+/// next `drive`). A readiness that came after the guard is not cleared (tokio compares the
+/// event's tick).
+async fn wait<T: AsRawFd>(wake: &AsyncFd<T>, timeout: Option<Duration>) -> Woken {
+    let mut sleep = pin!(timeout.map(tokio::time::sleep));
+    poll_fn(|cx| {
+        if let Poll::Ready(ready) = wake.poll_read_ready(cx) {
+            return Poll::Ready(match ready {
+                Ok(mut guard) => {
+                    guard.clear_ready();
+                    Woken::Normally
+                }
+                Err(_) => Woken::Broken,
+            });
+        }
+        match sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Woken::Normally),
+            _ => Poll::Pending,
+        }
+    })
+    .await
 }
 
 impl Driver for HttpDriver {
@@ -202,30 +249,27 @@ impl Driver for HttpDriver {
             return;
         }
         self.run(async {
-            let Some(registered) = self.registered(wake) else {
-                // Cannot wait on it: one turn of the loop, then the worker looks again.
-                tokio::task::yield_now().await;
+            if let Some(fd) = self.registered(wake) {
+                if let Woken::Normally = wait(&fd, timeout).await {
+                    *self.kept() = Some(Wake::Registered { of: wake, fd });
+                }
                 return;
-            };
-            let mut sleep = pin!(timeout.map(tokio::time::sleep));
-            poll_fn(|cx| {
-                // Readiness is edge-triggered and cached: cleared here when it ends a wait (the
-                // worker then drains its set; what it leaves is seen by the level-triggered
-                // `readable` at the top of the next `drive`). A readiness that came after the
-                // guard is not cleared (tokio compares the event's tick).
-                if let Poll::Ready(ready) = registered.fd.poll_read_ready(cx) {
-                    if let Ok(mut guard) = ready {
-                        guard.clear_ready();
-                    }
-                    return Poll::Ready(());
+            }
+            // No descriptor to spare for a duplicate: registered for this wait only (an
+            // `epoll_ctl` each way).
+            // SAFETY: `wake` is open and names the same file until this call returns
+            // (`Driver::drive`: the worker's epoll set, owned by the runtime); the `AsyncFd` is
+            // dropped before then, at the end of this block.
+            let borrowed =
+                unsafe { AsyncFd::register_with_interest(Borrowed(wake), Interest::READABLE) };
+            match borrowed {
+                // Dropped at the end of this call whichever way the wait ended.
+                Ok(borrowed) => {
+                    let _ = wait(&borrowed, timeout).await;
                 }
-                match sleep.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
-                    Some(Poll::Ready(())) => Poll::Ready(()),
-                    _ => Poll::Pending,
-                }
-            })
-            .await;
-            self.keep(registered);
+                // Cannot wait on it: one turn of the loop, then the worker looks again.
+                Err(_) => tokio::task::yield_now().await,
+            }
         });
     }
 
@@ -238,6 +282,11 @@ impl Driver for HttpDriver {
 
     fn busy(&self) {
         self.handoff.take_over();
+        // The standby's reactor must not wake for the worker's events while it runs the loop.
+        let mut kept = self.kept();
+        if let Some(Wake::Registered { of, fd }) = kept.take() {
+            *kept = Some(Wake::Spare { of, fd: fd.into_inner() });
+        }
     }
 
     fn idle(&self) {
@@ -319,5 +368,20 @@ mod tests {
         driver.drive(wake.as_raw_fd(), Some(Duration::from_millis(50)));
         let took = start.elapsed();
         assert!(took >= Duration::from_millis(45), "returned after {took:?} with nothing to read");
+        // Kept between waits; deregistered when the standby takes the loop, registered again
+        // after.
+        let registered = |d: &HttpDriver| matches!(*d.kept(), Some(Wake::Registered { .. }));
+        assert!(registered(&driver));
+        driver.busy();
+        assert!(!registered(&driver), "the standby's reactor would wake for the worker");
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: an 8-byte eventfd write on an open descriptor.
+        unsafe { libc::write(wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+        let start = Instant::now();
+        driver.drive(wake.as_raw_fd(), Some(Duration::from_secs(2)));
+        assert!(start.elapsed() < Duration::from_secs(1));
+        drain(&wake);
+        driver.drive(wake.as_raw_fd(), Some(Duration::from_millis(20)));
+        assert!(registered(&driver));
     }
 }
