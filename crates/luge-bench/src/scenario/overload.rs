@@ -172,7 +172,8 @@ struct Measured {
     cpu: Cpu,
 }
 
-/// How busy the CPUs were during a run.
+/// How busy the CPUs were during a run: the whole of it, from planning to the end of the drain
+/// (a drain waiting for late answers lowers the share; its sending phase dominates a point).
 #[derive(Debug, Clone, Default, Serialize)]
 struct Cpu {
     /// Every CPU's busy share.

@@ -304,7 +304,8 @@ pub(super) fn summary(
             md,
             "**The load generator had no CPU left** at {} (its CPUs ≥ {:.0} % busy at the median \
              of the trials; `generator CPU busy` = the mean busy share, from `/proc/stat`, of the \
-             CPUs it ran on — with `--pin worker` the node's front ends share them). There the \
+             CPUs it ran on over the whole point, its drain included — with `--pin worker` the \
+             node's front ends share them). There the \
              client-measured columns include the generator's own queueing for a CPU: they \
              measure this machine as much as the node, whose own account is `… in node`.\n",
             saturated.join(", "),
