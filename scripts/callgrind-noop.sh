@@ -15,7 +15,9 @@ set -euo pipefail
 bin=${1:-target/release/luge}
 proto=${2:-http}
 n=${3:-2000}
-command -v valgrind > /dev/null || { echo "needs valgrind (apt install valgrind)" >&2; exit 1; }
+for tool in valgrind callgrind_control curl python3; do
+  command -v "$tool" > /dev/null || { echo "needs $tool (apt install valgrind curl python3)" >&2; exit 1; }
+done
 [ -x "$bin" ] || { echo "no binary at $bin (cargo build --release -p luge)" >&2; exit 1; }
 bin=$(realpath "$bin")
 case $proto in
@@ -25,7 +27,15 @@ case $proto in
 esac
 
 dir=$(mktemp -d)
-trap 'kill "$node" 2> /dev/null || true; rm -rf "$dir"' EXIT
+node=
+stop() {
+  if [ -n "$node" ]; then
+    kill "$node" 2> /dev/null || true
+    wait "$node" 2> /dev/null || true # its ports are free for the next run
+  fi
+  rm -rf "$dir"
+}
+trap stop EXIT
 cat > "$dir/luge.toml" << 'EOF'
 [server]
 http = "127.0.0.1:18090"
@@ -41,10 +51,13 @@ EOF
 valgrind --tool=callgrind --callgrind-out-file="$dir/out" \
   "$bin" serve --manifest "$dir/luge.toml" > "$dir/serve.log" 2>&1 &
 node=$!
+ready=
 for _ in $(seq 120); do
-  curl -s -o /dev/null -X POST http://127.0.0.1:18090/noop && break
+  kill -0 "$node" 2> /dev/null || { echo "the node exited:" >&2; cat "$dir/serve.log" >&2; exit 1; }
+  if curl -sf -o /dev/null -X POST http://127.0.0.1:18090/noop; then ready=1; break; fi
   sleep 1
 done
+[ -n "$ready" ] || { echo "the node did not answer within 120 s" >&2; exit 1; }
 
 run() {
   "$bin" bench run --target "$target" --admin http://127.0.0.1:18092 --function noop \
@@ -61,9 +74,12 @@ callgrind_control -z "$node" > /dev/null 2>&1
 sleep "$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$start" "$end")"
 callgrind_control -d idle "$node" > /dev/null 2>&1
 
+for dump in out.1 out.2; do
+  [ -s "$dir/$dump" ] || { echo "callgrind wrote no $dump (callgrind_control failed)" >&2; exit 1; }
+done
 total() { grep -h '^summary:\|^totals:' "$1" | head -1 | awk '{print $2}'; }
 measured=$(total "$dir/out.1")
 idle=$(total "$dir/out.2")
-errors=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['errors'])" "$dir/run.json")
-[ "$errors" = 0 ] || { echo "$errors of $n requests failed" >&2; exit 1; }
+ok=$(python3 -c "import json,sys; r = json.load(open(sys.argv[1])); print(r['completed'])" "$dir/run.json")
+[ "$ok" = "$n" ] || { echo "only $ok of $n no-ops succeeded" >&2; exit 1; }
 echo "$proto: $(( (measured - idle) / n )) instructions per no-op ($n requests; measured $measured, idle $idle)"
