@@ -40,6 +40,7 @@
 
 mod baseline;
 mod calibrate;
+mod cpu_busy;
 mod drive;
 mod error;
 mod http;
@@ -59,6 +60,7 @@ pub use crate::baseline::{
     UdpEchoConfig, UdpEchoServer, native_program,
 };
 pub use crate::calibrate::{Calibration, CalibrationCheck, CalibrationOptions, CalibrationPoint};
+pub use crate::cpu_busy::{CpuBusy, GeneratorCpu, SATURATED};
 pub use crate::error::BenchError;
 pub use crate::plan::{Mapping, Plan, Planned, PlannedPayload, Requests};
 pub use crate::report::Report;

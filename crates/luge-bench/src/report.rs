@@ -11,6 +11,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::calibrate::Calibration;
+use crate::cpu_busy::GeneratorCpu;
 use crate::sample::Sample;
 use crate::summary::{Percentiles, Summary};
 
@@ -45,6 +46,8 @@ pub struct Report {
     /// Datagrams or responses that answered no request in flight (late answers after a
     /// timeout, or foreign datagrams).
     pub stray_responses: u64,
+    /// How busy the CPUs were while the load generator ran.
+    pub generator_cpu: GeneratorCpu,
     /// Warnings about how far to trust the numbers.
     pub notes: Vec<String>,
     /// Raw samples, sorted by `seq` (empty unless the run kept them).
@@ -103,6 +106,14 @@ impl Report {
             s.offered_rps, s.throughput_rps, s.goodput_rps, s.elapsed_s
         );
         let _ = writeln!(out, "deadlines    miss rate {:.3} %", 100.0 * s.deadline_miss_rate);
+        if let Some(busy) = self.generator_cpu.generator_busy {
+            let _ = writeln!(
+                out,
+                "client CPU   {:.1} % busy (CPUs {:?}, the load generator's)",
+                100.0 * busy,
+                self.generator_cpu.cpus
+            );
+        }
         let _ = writeln!(out);
         let _ = writeln!(
             out,

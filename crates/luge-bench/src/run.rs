@@ -20,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 use luge_workload::WorkloadSpec;
 
 use crate::calibrate::{self, Calibration, CalibrationOptions};
+use crate::cpu_busy::GeneratorCpu;
 use crate::drive::{Schedule, Transport, drive};
 use crate::error::BenchError;
 use crate::http::HttpSetup;
@@ -245,14 +246,18 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
     let done = AtomicBool::new(false);
 
     let mut max_connections = None;
-    match wire {
+    // The CPUs around the pacing: the sending and the drain (`pace`).
+    let generator_cpu = match wire {
         Wire::Udp(addr) => {
             let sock = udp::connect(addr)?;
             let rx = sock.try_clone().map_err(|e| BenchError::io("cloning the UDP socket", e))?;
             let base = random_base();
             let mut transport = UdpTransport::new(sock, base, config.send_expected);
             let receiver = || udp::receive(&rx, base, &ledger, &done);
-            pace(&config, &plan, &ledger, &mut transport, schedule, &done, Some(receiver));
+            let pacing = || {
+                pace(&config, &plan, &ledger, &mut transport, schedule, &done, Some(receiver));
+            };
+            GeneratorCpu::around(pacing).1
         }
         Wire::Http(setup) => {
             let mut transport = setup.transport(
@@ -261,12 +266,16 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
                 config.timeout,
                 config.send_expected,
             )?;
-            pace(&config, &plan, &ledger, &mut transport, schedule, &done, None::<fn()>);
+            let pacing = || {
+                pace(&config, &plan, &ledger, &mut transport, schedule, &done, None::<fn()>);
+            };
+            let cpu = GeneratorCpu::around(pacing).1;
             drop(transport);
             max_connections = Some(setup.most_connections());
             setup.shutdown();
+            cpu
         }
-    }
+    };
 
     let (recorder, stray, max_in_flight) = ledger.finish();
     let workload = plan.workload();
@@ -299,6 +308,14 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
             "the client sent late (send lag p99 {lag:.0} µs): it may have limited this run"
         ));
     }
+    if generator_cpu.saturated() {
+        notes.push(format!(
+            "the load generator's CPUs {:?} were {:.0} % busy: requests may have waited for a CPU \
+             in the client (counted in their latency); the client may have limited this run",
+            generator_cpu.cpus,
+            100.0 * generator_cpu.generator_busy.unwrap_or(0.0)
+        ));
+    }
     if summary.errors_by_kind.contains_key("unsent") {
         notes.push("the client fell behind its schedule beyond the time bound: unsent requests count as failures".to_owned());
     }
@@ -316,6 +333,7 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
         max_in_flight,
         max_connections,
         stray_responses: stray,
+        generator_cpu,
         notes,
         samples,
     })

@@ -40,7 +40,6 @@
 mod backpressure;
 mod chain;
 mod compare;
-mod cpu_busy;
 mod density;
 mod edge_rt;
 mod edge_rt_fig11;

@@ -381,6 +381,12 @@ fn spin_is_calibrated_and_the_report_has_its_fields() {
     }
     assert_eq!(json["target"], format!("udp://{}", server.addr));
     assert!(json["calibration"]["ns_per_iteration"].is_number());
+    // How busy the load generator's CPUs were: measured, a share, and reported.
+    let cpu = &r.generator_cpu;
+    assert!(!cpu.cpus.is_empty() && !cpu.busy.is_empty(), "{cpu:?}");
+    let busy = cpu.generator_busy.unwrap();
+    assert!(busy > 0.0 && busy <= 1.0, "{cpu:?}");
+    assert!(json["generator_cpu"]["generator_busy"].is_number(), "{json}");
 
     let mut csv = Vec::new();
     r.write_csv(&mut csv).unwrap();
@@ -389,6 +395,7 @@ fn spin_is_calibrated_and_the_report_has_its_fields() {
     assert!(csv.starts_with("seq,class,intended_ns,"));
     let table = r.render_table();
     assert!(table.contains("calibration  spin:") && table.contains("latency µs"), "{table}");
+    assert!(table.contains("client CPU   ") && table.contains("% busy"), "{table}");
 }
 
 #[test]

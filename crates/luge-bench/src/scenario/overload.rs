@@ -53,13 +53,13 @@ use luge_workload::{Rate, WorkloadSpec};
 use serde::Serialize;
 use serde_json::json;
 
-use super::cpu_busy::{CpuBusy, CpuTimes, busy_of};
 use super::measure::{Driver, Point, calibrate_once};
-use super::node::{LugeNode, NodeSpec, Pinning, affinity};
+use super::node::{LugeNode, NodeSpec, Pinning};
 use super::output::{Results, pct, ratio, rps, us};
 use super::policies::spin_function;
 use super::{OverloadOptions, Protocol, ScenarioOptions};
 use crate::calibrate::Calibration;
+use crate::cpu_busy::GeneratorCpu;
 use crate::error::BenchError;
 use crate::plan::Mapping;
 use crate::report::Report;
@@ -164,25 +164,11 @@ struct Bench<'a> {
     calibration: Calibration,
 }
 
-/// A run's report, its tally, and the memory and CPUs around it.
+/// A run's report, its tally and the memory around it.
 struct Measured {
     report: Report,
     tally: Tally,
     rss: Rss,
-    cpu: Cpu,
-}
-
-/// How busy the CPUs were during a run: the whole of it, from planning to the end of the drain
-/// (a drain waiting for late answers lowers the share; its sending phase dominates a point).
-#[derive(Debug, Clone, Default, Serialize)]
-struct Cpu {
-    /// Every CPU's busy share.
-    busy: Vec<CpuBusy>,
-    /// The CPUs the load generator ran on (this thread's affinity: the client CPU when
-    /// pinned; with `--pin worker` the node's front ends share it).
-    generator_cpus: Vec<usize>,
-    /// Their mean busy share.
-    generator_busy: Option<f64>,
 }
 
 impl Bench<'_> {
@@ -213,16 +199,12 @@ impl Bench<'_> {
                 t.record(s);
             }
         }));
-        let before = CpuTimes::now();
         let (report, rss) = with_rss(|| run::run(config));
-        let busy = before.zip(CpuTimes::now()).map_or(Vec::new(), |(a, b)| a.busy_until(&b));
-        let generator_cpus = affinity();
-        let cpu = Cpu { generator_busy: busy_of(&busy, &generator_cpus), busy, generator_cpus };
         let report = report?;
         let tally = lock(&tally)
             .take()
             .ok_or_else(|| BenchError::Scenario("the run's tally was taken twice".into()))?;
-        Ok(Measured { report, tally, rss, cpu })
+        Ok(Measured { report, tally, rss })
     }
 }
 
@@ -290,7 +272,8 @@ struct OverloadPoint {
     mean_execution_us: Option<f64>,
     rss: Rss,
     rss_over_1x: Option<f64>,
-    cpu: Cpu,
+    /// How busy the CPUs were while the load generator ran (`Report::generator_cpu`).
+    cpu: GeneratorCpu,
     send_lag_p99_us: Option<f64>,
     max_in_flight: usize,
     max_connections: Option<usize>,
@@ -379,7 +362,7 @@ fn point_of(
         mean_execution_us: t.mean_execution_us(),
         rss: m.rss,
         rss_over_1x: None,
-        cpu: m.cpu.clone(),
+        cpu: r.generator_cpu.clone(),
         send_lag_p99_us: s.send_lag_us.p99,
         max_in_flight: r.max_in_flight,
         max_connections: r.max_connections,
@@ -712,7 +695,7 @@ mod tests {
     #[test]
     fn the_summary_names_the_points_whose_load_generator_had_no_cpu_left() {
         let busy = |p: OverloadPoint, share: f64| OverloadPoint {
-            cpu: Cpu { generator_busy: Some(share), ..Cpu::default() },
+            cpu: GeneratorCpu { generator_busy: Some(share), ..GeneratorCpu::default() },
             ..p
         };
         // 5×: saturated in two trials of three (the median); 1×: in one only.

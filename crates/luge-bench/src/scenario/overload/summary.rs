@@ -6,7 +6,6 @@ use std::time::Duration;
 use luge_sim::{Chart, Series};
 
 use super::super::OverloadOptions;
-use super::super::cpu_busy::SATURATED;
 use super::super::output::{Results, Table, pct, ratio, ratio_range, rps, spread, us};
 use super::step::{StepBin, StepResult};
 use super::{
@@ -14,6 +13,7 @@ use super::{
     OverloadPoint, RECOVERED, STEP_HIGH, STEP_LOW, TIMEOUT, label,
 };
 use crate::calibrate::Calibration;
+use crate::cpu_busy::SATURATED;
 use crate::error::BenchError;
 
 /// The (protocol, mix) series of the points, in order, once each.

@@ -1,12 +1,41 @@
-//! How busy each CPU was during a measurement, from the kernel's per-CPU counters
+//! How busy each CPU was while the load generator ran, from the kernel's per-CPU counters
 //! (`/proc/stat`), so that a result can say when the load generator had no CPU left: on a small
 //! box the generator shares cores with the node, and past that point a figure measures the box
 //! as much as the node.
 
 use serde::Serialize;
 
+/// How busy the CPUs were over a run (sending and drain), from `/proc/stat`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GeneratorCpu {
+    /// Every CPU's busy share (steal counts as busy: the time was not free).
+    pub busy: Vec<CpuBusy>,
+    /// The CPUs the load generator could run on (the sending thread's affinity).
+    pub cpus: Vec<usize>,
+    /// Their mean busy share; `None` where `/proc/stat` cannot be read.
+    pub generator_busy: Option<f64>,
+}
+
+impl GeneratorCpu {
+    /// Runs `f` (the load generator, on threads that inherit the caller's affinity) and
+    /// measures the CPUs around it.
+    pub(crate) fn around<T>(f: impl FnOnce() -> T) -> (T, Self) {
+        let before = CpuTimes::now();
+        let out = f();
+        let busy = before.zip(CpuTimes::now()).map_or(Vec::new(), |(a, b)| a.busy_until(&b));
+        let cpus = luge_runtime::affinity();
+        let generator_busy = busy_of(&busy, &cpus);
+        (out, Self { busy, cpus, generator_busy })
+    }
+
+    /// Whether the generator's CPUs were saturated ([`SATURATED`]).
+    pub fn saturated(&self) -> bool {
+        self.generator_busy.is_some_and(|b| b >= SATURATED)
+    }
+}
+
 /// A CPU at or above this busy share is saturated: what runs there waits for it.
-pub(crate) const SATURATED: f64 = 0.95;
+pub const SATURATED: f64 = 0.95;
 
 /// Cumulative busy and total time of every CPU, in clock ticks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,8 +82,10 @@ impl CpuTimes {
 
 /// One CPU's busy share over a span.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub(crate) struct CpuBusy {
+pub struct CpuBusy {
+    /// The CPU's number.
     pub cpu: usize,
+    /// The share of the span it was busy, 0 to 1.
     pub busy: f64,
 }
 
