@@ -139,7 +139,7 @@ impl Handoff {
 
 /// The descriptor the worker wakes for, registered with the loop's reactor for one
 /// [`Driver::drive`] (not owned: closing it is the runtime's business) when it cannot be
-/// duplicated for a [`Registered`] one (no descriptor left).
+/// duplicated for a kept [`Wake`] (no descriptor left).
 struct Borrowed(RawFd);
 
 impl AsRawFd for Borrowed {
@@ -343,6 +343,11 @@ mod tests {
             // SAFETY: an 8-byte buffer for an eventfd read on an open descriptor.
             unsafe { libc::read(wake.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
         };
+        let signal = |wake: &OwnedFd| {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: an 8-byte eventfd write on an open descriptor.
+            unsafe { libc::write(wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+        };
         for round in 0..3 {
             // Woken by the write (not the 2 s timeout, not at once by a readiness left over
             // from the round before), with the same registration each round.
@@ -350,9 +355,7 @@ mod tests {
                 let wake = Arc::clone(&wake);
                 std::thread::spawn(move || {
                     std::thread::sleep(Duration::from_millis(30));
-                    let one = 1u64.to_ne_bytes();
-                    // SAFETY: an 8-byte eventfd write on an open descriptor.
-                    unsafe { libc::write(wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+                    signal(&wake);
                 })
             };
             let start = Instant::now();
@@ -374,9 +377,7 @@ mod tests {
         assert!(registered(&driver));
         driver.busy();
         assert!(!registered(&driver), "the standby's reactor would wake for the worker");
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: an 8-byte eventfd write on an open descriptor.
-        unsafe { libc::write(wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+        signal(&wake);
         let start = Instant::now();
         driver.drive(wake.as_raw_fd(), Some(Duration::from_secs(2)));
         assert!(start.elapsed() < Duration::from_secs(1));
