@@ -95,6 +95,7 @@ impl Run {
             received: Some(start),
             trace,
             group: None,
+            delivery: Duration::ZERO,
         };
         let runtime = Arc::clone(&self.runtime);
         runtime.submit_to(&function, payload, options, move |outcome| self.done(k, outcome));

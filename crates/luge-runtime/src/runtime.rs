@@ -43,6 +43,18 @@ pub struct SubmitOptions {
     /// there while that group has nothing queued (no hand-off), else goes where the runtime
     /// would put any arrival.
     pub group: Option<usize>,
+    /// How long the front end takes to deliver an answer once the runtime has it (its own
+    /// backlog and the write): the request is admitted and scheduled to complete this much
+    /// before its deadline, so that its answer still leaves in time. At most a quarter of the
+    /// relative deadline is set aside ([`scheduled_deadline`]); zero sets none.
+    pub delivery: Duration,
+}
+
+/// The relative deadline a request is admitted and scheduled with: its own, less the time its
+/// front end needs to deliver the answer, of which at most a quarter of the deadline is set
+/// aside (a front end's estimate of its delivery cannot take more of a request's time than that).
+pub fn scheduled_deadline(relative: Duration, delivery: Duration) -> Duration {
+    relative.saturating_sub(delivery.min(relative / 4))
 }
 
 /// What [`Runtime::health`] found.
@@ -651,7 +663,7 @@ impl Runtime {
         });
         let submission = Submission {
             task,
-            relative_deadline: nanos(relative),
+            relative_deadline: nanos(scheduled_deadline(relative, options.delivery)),
             arrived: received,
             expected,
             tenant: function.config.tenant,

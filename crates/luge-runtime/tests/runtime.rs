@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use luge_runtime::{
     BadRequest, CodeOpt, CtEdfConfig, Error, Failure, FunctionConfig, Health, Layout, Limits,
     Outcome, PolicyKind, QueueKind, RegisterError, Rejection, Runtime, RuntimeConfig,
-    SubmitOptions, TrapKind,
+    SubmitOptions, TrapKind, scheduled_deadline,
 };
 
 const NOOP: &str = include_str!("../../../functions/builtin/noop.wat");
@@ -867,6 +867,33 @@ fn infeasible_deadlines_are_refused_at_once() {
         SubmitOptions { deadline: Some(Duration::from_nanos(1)), ..Default::default() };
     let outcome = rt.submit("fresh", Vec::new(), impossible).wait();
     assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
+}
+
+#[test]
+fn the_front_ends_delivery_time_is_set_aside_at_admission() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    // The client's estimate, trusted: every request is judged on it, not on the no-op's runs.
+    register(&rt, "noop", NOOP, |c| c.trust_client_estimate = true);
+    let refused = |expected_ms, delivery| {
+        let options = SubmitOptions {
+            deadline: Some(Duration::from_millis(100)),
+            expected: Some(Duration::from_millis(expected_ms)),
+            delivery,
+            ..Default::default()
+        };
+        let outcome = rt.submit("noop", Vec::new(), options).wait();
+        matches!(outcome.result, Err(Failure::Rejected(_)))
+    };
+    // 80 ms fits 100 ms, and 100 − 10 ms; not 100 − 25 ms.
+    assert!(!refused(80, Duration::ZERO));
+    assert!(!refused(80, Duration::from_millis(10)));
+    assert!(refused(80, Duration::from_millis(25)));
+    // At most a quarter of the deadline is set aside: 70 ms still fits 100 − 1 s.
+    assert!(!refused(70, Duration::from_secs(1)));
+    assert_eq!(
+        scheduled_deadline(Duration::from_millis(100), Duration::from_secs(1)),
+        Duration::from_millis(75)
+    );
 }
 
 #[test]
