@@ -3,6 +3,7 @@
 //! and its front ends and shuts them down in order.
 
 mod arrival;
+mod delivery;
 mod http;
 mod log_limit;
 mod metrics;

@@ -155,6 +155,8 @@ pub struct Metrics {
     malformed: Mutex<BTreeMap<(Protocol, &'static str), u64>>,
     /// The counters of the UDP-RPC front ends reporting here (normally one), rendered summed.
     udp: Mutex<Vec<Arc<UdpCounters>>>,
+    /// Per protocol, the delivery time admission sets aside (ns; `delivery.rs`).
+    delivery: [AtomicU64; PROTOCOLS.len()],
 }
 
 impl Metrics {
@@ -166,6 +168,12 @@ impl Metrics {
     /// Records one answered request.
     pub fn record(&self, function: &str, protocol: Protocol, outcome: &Outcome, answer: Answer) {
         self.with(function, |f| f.record(protocol, outcome, answer));
+    }
+
+    /// The delivery time `protocol`'s front end has admission set aside now.
+    pub fn delivery_margin(&self, protocol: Protocol, margin: Duration) {
+        let ns = u64::try_from(margin.as_nanos()).unwrap_or(u64::MAX);
+        self.delivery[protocol as usize].store(ns, Ordering::Relaxed);
     }
 
     /// Counts one request of `function` submitted to the runtime (in flight until recorded
@@ -282,6 +290,19 @@ impl Metrics {
         for (f, m) in functions.iter() {
             let n = m.in_flight.load(Ordering::Relaxed);
             let _ = writeln!(out, "luge_in_flight{{function=\"{}\"}} {n}", escape(f));
+        }
+        out.push_str(
+            "# HELP luge_delivery_margin_seconds Time admission sets aside for the front end to \
+             deliver an answer after the runtime has it, by protocol.\n\
+             # TYPE luge_delivery_margin_seconds gauge\n",
+        );
+        for (p, ns) in PROTOCOLS.iter().zip(&self.delivery) {
+            let seconds = ns.load(Ordering::Relaxed) as f64 / 1e9;
+            let _ = writeln!(
+                out,
+                "luge_delivery_margin_seconds{{protocol=\"{}\"}} {seconds}",
+                p.label()
+            );
         }
         type Pick = fn(&FunctionMetrics) -> &Histogram;
         let histograms: [(&str, &str, Pick); 4] = [

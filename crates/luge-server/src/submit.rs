@@ -23,6 +23,7 @@ use luge_runtime::{
     BadRequest, Chain, Failure, Function, Outcome, Rejection, Runtime, SubmitOptions, Timing,
 };
 
+use crate::delivery::Delivery;
 use crate::log_limit::{LogKind, log_limited};
 use crate::metrics::{Answer, Metrics, Protocol};
 use crate::request_log::{Entry, RequestLog, Sampler};
@@ -132,6 +133,9 @@ pub struct Gate {
     log: Sampler,
     /// Where spans go, if the node exports them.
     tracing: Option<Tracing>,
+    /// How long the front end takes to deliver an answer, as it reports
+    /// ([`Gate::delivered`]); set aside at admission.
+    delivery: Delivery,
 }
 
 impl Gate {
@@ -152,6 +156,7 @@ impl Gate {
             draining: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             next_local_id: AtomicU64::new(1),
+            delivery: Delivery::default(),
         }
     }
 
@@ -206,7 +211,9 @@ impl Gate {
             return;
         }
         let trace = trace.map(|t| t.node);
-        let options = SubmitOptions { deadline, expected, received: Some(received), trace, group };
+        let delivery = self.delivery.margin();
+        let options =
+            SubmitOptions { deadline, expected, received: Some(received), trace, group, delivery };
         let gate = Arc::clone(self);
         let answered = target.clone();
         self.metrics.submitted(target.name());
@@ -221,6 +228,14 @@ impl Gate {
             Target::Function(f) => self.runtime.submit_to(f, payload, options, done),
             Target::Chain(c) => self.runtime.submit_chain(c, payload, options, done),
         }
+    }
+
+    /// The front end delivered an answer `delay` after the runtime produced it (its thread's
+    /// wait for a CPU, then the write): learnt, and set aside in later admissions
+    /// (`delivery.rs`).
+    pub fn delivered(&self, delay: Duration) {
+        self.delivery.observe(delay);
+        self.metrics.delivery_margin(self.protocol, self.delivery.margin());
     }
 
     /// The outcome of a request to `target` refused by the front end before submission,

@@ -789,6 +789,14 @@ async fn metrics_health_and_routes() {
     ] {
         assert!(text.contains(line), "no {line:?} in\n{text}");
     }
+    // HTTP answers taught the gate its delivery time; nothing was answered over UDP-RPC.
+    let margin = |protocol: &str| -> f64 {
+        let series = format!("luge_delivery_margin_seconds{{protocol=\"{protocol}\"}} ");
+        let line = text.lines().find(|l| l.starts_with(&series)).expect(&series);
+        line[series.len()..].parse().unwrap()
+    };
+    assert!(margin("http") > 0.0 && margin("http") < 1.0, "{text}");
+    assert_eq!(margin("rpc"), 0.0);
     let answer = send(&c, Method::POST, &node.url("/metrics"), &[], "").await;
     assert_eq!((answer.status.as_u16(), answer.header("allow")), (405, Some("GET, HEAD")));
 

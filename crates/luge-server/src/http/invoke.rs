@@ -103,7 +103,7 @@ async fn submit(
     held: (Arc<Held>, Buffered),
 ) -> Response<Full<Bytes>> {
     let deadline = call.deadline.unwrap_or(call.target.relative_deadline());
-    let trace = call.trace.map(|t| t.node);
+    let (trace, received) = (call.trace.map(|t| t.node), call.received);
     let (tx, rx) = oneshot::channel();
     shared.gate.submit(call, move |outcome| {
         // The receiver is gone when the client left; the gate has recorded the outcome.
@@ -115,10 +115,19 @@ async fn submit(
     let abandon = phase_reached(shared.phase.subscribe(), |p| *p == Phase::Abandon);
     let outcome = tokio::select! {
         biased;
-        outcome = rx => outcome.unwrap_or_else(|_| {
+        outcome = rx => match outcome {
+            Ok(outcome) => {
+                // The runtime answered `timing.total` after receipt; this thread takes the
+                // answer now, and writes it when this returns: the difference is the delivery
+                // that admission sets aside for later requests.
+                shared.gate.delivered(received.elapsed().saturating_sub(outcome.timing.total));
+                outcome
+            }
             // Unreachable with the runtime's `Reply` (it answers even when dropped).
-            shared.gate.local(Err(Failure::Internal("the runtime dropped the request".into())), None)
-        }),
+            Err(_) => shared
+                .gate
+                .local(Err(Failure::Internal("the runtime dropped the request".into())), None),
+        },
         () = abandon => {
             shared.gate.local(Err(Failure::Rejected(Rejection::ShuttingDown)), None)
         }
