@@ -30,8 +30,9 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    /// One answer took `delay` from the runtime's outcome to its delivery.
-    pub fn observe(&self, delay: Duration) {
+    /// One answer took `delay` from the runtime's outcome to its delivery; returns the new
+    /// [`margin`](Self::margin).
+    pub fn observe(&self, delay: Duration) -> Duration {
         let x = delay.min(MAX_SAMPLE).as_nanos() as f64;
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         *state = Some(match *state {
@@ -40,13 +41,17 @@ impl Delivery {
             // §2.3: variance first, with the old mean.
             Some((s, v)) => (s + (x - s) / 8.0, v + ((x - s).abs() - v) / 4.0),
         });
+        margin_of(*state)
     }
 
     /// The time to set aside for delivery: smoothed delay plus four mean deviations.
     pub fn margin(&self) -> Duration {
-        let state = *self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.map_or(Duration::ZERO, |(s, v)| Duration::from_nanos((s + 4.0 * v) as u64))
+        margin_of(*self.state.lock().unwrap_or_else(PoisonError::into_inner))
     }
+}
+
+fn margin_of(state: Option<(f64, f64)>) -> Duration {
+    state.map_or(Duration::ZERO, |(s, v)| Duration::from_nanos((s + 4.0 * v) as u64))
 }
 
 #[cfg(test)]
@@ -77,7 +82,7 @@ mod tests {
         assert!(d.margin() <= ms(8.0), "{:?}", d.margin());
         // A sample beyond the clamp counts as the clamp.
         let stalled = Delivery::default();
-        stalled.observe(Duration::from_secs(10));
+        assert_eq!(stalled.observe(Duration::from_secs(10)), MAX_SAMPLE * 3);
         assert_eq!(stalled.margin(), MAX_SAMPLE * 3);
     }
 }

@@ -234,8 +234,8 @@ impl Gate {
     /// wait for a CPU, then the write): learnt, and set aside in later admissions
     /// (`delivery.rs`).
     pub fn delivered(&self, delay: Duration) {
-        self.delivery.observe(delay);
-        self.metrics.delivery_margin(self.protocol, self.delivery.margin());
+        let margin = self.delivery.observe(delay);
+        self.metrics.delivery_margin(self.protocol, margin);
     }
 
     /// The outcome of a request to `target` refused by the front end before submission,
