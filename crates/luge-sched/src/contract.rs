@@ -33,6 +33,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::backlog::Backlog;
 use crate::policy::{Action, Event, LocalOrder, Policy, PolicyStats, WorkerId};
 use crate::request::{Nanos, QueueKey, RequestId};
 
@@ -566,6 +567,10 @@ impl<P: Policy> Policy for Checked<P> {
 
     fn stats(&self) -> PolicyStats {
         self.policy.stats()
+    }
+
+    fn backlog(&self, now: Nanos) -> Backlog {
+        self.policy.backlog(now)
     }
 
     /// The wrapped policy's call, then the check of the event and of the actions it appended.

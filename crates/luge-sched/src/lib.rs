@@ -18,6 +18,7 @@
 //!   §4.2).
 //! - [`UllLane`] — a run queue for ultra-low-latency requests ahead of any policy (HORSE §3).
 
+mod backlog;
 mod coalesce;
 mod contract;
 mod ct_edf;
@@ -31,6 +32,7 @@ mod slot_tree;
 mod sum_tree;
 mod ull;
 
+pub use crate::backlog::Backlog;
 pub use crate::coalesce::Affine;
 pub use crate::contract::{Checked, ContractChecker, ContractViolation};
 pub use crate::ct_edf::{CtEdfConfig, CtEdfQueue};

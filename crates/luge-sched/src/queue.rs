@@ -64,6 +64,11 @@ impl DeadlineQueue {
         self.tree.prefix_sum(|k| k.deadline <= deadline)
     }
 
+    /// The latest absolute deadline queued. O(log n).
+    pub fn latest_deadline(&self) -> Option<Nanos> {
+        self.tree.last().map(|(k, _, _)| k.deadline)
+    }
+
     /// Σ remaining execution of the queued requests strictly before `key` in EDF order.
     pub fn work_before_key(&self, key: QueueKey) -> Nanos {
         self.tree.prefix_sum(|k| *k < key)

@@ -97,6 +97,16 @@ impl RunQueue {
         }
     }
 
+    /// The latest absolute deadline queued, `None` when nothing is. The timeline serves within
+    /// a quantum first in first out, not by exact deadline, so for it anything queued answers
+    /// `u64::MAX`: no newcomer is known to go behind all of it.
+    pub fn latest_deadline(&self) -> Option<Nanos> {
+        match self {
+            RunQueue::Tree(q) => q.latest_deadline(),
+            RunQueue::Timeline(q) => (!q.is_empty()).then_some(Nanos::MAX),
+        }
+    }
+
     /// Whether `req`, placed here with its work starting at `start` and counting `own`, finishes
     /// by its deadline.
     pub fn fits(&self, req: &Request, own: Nanos, start: Nanos) -> bool {

@@ -366,6 +366,19 @@ impl<K: Due, V> SumTree<K, V> {
         Some((&n.key, self.values[t as usize].as_ref()?, n.weight))
     }
 
+    /// The largest entry.
+    pub fn last(&self) -> Option<(&K, &V, u64)> {
+        let mut t = self.root;
+        if t == NIL {
+            return None;
+        }
+        while self.nodes[t as usize].right != NIL {
+            t = self.nodes[t as usize].right;
+        }
+        let n = &self.nodes[t as usize];
+        Some((&n.key, self.values[t as usize].as_ref()?, n.weight))
+    }
+
     /// Removes and returns the smallest entry.
     pub fn pop_first(&mut self) -> Option<(K, V, u64)> {
         let key = *self.first()?.0;

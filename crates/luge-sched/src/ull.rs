@@ -30,6 +30,7 @@
 
 use std::collections::VecDeque;
 
+use crate::backlog::Backlog;
 use crate::policy::{Action, Admission, Event, LocalOrder, Policy, PolicyStats, RejectReason};
 use crate::request::{Nanos, Request, RequestId};
 
@@ -476,6 +477,12 @@ impl<P: Policy> Policy for UllLane<P> {
     fn on_event(&mut self, now: Nanos, event: Event, out: &mut Vec<Action>) {
         self.handle(now, event, out);
         self.arm(now, out);
+    }
+
+    /// The inner policy's: an arrival outside the lane goes to it unchanged. (Not for a uLL
+    /// arrival, which the lane admits on its own terms.)
+    fn backlog(&self, now: Nanos) -> Backlog {
+        self.inner.backlog(now)
     }
 }
 

@@ -11,9 +11,9 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use luge_sched::{
-    Action, Admission, Checked, ContractViolation, CtEdfConfig, Event, FunctionId, Nanos, Overrun,
-    Policy, PolicyConfig, PolicyKind, QueueKind, RejectReason, Request, RequestId, UllConfig,
-    UllLane, WorkerId,
+    Action, Admission, Backlog, Checked, ContractViolation, CtEdfConfig, Event, FunctionId, Nanos,
+    Overrun, Policy, PolicyConfig, PolicyKind, QueueKind, RejectReason, Request, RequestId,
+    UllConfig, UllLane, WorkerId,
 };
 
 /// The early-binding policies: per-worker EDF queues, batching.
@@ -30,6 +30,22 @@ type Tune<'a> = &'a dyn Fn(&mut PolicyConfig);
 
 /// The configuration as it is.
 const TREE: Tune<'static> = &|_| {};
+
+/// The workload's shape beyond its load: behind a uLL lane of this share bound (0: none), and
+/// with one relative deadline for every request.
+#[derive(Debug, Clone, Copy, Default)]
+struct Shape {
+    lane: Option<u32>,
+    one_deadline: Option<Nanos>,
+}
+
+/// No lane, each request its own deadline.
+const PLAIN: Shape = Shape { lane: None, one_deadline: None };
+
+/// Behind a uLL lane of share bound `burst` (0: none), if `Some`.
+fn lane(burst: Option<u32>) -> Shape {
+    Shape { lane: burst, ..PLAIN }
+}
 
 /// What the driver has to do at some time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -94,6 +110,18 @@ struct Driver<P: Policy> {
     /// started (a run completed before them).
     followers: Vec<VecDeque<Request>>,
     followed: usize,
+    /// The policy's backlog after its last event, and the arrivals it claimed would be refused
+    /// (each checked against what the policy then did).
+    backlog: Backlog,
+    claimed: usize,
+    /// Requests refused as unreachable at the current load (admission on the wait).
+    unreachable: usize,
+    /// Every request's relative deadline, if one for all (else each its own).
+    one_deadline: Option<Nanos>,
+    /// Whether the policy is behind a uLL lane.
+    behind_lane: bool,
+    /// Requests the policy refused or demoted at their arrival.
+    refused: BTreeSet<RequestId>,
 }
 
 /// The queue cap with admission on, which also bounds the best-effort lane.
@@ -126,6 +154,12 @@ impl<P: Policy> Driver<P> {
             answered_with_room: 0,
             followers: vec![VecDeque::new(); workers],
             followed: 0,
+            backlog: Backlog::OPEN,
+            claimed: 0,
+            unreachable: 0,
+            one_deadline: None,
+            behind_lane: false,
+            refused: BTreeSet::new(),
         }
     }
 
@@ -182,6 +216,10 @@ impl<P: Policy> Driver<P> {
                     self.bound[worker].insert(id);
                 }
                 Action::Reject { req, reason } => {
+                    self.refused.insert(req.id);
+                    if reason == RejectReason::Unreachable {
+                        self.unreachable += 1;
+                    }
                     self.ull_waiting.remove(&req.id);
                     self.unbind(req.id);
                     if reason == RejectReason::Late {
@@ -199,11 +237,13 @@ impl<P: Policy> Driver<P> {
                     }
                 }
                 Action::Demote { req } => {
+                    self.refused.insert(req.id);
                     self.unbind(req.id);
                     self.demoted.insert(req.id);
                 }
             }
         }
+        self.backlog = self.policy.backlog(self.now);
     }
 
     /// Demoted requests on a worker.
@@ -253,7 +293,21 @@ impl<P: Policy> Driver<P> {
                 if self.ull.is_ull(&req) {
                     self.ull_waiting.insert(req.id);
                 }
+                // What a front end would refuse on the backlog as of the last event, the policy
+                // refuses too (a uLL request goes to the lane, which decides on its own).
+                let claim = !(self.behind_lane && self.ull.is_ull(&req))
+                    && req.estimate_known
+                    && self.backlog.refuses(self.now, req.absolute_deadline, req.own_work());
                 self.feed(Event::Arrival(req));
+                if claim {
+                    self.claimed += 1;
+                    assert!(
+                        self.refused.contains(&req.id),
+                        "the backlog {:?} refused {req:?} at {}, the policy admitted it",
+                        self.backlog,
+                        self.now
+                    );
+                }
             }
             Due::Start { worker, run } => {
                 let Some(mut on) = self.current(worker, run) else { return };
@@ -326,6 +380,10 @@ struct Drove {
     answered_with_room: usize,
     /// Followers that started after the run before them completed.
     followed: usize,
+    /// Arrivals the policy's backlog claimed it would refuse (and it did), and all those it
+    /// refused as unreachable at the current load.
+    claimed: usize,
+    unreachable: usize,
 }
 
 /// `policy` on `workers` workers under a bimodal load of 300 requests, `load` per worker; with
@@ -339,7 +397,7 @@ fn drive(
     admission: bool,
     (runaways, demote): (bool, bool),
 ) -> Drove {
-    drive_with(policy, seed, (workers, load), admission, (runaways, demote), None, TREE)
+    drive_with(policy, seed, (workers, load), admission, (runaways, demote), PLAIN, TREE)
 }
 
 /// [`drive`], with `lane` = `Some(burst)`, behind a uLL lane of that share bound (0: none) that
@@ -351,14 +409,15 @@ fn drive_with(
     (workers, load): (usize, f64),
     admission: bool,
     (runaways, demote): (bool, bool),
-    lane: Option<u32>,
+    shape: Shape,
     tune: Tune<'_>,
 ) -> Drove {
+    let Shape { lane, one_deadline } = shape;
     let mut config = PolicyConfig::papers(workers);
-    tune(&mut config);
     if admission {
         config.admission = Admission { max_queued: Some(LANE), ..Admission::default() };
     }
+    tune(&mut config);
     config.sledge_batch = 1 + (seed % 5) as usize;
     let burst = lane.unwrap_or(0);
     let ull = UllConfig { threshold: 20_000, slice: 100_000, burst, admission: config.admission };
@@ -368,10 +427,14 @@ fn drive_with(
         let behind = UllLane::new(Checked::new(built), ull);
         let inner: InnerCheck<UllLane<Checked<Box<dyn Policy>>>> =
             |p| (p.inner().violation().cloned(), p.inner().end().err());
-        let d = Driver::new(behind, inner, seed, workers, ull);
+        let mut d = Driver::new(behind, inner, seed, workers, ull);
+        d.one_deadline = one_deadline;
+        d.behind_lane = true;
         return run(d, policy, load, (runaways, demote));
     }
-    run(Driver::new(built, |_| (None, None), seed, workers, ull), policy, load, (runaways, demote))
+    let mut d = Driver::new(built, |_| (None, None), seed, workers, ull);
+    d.one_deadline = one_deadline;
+    run(d, policy, load, (runaways, demote))
 }
 
 /// Runs 300 requests through `d` (module doc), checking the contract at every step.
@@ -394,6 +457,7 @@ fn run<P: Policy>(
             actual = 20 * expected;
         }
         let deadline = expected * (2 + d.next() % 18);
+        let deadline = d.one_deadline.unwrap_or(deadline);
         let class = u16::from(long);
         let overrun = if demote { Overrun::Demote } else { Overrun::Kill };
         let req = Request::new(RequestId(id), FunctionId(u32::from(long)), t, deadline, expected)
@@ -434,6 +498,8 @@ fn run<P: Policy>(
         demoted_rejected: d.demoted_rejected,
         answered_with_room: d.answered_with_room,
         followed: d.followed,
+        claimed: d.claimed,
+        unreachable: d.unreachable,
     }
 }
 
@@ -464,6 +530,42 @@ fn a_request_past_its_deadline_never_keeps_others_waiting_on_its_worker() {
     }
     assert!(late > 0, "runaways were answered late");
     assert!(waits_without > 0, "without shedding, requests waited behind late runs");
+}
+
+#[test]
+fn what_the_backlog_refuses_the_policy_refuses() {
+    // The driver checks every arrival (in every test here): when the backlog the policy gave
+    // after its last event says a front end may refuse it, the policy refuses it. Here the
+    // claim is exercised past capacity, on one to three workers, with batches, runaways and the
+    // uLL lane, so that it is not vacuous.
+    let (mut claimed, mut unreachable) = (0, 0);
+    for seed in 1..=24u64 {
+        let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
+        let (workers, load) = (1 + (x % 3) as usize, 1.0 + (x / 3 % 20) as f64 / 10.0);
+        let window = [0, 100_000, 1_000_000][(seed % 3) as usize];
+        // Queues bounded by time only (as in `luge serve`, whose count cap is far above what a
+        // deadline's worth of these requests needs).
+        let batched = |c: &mut PolicyConfig| {
+            c.batch_window = window;
+            c.admission.max_queued = None;
+        };
+        // One deadline for all (as for one function's requests) on most seeds, so that a
+        // newcomer goes behind everything held; each its own on the others.
+        let one_deadline = (!seed.is_multiple_of(3)).then_some(2_000_000 + 1_000_000 * (x % 8));
+        let shape = Shape { lane: seed.is_multiple_of(4).then_some(0), one_deadline };
+        for policy in [PolicyKind::SledgeScale, PolicyKind::SledgeScaleSteal] {
+            let runaways = seed.is_multiple_of(5);
+            let d =
+                drive_with(policy, x, (workers, load), true, (runaways, false), shape, &batched);
+            claimed += d.claimed;
+            unreachable += d.unreachable;
+        }
+    }
+    assert!(
+        claimed > 500 && 10 * claimed > 8 * unreachable,
+        "only {claimed} of the {unreachable} arrivals refused at the current load were refused on \
+         the backlog"
+    );
 }
 
 #[test]
@@ -510,8 +612,16 @@ fn drive_early(
     for policy in EARLY {
         let admission = seed.is_multiple_of(2);
         let (runaways, demote) = (seed.is_multiple_of(runaway_every), seed.is_multiple_of(5));
-        let lane = seed.is_multiple_of(6).then_some(0);
-        let d = drive_with(policy, x, (workers, load), admission, (runaways, demote), lane, tune);
+        let burst = seed.is_multiple_of(6).then_some(0);
+        let d = drive_with(
+            policy,
+            x,
+            (workers, load),
+            admission,
+            (runaways, demote),
+            lane(burst),
+            tune,
+        );
         if !admission && !runaways {
             assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
         }
@@ -582,8 +692,15 @@ fn behind_the_ull_lane_every_policy_keeps_the_contract_and_nothing_starts_while_
         let (workers, load) = (1 + (x % 4) as usize, 0.3 + (x / 4 % 13) as f64 / 10.0);
         for policy in PolicyKind::ALL {
             let (admission, runaways) = (seed % 2 == 0, seed % 3 == 0);
-            let d =
-                drive_with(policy, x, (workers, load), admission, (runaways, false), Some(0), TREE);
+            let d = drive_with(
+                policy,
+                x,
+                (workers, load),
+                admission,
+                (runaways, false),
+                lane(Some(0)),
+                TREE,
+            );
             assert_eq!(d.ahead_of_ull, 0, "{policy} seed {seed}: {d:?}");
             if !admission {
                 assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
@@ -617,9 +734,16 @@ fn with_a_share_bound_the_lane_gives_a_waiting_run_its_turn_and_keeps_the_contra
         let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
         let (workers, load) = (1 + (x % 3) as usize, 0.8 + (x / 3 % 5) as f64 / 10.0);
         for policy in PolicyKind::ALL {
-            let lane = Some(2);
-            let d =
-                drive_with(policy, x, (workers, load), seed % 2 == 0, (true, false), lane, TREE);
+            let burst = Some(2);
+            let d = drive_with(
+                policy,
+                x,
+                (workers, load),
+                seed % 2 == 0,
+                (true, false),
+                lane(burst),
+                TREE,
+            );
             if seed % 2 == 1 {
                 assert_eq!(d.completed, 300, "{policy} seed {seed}: every request completes");
             }

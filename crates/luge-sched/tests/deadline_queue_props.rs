@@ -182,6 +182,10 @@ fn run_case(ops: &[Op], hits: &mut Hits) -> Result<(), TestCaseError> {
             reference.items.iter().map(Request::remaining).sum::<u64>()
         );
         prop_assert_eq!(q.peek().copied(), reference.sorted().first().copied());
+        prop_assert_eq!(
+            q.latest_deadline(),
+            reference.items.iter().map(|r| r.absolute_deadline).max()
+        );
     }
     let in_order: Vec<Request> = q.iter().copied().collect();
     prop_assert_eq!(in_order, reference.sorted());

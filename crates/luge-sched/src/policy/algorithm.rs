@@ -9,6 +9,7 @@
 
 use super::core::Cores;
 use super::{Action, Event, LocalOrder, Policy, PolicyStats, WorkerId};
+use crate::backlog::Backlog;
 use crate::request::{Nanos, Request};
 
 /// The decisions that set one policy apart; every `Algorithm` is a [`Policy`].
@@ -54,6 +55,11 @@ pub(crate) trait Algorithm: Send {
 
     /// A timer asked for with `WakeAt` fired at `now`.
     fn tick(&mut self, _now: Nanos, _out: &mut Vec<Action>) {}
+
+    /// [`Policy::backlog`].
+    fn backlog(&self, _now: Nanos) -> Backlog {
+        Backlog::OPEN
+    }
 
     /// The policy's name, its workers' running state, admission settings and counters.
     fn cores(&self) -> &Cores;
@@ -160,5 +166,9 @@ impl<A: Algorithm> Policy for A {
 
     fn stats(&self) -> PolicyStats {
         self.cores().stats
+    }
+
+    fn backlog(&self, now: Nanos) -> Backlog {
+        Algorithm::backlog(self, now)
     }
 }

@@ -186,6 +186,16 @@ impl Cores {
         true
     }
 
+    /// Σ remaining work of `w`'s followers.
+    pub fn batch_work(&self, w: WorkerId) -> Nanos {
+        self.batches.work(w)
+    }
+
+    /// `w`'s followers: committed behind its run, not started.
+    pub fn followers(&self, w: WorkerId) -> impl Iterator<Item = &Request> {
+        self.batches.iter(w)
+    }
+
     /// `w`'s followers, taken back after its run was preempted (the driver discarded them).
     pub fn take_followers(&mut self, w: WorkerId) -> impl Iterator<Item = Request> + use<> {
         self.batches.take(w).into_iter()

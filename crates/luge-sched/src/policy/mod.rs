@@ -62,6 +62,7 @@ mod timesliced;
 use std::fmt;
 use std::str::FromStr;
 
+use crate::backlog::Backlog;
 use crate::request::{Nanos, Request, RequestId};
 use crate::run_queue::QueueKind;
 
@@ -248,6 +249,12 @@ pub trait Policy: Send {
     }
     /// Decision counters so far.
     fn stats(&self) -> PolicyStats;
+    /// What its admission on the wait looks like as of `now`, the time of its last event, for a
+    /// front end to refuse on ([`Backlog`]): [`Backlog::OPEN`], claiming nothing, unless the
+    /// policy admits on the wait and can summarise it.
+    fn backlog(&self, _now: Nanos) -> Backlog {
+        Backlog::OPEN
+    }
 }
 
 /// A boxed policy, as [`PolicyKind::build`] makes them, is a policy (so that it can be wrapped,
@@ -279,6 +286,10 @@ impl Policy for Box<dyn Policy> {
 
     fn stats(&self) -> PolicyStats {
         (**self).stats()
+    }
+
+    fn backlog(&self, now: Nanos) -> Backlog {
+        (**self).backlog(now)
     }
 }
 

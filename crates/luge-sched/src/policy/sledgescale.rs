@@ -8,8 +8,9 @@ use super::edf;
 use super::{Action, LocalOrder, PolicyConfig, WorkerId};
 #[cfg(test)]
 use super::{Event, Policy};
+use crate::backlog::Backlog;
 use crate::queue::EdfQueue;
-use crate::request::{Nanos, Request};
+use crate::request::{MIN_REMAINING, Nanos, Request};
 use crate::run_queue::RunQueue;
 
 /// What Algorithm 1 says about one worker for a new request.
@@ -113,6 +114,57 @@ impl SledgeScale {
         self.queues[w].total_work().saturating_add(running)
     }
 
+    /// The summary of Algorithm 1 for newcomers behind everything ([`Backlog`]), at `now`: per
+    /// worker, when it is done with its run, its batch and its queue, and the work it has left
+    /// whenever that is; a run that any arrival may preempt (demoted, or at its deadline with
+    /// shedding on) counts for nothing, the newcomer waiting only for the queue.
+    fn summarise(&self, now: Nanos) -> Backlog {
+        let admission = &self.cores.admission;
+        if !admission.on_wait {
+            return Backlog::OPEN;
+        }
+        let mut b = Backlog {
+            at: now,
+            free_at: Nanos::MAX,
+            busy_for: Nanos::MAX,
+            queued: Nanos::MAX,
+            latest: 0,
+            until: Nanos::MAX,
+        };
+        for (w, queue) in self.queues.iter().enumerate() {
+            let queued = queue.total_work();
+            let run = self.cores.get(w).filter(|run| !self.cores.past_deadline(now, run));
+            // The run's end as estimated (`None` while it has not started: its remaining work
+            // does not shrink yet) and the floor of its remaining work.
+            let (end, floor, rest) = match run {
+                None => (None, 0, queued),
+                Some(run) => {
+                    if admission.shed {
+                        b.until = b.until.min(run.req.absolute_deadline);
+                    }
+                    let rest = self.cores.batch_work(w).saturating_add(queued);
+                    match run.since {
+                        Some(s) => {
+                            let left = run.req.expected.saturating_sub(run.req.executed);
+                            (Some(s.saturating_add(left)), MIN_REMAINING, rest)
+                        }
+                        None => (None, run.req.remaining(), rest),
+                    }
+                }
+            };
+            let busy_for = floor.saturating_add(rest);
+            let free = end.map_or(now, |e| e.max(now)).saturating_add(rest);
+            b.free_at = b.free_at.min(free.max(now.saturating_add(busy_for)));
+            b.busy_for = b.busy_for.min(busy_for);
+            b.queued = b.queued.min(queued);
+            let held = self.cores.get(w).map(|r| r.req.absolute_deadline);
+            let followers = self.cores.followers(w).map(|f| f.absolute_deadline);
+            b.latest =
+                followers.chain(held).chain(queue.latest_deadline()).fold(b.latest, Nanos::max);
+        }
+        b
+    }
+
     /// Algorithm 2: the worker for `req` and whether to preempt it.
     pub fn choose(&mut self, req: &Request, now: Nanos) -> (WorkerId, bool) {
         let mut p: Option<(WorkerId, Nanos)> = None;
@@ -210,6 +262,10 @@ impl algorithm::Algorithm for SledgeScale {
             self.steal_for(worker, now, out);
         }
         self.watch_deadline(worker, now, out);
+    }
+
+    fn backlog(&self, now: Nanos) -> Backlog {
+        self.summarise(now)
     }
 
     /// Queued requests, and those committed to a worker's batch that have not started.

@@ -1,0 +1,105 @@
+//! What a policy's admission on the wait looks like from outside: a summary a front end can
+//! read on its own thread to refuse an arrival the policy would refuse, without handing it over.
+//!
+//! SledgeScale's dispatchers decide admission off the workers' cores (SledgeScale §3.3): a
+//! refusal costs a worker nothing. Where a dispatcher shares its worker's thread (Luge's inline
+//! layout), every arrival it refuses takes that worker's time — on a core at 5× its capacity,
+//! four arrivals in five. A [`Backlog`], published by the policy after each of its rounds, lets
+//! the thread that received the request make the same decision first.
+//!
+//! The summary only ever claims what the policy would conclude. For a newcomer whose deadline
+//! lies after every deadline a worker holds, Algorithm 1's wait on that worker is all of its
+//! work: the run's remaining claim, the batch committed behind it and the queue. A run started
+//! at `s` with `r` left then claims until `max(s + r, now + 1 µs)` (its remaining work is floored,
+//! never negative), so without an event a worker is busy until at least
+//! `max(free_at_w, now + busy_for_w)`, for an instant `free_at_w` and a duration `busy_for_w`
+//! fixed at the policy's last event; over several workers the earliest of those instants and the
+//! least of those durations bound every worker's. A newcomer of known work `own` fits nowhere
+//! when that bound plus `own` passes its deadline. The bound stops applying when a run reaches
+//! its deadline (from then on any arrival may preempt it, and waits only for the queue).
+
+use crate::request::Nanos;
+
+/// A policy's backlog as of its last event ([`Policy::backlog`](crate::Policy::backlog)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backlog {
+    /// When it was taken; it says nothing about earlier instants.
+    pub at: Nanos,
+    /// An instant before which no worker is done with the work admitted to it.
+    pub free_at: Nanos,
+    /// Work (ns) every worker has left at any instant, running or not (the floor of a run's
+    /// remaining work, and what is committed and queued behind it).
+    pub busy_for: Nanos,
+    /// Work (ns) every worker has queued (a newcomer that preempts a run waits for that much).
+    pub queued: Nanos,
+    /// The latest absolute deadline any worker holds (running, committed or queued).
+    pub latest: Nanos,
+    /// The earliest deadline of a running request that may not yet be preempted by anyone:
+    /// from then on only [`queued`](Self::queued) is certain.
+    pub until: Nanos,
+}
+
+impl Backlog {
+    /// Claims nothing: every arrival goes to the policy.
+    pub const OPEN: Backlog =
+        Backlog { at: 0, free_at: 0, busy_for: 0, queued: 0, latest: Nanos::MAX, until: 0 };
+
+    /// The earliest instant at which, seen from `now` (≥ [`at`](Self::at)), some worker could
+    /// be done with all of its work, with no event since.
+    pub fn free_from(&self, now: Nanos) -> Nanos {
+        if now < self.until {
+            self.free_at.max(now.saturating_add(self.busy_for))
+        } else {
+            now.saturating_add(self.queued)
+        }
+    }
+
+    /// Whether the policy that published this would refuse, at `now`, an arrival whose
+    /// absolute deadline is `deadline` and whose known work is `own`, as unreachable at the
+    /// current load (admission on the wait), with no event since. An arrival that is infeasible
+    /// on its own (`now + own` past its deadline) is left to the policy, which may treat it
+    /// otherwise (refuse it as infeasible, or probe its function).
+    pub fn refuses(&self, now: Nanos, deadline: Nanos, own: Nanos) -> bool {
+        now >= self.at
+            && deadline > self.latest
+            && now.saturating_add(own) <= deadline
+            && self.free_from(now).saturating_add(own) > deadline
+    }
+}
+
+impl Default for Backlog {
+    fn default() -> Self {
+        Self::OPEN
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_only_a_newcomer_behind_everything_whose_work_ends_past_its_deadline() {
+        let b = Backlog {
+            at: 100,
+            free_at: 1_000,
+            busy_for: 300,
+            queued: 200,
+            latest: 900,
+            until: 800,
+        };
+        assert!(b.refuses(100, 1_050, 100), "1 000 + 100 > 1 050");
+        assert!(!b.refuses(100, 1_100, 100), "ends exactly at its deadline: admitted");
+        assert!(!b.refuses(100, 900, 850), "not behind everything (a deadline held is as late)");
+        assert!(!b.refuses(99, 1_050, 100), "before the summary was taken");
+        assert!(!b.refuses(100, 1_050, 960), "infeasible on its own: left to the policy");
+        // Later, the work left counts from then: 750 + 300 + 100 > 1 100.
+        assert!(b.refuses(750, 1_100, 100));
+        assert!(!b.refuses(750, 1_150, 100));
+        // Past a run's deadline only the queue is certain: 800 + 200 + 100 > 1 050.
+        assert_eq!(b.free_from(800), 1_000);
+        assert!(b.refuses(800, 1_050, 100));
+        assert!(!b.refuses(800, 1_100, 100));
+        assert!(!Backlog::OPEN.refuses(10, 20, 5));
+        assert!(!Backlog::default().refuses(0, Nanos::MAX, Nanos::MAX));
+    }
+}
