@@ -36,16 +36,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::atomic::AtomicCell;
 use luge_proto::nanos;
 use luge_sched::{
-    Action, Estimator, Event, FunctionId, Nanos, Overrun, Policy, RejectReason, Request, RequestId,
-    UllConfig,
+    Action, Backlog, Estimator, Event, FunctionId, Nanos, Overrun, Policy, RejectReason, Request,
+    RequestId, UllConfig,
 };
 
 use crate::config::WaitMode;
 use crate::ingress::{Driver, Ingress};
 use crate::notify::Notify;
 use crate::outcome::{Failure, Rejection};
+use crate::registry::Function;
 use crate::signals::Signals;
 use crate::task::{Task, WorkerEvent, WorkerShared};
 use crate::turnaround::Turnaround;
@@ -96,6 +98,8 @@ pub(crate) enum Step {
 
 /// What a dispatcher shares with submitters and the runtime.
 pub(crate) struct GroupShared {
+    /// Its index among the runtime's groups (`Function::expected`).
+    pub index: usize,
     pub submissions: ArrayQueue<Submission>,
     pub notify: Arc<Notify>,
     /// Set by `shutdown`: drain, then stop the workers and exit.
@@ -128,12 +132,84 @@ pub(crate) struct GroupShared {
     /// Bumped on every attach and detach (of either), so that a waiting worker (spinning too)
     /// notices.
     pub ingress_changes: AtomicU64,
+    /// The policy's backlog after the dispatcher's last round that changed it, and the node's
+    /// per-request overhead then: what a submitter refuses on ([`Published`]).
+    pub published: AtomicCell<Published>,
+    /// Arrivals refused on [`published`](Self::published) by the thread that submitted them,
+    /// never handed to the dispatcher (`Runtime::group_stats`).
+    pub refused_early: AtomicU64,
+}
+
+/// What a group's dispatcher publishes for submitters after a round (`Runtime::submit_to`):
+/// its policy's [`Backlog`] and the node's per-request overhead that it adds to every
+/// request's expected execution ([`Turnaround::overhead`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Published {
+    pub backlog: Backlog,
+    pub overhead: Nanos,
 }
 
 /// [`GroupShared::short_run`] without the uLL lane: 100 µs (the lane's default slice).
 pub(crate) const SHORT_RUN: Nanos = 100_000;
 
 impl GroupShared {
+    /// Group `index`, taking up to `submit_queue` submissions, with the uLL lane `ull_lane`.
+    pub(crate) fn new(index: usize, submit_queue: usize, ull_lane: Option<UllConfig>) -> Self {
+        Self {
+            index,
+            submissions: ArrayQueue::new(submit_queue.max(1)),
+            notify: Arc::new(Notify::default()),
+            shutdown: AtomicBool::new(false),
+            grace_ns: AtomicU64::new(u64::MAX),
+            queued: AtomicUsize::new(0),
+            demoted: AtomicU64::new(0),
+            ull_lane,
+            ull: AtomicU64::new(0),
+            batched: AtomicU64::new(0),
+            returned: AtomicU64::new(0),
+            deferred: AtomicBool::new(false),
+            deferred_total: AtomicU64::new(0),
+            ingress: Mutex::new(None),
+            driver: Mutex::new(None),
+            ingress_changes: AtomicU64::new(0),
+            published: AtomicCell::new(Published::default()),
+            refused_early: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether this group's dispatcher, as of its last round, refuses a request of `function`
+    /// received at `arrival`, with `relative` deadline (as scheduled) and the client's trusted
+    /// estimate `given`, at `now`: unreachable at the current load (`Backlog::refuses`). The
+    /// request's own work is what the dispatcher would expect of it — the client's trusted
+    /// estimate or the dispatcher's last published one, plus the node's overhead; unknown, it is
+    /// not refused here. Nor are requests the dispatcher may treat otherwise: a function that
+    /// asks for demotion (demoted, not refused), and uLL requests (the lane admits on its own).
+    pub(crate) fn refuses(
+        &self,
+        function: &Function,
+        (arrival, relative): (Nanos, Nanos),
+        given: Option<Nanos>,
+        now: Nanos,
+    ) -> bool {
+        let Published { backlog, overhead } = self.published.load();
+        if backlog.latest == Nanos::MAX || function.config.on_overrun != Overrun::Kill {
+            return false;
+        }
+        let own = match given {
+            Some(e) => e.saturating_add(overhead),
+            None => match function.published_expected(self.index) {
+                Some(e) => e,
+                None => return false,
+            },
+        };
+        let req = Request::new(RequestId(0), function.id, arrival.min(now), relative, own)
+            .with_ull(function.config.ull);
+        if self.ull_lane.is_some_and(|lane| lane.is_ull(&req)) {
+            return false;
+        }
+        backlog.refuses(now, req.absolute_deadline, req.own_work())
+    }
+
     /// A run this long or shorter is short: no other thread need read the worker's socket
     /// meanwhile (`ingress.rs`). The uLL lane's slice when the lane is on, else [`SHORT_RUN`].
     pub(crate) fn short_run(&self) -> Nanos {
@@ -343,10 +419,13 @@ impl Dispatcher {
     /// first, so that an arrival is placed on what the workers have already reported (race 1).
     pub(crate) fn poll(&mut self) -> bool {
         let mut busy = false;
+        // The time of the last event fed: the backlog is published as of then.
+        let mut last = None;
         for w in 0..self.workers.len() {
             while let Some(event) = self.workers[w].events.pop() {
                 busy = true;
                 let now = self.signals.clock.now();
+                last = Some(now);
                 let event = match event {
                     WorkerEvent::Started { sched } => Event::Started { worker: w, id: sched },
                     WorkerEvent::Completed { sched, function, executed } => {
@@ -383,6 +462,7 @@ impl Dispatcher {
         while let Some(sub) = self.shared.submissions.pop() {
             busy = true;
             let now = *arrived_at.get_or_insert_with(|| self.signals.clock.now());
+            last = Some(now);
             self.arrival(now, sub);
         }
         if let Some(&due) = self.wake_at.first()
@@ -392,11 +472,17 @@ impl Dispatcher {
             busy = true;
             // Every timer due fires now; the later ones stay armed.
             self.wake_at = self.wake_at.split_off(&now.saturating_add(1));
+            last = Some(now);
             self.feed(now, Event::Tick);
         }
         // Here, not in `step`: an inline dispatcher is polled from a running sandbox's epoch
         // callback too, and what it queued there must show.
         self.shared.queued.store(self.pending.len(), Ordering::Relaxed);
+        if let Some(now) = last {
+            let backlog = self.policy.backlog(now);
+            let overhead = self.turnaround.overhead();
+            self.shared.published.store(Published { backlog, overhead });
+        }
         busy
     }
 
@@ -427,9 +513,14 @@ impl Dispatcher {
         let known = declared || self.estimator.samples(function) > 0;
         // The node's own per-request work (hand-offs, wake-ups) occupies the worker too: the
         // wait a request imposes on those behind it is its execution plus that.
+        let given = expected.is_some();
         let expected = expected
             .unwrap_or_else(|| self.estimator.estimate(function))
             .saturating_add(self.turnaround.overhead());
+        if known && !given {
+            // What a submitter refuses this function's next requests on (`Published`).
+            task.function.publish_expected(self.shared.index, expected);
+        }
         // A function whose measured estimate alone overruns this deadline (its recent runs
         // ended late or were killed) is refused as infeasible, except for one probe per
         // interval, so that its outcome can bring the estimate back. A probe is demoted from the

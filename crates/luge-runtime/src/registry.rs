@@ -16,10 +16,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use luge_sched::FunctionId;
+use luge_sched::{FunctionId, Nanos};
 use sha2::{Digest, Sha256};
 use wasmtime::{Engine, ExternType, InstancePre, Linker, Module, ModuleExport};
 
@@ -44,6 +45,24 @@ pub struct Function {
     /// Its `_start` and `memory` exports, looked up once: by name, each request would hash
     /// the name and search the export map again.
     pub(crate) exports: Exports,
+    /// Per dispatcher group, the execution (ns) its dispatcher last expected of this function's
+    /// requests on its own knowledge (its estimate plus the node's overhead; 0: none yet), for
+    /// a submitter to refuse on (`crate::dispatcher::Published`).
+    expected: Box<[AtomicU64]>,
+}
+
+impl Function {
+    /// Group `group`'s dispatcher expects `ns` of this function's requests.
+    pub(crate) fn publish_expected(&self, group: usize, ns: Nanos) {
+        if let Some(cell) = self.expected.get(group) {
+            cell.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// What group `group`'s dispatcher last expected of this function's requests, if anything.
+    pub(crate) fn published_expected(&self, group: usize) -> Option<Nanos> {
+        self.expected.get(group).map(|c| c.load(Ordering::Relaxed)).filter(|&ns| ns > 0)
+    }
 }
 
 /// The exports a sandbox uses, resolved at registration ([`wasmtime::Module::get_export_index`]).
@@ -82,6 +101,8 @@ pub(crate) struct Registry {
     limits: RegistrationLimits,
     compiles: CompileSlots,
     functions: RwLock<Functions>,
+    /// Dispatcher groups of the runtime (`Function::expected`).
+    groups: usize,
 }
 
 #[derive(Default)]
@@ -141,6 +162,7 @@ impl Registry {
             limits,
             compiles: CompileSlots::new(limits.max_concurrent_compiles),
             functions: RwLock::default(),
+            groups: config.dispatchers.max(1),
         })
     }
 
@@ -299,7 +321,9 @@ impl Registry {
         }
         let id = FunctionId(functions.next_id);
         functions.next_id += 1;
-        let function = Arc::new(Function { id, config, module_hash, from_cache, pre, exports });
+        let expected = (0..self.groups).map(|_| AtomicU64::new(0)).collect();
+        let function =
+            Arc::new(Function { id, config, module_hash, from_cache, pre, exports, expected });
         functions.by_name.insert(function.config.name.clone(), Arc::clone(&function));
         functions.by_id.insert(id.0, Arc::clone(&function));
         Ok(function)

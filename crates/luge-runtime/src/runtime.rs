@@ -15,7 +15,6 @@ use crate::config::{FunctionConfig, Layout, RuntimeConfig};
 use crate::dispatcher::{Dispatcher, GroupShared, Submission};
 use crate::error::{Error, RegisterError};
 use crate::ingress::{Driver, Ingress};
-use crate::notify::Notify;
 use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing};
 use crate::registry::{Function, Registry};
 use crate::reply::{Reply, Ticket};
@@ -138,29 +137,14 @@ impl Runtime {
             contract_violation: OnceLock::new(),
         });
         let groups: Vec<Arc<GroupShared>> = (0..config.dispatchers)
-            .map(|_| {
-                Arc::new(GroupShared {
-                    submissions: crossbeam_queue::ArrayQueue::new(config.submit_queue.max(1)),
-                    notify: Arc::new(Notify::default()),
-                    shutdown: AtomicBool::new(false),
-                    queued: AtomicUsize::new(0),
-                    demoted: AtomicU64::new(0),
-                    ull_lane: config.ull_lane.then(|| UllConfig {
-                        threshold: nanos(config.ull_threshold),
-                        slice: nanos(config.ull_slice),
-                        burst: config.ull_burst,
-                        admission: config.policy_config.admission,
-                    }),
-                    ull: AtomicU64::new(0),
-                    batched: AtomicU64::new(0),
-                    returned: AtomicU64::new(0),
-                    deferred: AtomicBool::new(false),
-                    deferred_total: AtomicU64::new(0),
-                    grace_ns: AtomicU64::new(u64::MAX),
-                    ingress: Mutex::new(None),
-                    driver: Mutex::new(None),
-                    ingress_changes: AtomicU64::new(0),
-                })
+            .map(|index| {
+                let ull_lane = config.ull_lane.then(|| UllConfig {
+                    threshold: nanos(config.ull_threshold),
+                    slice: nanos(config.ull_slice),
+                    burst: config.ull_burst,
+                    admission: config.policy_config.admission,
+                });
+                Arc::new(GroupShared::new(index, config.submit_queue, ull_lane))
             })
             .collect();
         // Contiguous worker groups, sizes differing by at most one.
@@ -497,6 +481,7 @@ impl Runtime {
                 ull: g.ull.load(Ordering::Relaxed),
                 batched: g.batched.load(Ordering::Relaxed),
                 batch_returned: g.returned.load(Ordering::Relaxed),
+                refused_early: g.refused_early.load(Ordering::Relaxed),
             })
             .collect()
     }
@@ -644,6 +629,26 @@ impl Runtime {
             .saturating_sub(Duration::from_nanos(now - received));
         let expected =
             options.expected.filter(|_| function.config.trust_client_estimate).map(nanos);
+        let scheduled = nanos(scheduled_deadline(relative, options.delivery));
+        let g = match options.group {
+            // Run-to-completion: on the receiving worker while it has nothing queued.
+            Some(g)
+                if g < inner.groups.len()
+                    && inner.groups[g].queued.load(Ordering::Relaxed) == 0 =>
+            {
+                g
+            }
+            _ => inner.next_group.fetch_add(1, Ordering::Relaxed) % inner.groups.len(),
+        };
+        let group = &inner.groups[g];
+        // Refused here, on the submitter's thread, when the dispatcher would refuse it: an
+        // inline dispatcher shares its worker's thread, and past capacity most arrivals are
+        // refused (`luge_sched::Backlog`).
+        if group.refuses(function, (received, scheduled), expected, now) {
+            group.refused_early.fetch_add(1, Ordering::Relaxed);
+            inner.submitting.fetch_sub(1, Ordering::SeqCst);
+            return refuse(Failure::Rejected(Rejection::DeadlineUnreachable), callback);
+        }
         let task = Box::new(Task {
             id,
             sched: RequestId(0),
@@ -663,22 +668,11 @@ impl Runtime {
         });
         let submission = Submission {
             task,
-            relative_deadline: nanos(scheduled_deadline(relative, options.delivery)),
+            relative_deadline: scheduled,
             arrived: received,
             expected,
             tenant: function.config.tenant,
         };
-        let g = match options.group {
-            // Run-to-completion: on the receiving worker while it has nothing queued.
-            Some(g)
-                if g < inner.groups.len()
-                    && inner.groups[g].queued.load(Ordering::Relaxed) == 0 =>
-            {
-                g
-            }
-            _ => inner.next_group.fetch_add(1, Ordering::Relaxed) % inner.groups.len(),
-        };
-        let group = &inner.groups[g];
         let pushed = group.submissions.push(submission);
         inner.submitting.fetch_sub(1, Ordering::SeqCst);
         match pushed {

@@ -55,4 +55,7 @@ pub struct GroupStats {
     /// Of `batched`, the commitments handed back unstarted (`batched − batch_returned` requests
     /// started without a hand-off).
     pub batch_returned: u64,
+    /// Arrivals refused as unreachable at the current load by the thread that submitted them,
+    /// on the dispatcher's published backlog (`luge_sched::Backlog`), never handed over.
+    pub refused_early: u64,
 }

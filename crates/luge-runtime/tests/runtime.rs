@@ -897,6 +897,48 @@ fn the_front_ends_delivery_time_is_set_aside_at_admission() {
 }
 
 #[test]
+fn what_the_dispatcher_would_refuse_is_refused_by_the_thread_that_submits_it() {
+    // Refused where it arrives (docs/scheduling.md): once the dispatcher has published a backlog
+    // that a newcomer cannot fit behind, the submitting thread refuses it itself.
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    register(&rt, "loop", LOOP, |c| {
+        c.trust_client_estimate = true;
+        c.limits.max_execution = Duration::from_secs(60);
+    });
+    let submit = |expected: u64, deadline: u64| {
+        let options = SubmitOptions {
+            deadline: Some(Duration::from_secs(deadline)),
+            expected: Some(Duration::from_secs(expected)),
+            ..Default::default()
+        };
+        rt.submit("loop", Vec::new(), options)
+    };
+    let early = || rt.group_stats().iter().map(|g| g.refused_early).sum::<u64>();
+    // One runs and two wait: 3 × 3 s of the worker, within their 10 s.
+    let _running = submit(3, 10);
+    until_running(&rt, "the first loop never started");
+    let _waiting = [submit(3, 10), submit(3, 10)];
+    let start = Instant::now();
+    while rt.group_stats()[0].queued < 2 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the two never queued");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // A fourth would end 12 s after the first started, past its deadline: refused at once,
+    // without reaching the dispatcher.
+    let refused = submit(3, 10).wait_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(refused.result, Err(Failure::Rejected(Rejection::DeadlineUnreachable)));
+    assert_eq!(early(), 1);
+    // One with time for it goes to the dispatcher, which queues it.
+    let _later = submit(3, 60);
+    while rt.group_stats()[0].queued < 3 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the later one never queued");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(early(), 1);
+    rt.shutdown_within(Duration::ZERO);
+}
+
+#[test]
 fn time_before_submission_counts_against_the_deadline() {
     let rt = runtime(1, PolicyKind::SledgeScale);
     register(&rt, "noop", NOOP, |c| c.expected_execution = Some(Duration::from_micros(50)));

@@ -456,7 +456,7 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
             writeln!(out, "luge_worker_ready_bytes{{worker=\"{}\"}} {}", w.index, w.ready_bytes);
     }
     let groups = runtime.group_stats();
-    let families: [GroupFamily; 8] = [
+    let families: [GroupFamily; 9] = [
         (
             "luge_group_queued",
             "gauge",
@@ -498,6 +498,12 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
             "counter",
             "Of the batched requests, those handed back unstarted when the run before them was preempted.",
             |g| g.batch_returned,
+        ),
+        (
+            "luge_group_refused_early_total",
+            "counter",
+            "Arrivals refused as unreachable at the current load by the thread that received them, on the dispatcher's published backlog.",
+            |g| g.refused_early,
         ),
         (
             "luge_group_ull_total",

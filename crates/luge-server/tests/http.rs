@@ -780,6 +780,7 @@ async fn metrics_health_and_routes() {
         "luge_group_wakeups_total{group=\"0\"} ",
         "luge_group_sleeps_total{group=\"0\"} ",
         "luge_group_deferred_total{group=\"0\"} 0",
+        "luge_group_refused_early_total{group=\"0\"} 0",
         "luge_group_batched_total{group=\"0\"} 0",
         "luge_group_batch_returned_total{group=\"0\"} 0",
         "luge_group_ull_total{group=\"0\"} ",

@@ -46,23 +46,7 @@ impl Rig {
         let registry = Registry::new(engine, None, config.max_memory_bytes).unwrap();
         let function = registry.register(FunctionConfig::new("echo"), ECHO.as_bytes()).unwrap();
         let signals = Arc::new(Signals::manual());
-        let group = Arc::new(GroupShared {
-            submissions: ArrayQueue::new(16),
-            notify: Arc::new(Notify::default()),
-            shutdown: AtomicBool::new(false),
-            queued: Default::default(),
-            demoted: Default::default(),
-            ull_lane: None,
-            ull: Default::default(),
-            batched: Default::default(),
-            returned: Default::default(),
-            deferred: Default::default(),
-            deferred_total: Default::default(),
-            grace_ns: std::sync::atomic::AtomicU64::new(u64::MAX),
-            ingress: Default::default(),
-            driver: Default::default(),
-            ingress_changes: Default::default(),
-        });
+        let group = Arc::new(GroupShared::new(0, 16, None));
         let worker = Arc::new(WorkerShared::new(0, 0));
         let policy_config = PolicyConfig { workers: 1, ..config.policy_config.clone() };
         let dispatcher = Dispatcher::new(
