@@ -17,7 +17,10 @@
 //! oldest has waited 100 µs. On loopback a `sendto` also delivers the datagram and wakes the
 //! reader, and per response that was most of an inline worker's CPU on a closed loop of no-ops
 //! (`perf -e cpu-clock`: `sendto` ~70 % of its samples); the echo floor sends its batch the
-//! same way. A response waits at most for the short runs after it, within that bound.
+//! same way. A response waits at most for the short runs after it, within that bound. The
+//! receive thread keeps an outbox too, for the refusals the runtime gives at once on its thread
+//! (past capacity, most arrivals: `Runtime::submit_to` refuses there what the dispatcher would),
+//! sent after each batch it reads.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -85,7 +88,7 @@ pub(super) fn queue(shared: &Shared, bytes: &[u8], peer: SocketAddr) -> bool {
 
 /// Sends what this thread's outbox holds; with `remove`, also removes the outbox (its front end
 /// stops: answers produced later on this thread are sent one by one).
-fn flush(remove: bool) {
+pub(super) fn flush(remove: bool) {
     OUTBOX.with(|cell| {
         if let Ok(mut slot) = cell.try_borrow_mut()
             && let Some(out) = slot.as_mut()
@@ -99,7 +102,10 @@ fn flush(remove: bool) {
 }
 
 /// Makes this thread's outbox the one for `shared`'s socket (sending what it held for another).
-fn install(shared: &Arc<Shared>) {
+/// The worker that reads the socket installs it before each read; the receive thread once, for
+/// the refusals the runtime gives at once on its thread (`Runtime::submit_to` refuses there what
+/// the dispatcher would), which it sends after each batch as it sends its own replies.
+pub(super) fn install(shared: &Arc<Shared>) {
     OUTBOX.with(|cell| {
         let Ok(mut slot) = cell.try_borrow_mut() else { return };
         if let Some(out) = slot.as_mut() {

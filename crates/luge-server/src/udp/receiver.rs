@@ -36,6 +36,8 @@ impl Receiver {
     pub(super) fn run(mut self) {
         let fd = self.shared.fd();
         let flags = if self.busy_poll { libc::MSG_DONTWAIT } else { libc::MSG_WAITFORONE };
+        // Refusals the runtime gives on this thread go out with the batch's other replies.
+        super::ingress::install(&self.shared);
         while !self.shared.stop.load(Ordering::Acquire) {
             let standby = &self.shared.standby;
             if !standby.should_read() {
@@ -60,6 +62,7 @@ impl Receiver {
                         break;
                     }
                     self.handle(n);
+                    super::ingress::flush(false);
                 }
                 Err(e) => match e.kind() {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
@@ -81,6 +84,7 @@ impl Receiver {
                 },
             }
         }
+        super::ingress::flush(true);
     }
 
     /// One non-blocking read on the worker's thread (`ingress`): handles what was waiting;
