@@ -24,7 +24,11 @@
 //!    bumps the epoch again every 50 µs until the target yields (flags of ended runs are
 //!    cleared, race 2, so none stays set).
 //!
-//! `dispatcher/races.rs` drives each of them deterministically (manual clock, counting epoch).
+//! 5. A submitter refuses on what the dispatcher published after its last round
+//!    (`dispatcher/refusal.rs`): events it has not read yet are missing from that picture as
+//!    they are from its own, and a refusal made there stands.
+//!
+//! `dispatcher/races.rs` drives races 1–4 deterministically (manual clock, counting epoch).
 //!
 //! Because the worker never picks locally, every policy — early-binding EDF, central queues,
 //! time slicing — runs unchanged, and a completion costs one dispatcher round trip before the
@@ -39,8 +43,7 @@ use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::atomic::AtomicCell;
 use luge_proto::nanos;
 use luge_sched::{
-    Action, Backlog, Estimator, Event, FunctionId, Nanos, Overrun, Policy, RejectReason, Request,
-    RequestId, UllConfig,
+    Action, Estimator, Event, Nanos, Overrun, Policy, RejectReason, Request, RequestId, UllConfig,
 };
 
 use crate::config::WaitMode;
@@ -54,6 +57,9 @@ use crate::turnaround::Turnaround;
 
 #[cfg(test)]
 mod races;
+mod refusal;
+
+pub(crate) use refusal::Published;
 
 /// A request handed to a dispatcher, with what the policy needs to place it.
 pub(crate) struct Submission {
@@ -132,21 +138,12 @@ pub(crate) struct GroupShared {
     /// Bumped on every attach and detach (of either), so that a waiting worker (spinning too)
     /// notices.
     pub ingress_changes: AtomicU64,
-    /// The policy's backlog after the dispatcher's last round that changed it, and the node's
-    /// per-request overhead then: what a submitter refuses on ([`Published`]).
+    /// The policy's backlog after the dispatcher's last round that changed anything, and the
+    /// node's per-request overhead then: what a submitter refuses on ([`Published`]).
     pub published: AtomicCell<Published>,
     /// Arrivals refused on [`published`](Self::published) by the thread that submitted them,
     /// never handed to the dispatcher (`Runtime::group_stats`).
     pub refused_early: AtomicU64,
-}
-
-/// What a group's dispatcher publishes for submitters after a round (`Runtime::submit_to`):
-/// its policy's [`Backlog`] and the node's per-request overhead that it adds to every
-/// request's expected execution ([`Turnaround::overhead`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Published {
-    pub backlog: Backlog,
-    pub overhead: Nanos,
 }
 
 /// [`GroupShared::short_run`] without the uLL lane: 100 µs (the lane's default slice).
@@ -175,39 +172,6 @@ impl GroupShared {
             published: AtomicCell::new(Published::default()),
             refused_early: AtomicU64::new(0),
         }
-    }
-
-    /// Whether this group's dispatcher, as of its last round, refuses a request of `function`
-    /// received at `arrival`, with `relative` deadline (as scheduled) and the client's trusted
-    /// estimate `given`, at `now`: unreachable at the current load (`Backlog::refuses`). The
-    /// request's own work is what the dispatcher would expect of it — the client's trusted
-    /// estimate or the dispatcher's last published one, plus the node's overhead; unknown, it is
-    /// not refused here. Nor are requests the dispatcher may treat otherwise: a function that
-    /// asks for demotion (demoted, not refused), and uLL requests (the lane admits on its own).
-    pub(crate) fn refuses(
-        &self,
-        function: &Function,
-        (arrival, relative): (Nanos, Nanos),
-        given: Option<Nanos>,
-        now: Nanos,
-    ) -> bool {
-        let Published { backlog, overhead } = self.published.load();
-        if backlog.latest == Nanos::MAX || function.config.on_overrun != Overrun::Kill {
-            return false;
-        }
-        let own = match given {
-            Some(e) => e.saturating_add(overhead),
-            None => match function.published_expected(self.index) {
-                Some(e) => e,
-                None => return false,
-            },
-        };
-        let req = Request::new(RequestId(0), function.id, arrival.min(now), relative, own)
-            .with_ull(function.config.ull);
-        if self.ull_lane.is_some_and(|lane| lane.is_ull(&req)) {
-            return false;
-        }
-        backlog.refuses(now, req.absolute_deadline, req.own_work())
     }
 
     /// A run this long or shorter is short: no other thread need read the worker's socket
@@ -431,7 +395,8 @@ impl Dispatcher {
                     WorkerEvent::Completed { sched, function, executed } => {
                         self.running -= 1;
                         self.run_ended(w, sched);
-                        self.estimator.observe(function, executed);
+                        self.estimator.observe(function.id, executed);
+                        self.learnt(&function);
                         self.turnaround.ended(w, now, executed);
                         Event::Completed { worker: w, id: sched, executed }
                     }
@@ -513,14 +478,12 @@ impl Dispatcher {
         let known = declared || self.estimator.samples(function) > 0;
         // The node's own per-request work (hand-offs, wake-ups) occupies the worker too: the
         // wait a request imposes on those behind it is its execution plus that.
-        let given = expected.is_some();
+        if known && expected.is_none() {
+            self.learnt(&task.function);
+        }
         let expected = expected
             .unwrap_or_else(|| self.estimator.estimate(function))
             .saturating_add(self.turnaround.overhead());
-        if known && !given {
-            // What a submitter refuses this function's next requests on (`Published`).
-            task.function.publish_expected(self.shared.index, expected);
-        }
         // A function whose measured estimate alone overruns this deadline (its recent runs
         // ended late or were killed) is refused as infeasible, except for one probe per
         // interval, so that its outcome can bring the estimate back. A probe is demoted from the
@@ -582,11 +545,19 @@ impl Dispatcher {
         self.actions = actions;
     }
 
+    /// Publishes what the estimator now expects of `function`, for submitters to refuse on
+    /// (`Published`; only once the estimate rests on knowledge: a run observed or a declared
+    /// execution time).
+    fn learnt(&self, function: &Function) {
+        function.publish_expected(self.shared.index, self.estimator.estimate(function.id));
+    }
+
     /// `req` of `function` ran `executed` and was still running at its deadline: it would have
     /// run at least until then, so its function's estimator observes that (a censored run).
-    fn observe_censored(&mut self, function: FunctionId, req: &Request, executed: Nanos) {
+    fn observe_censored(&mut self, function: &Function, req: &Request, executed: Nanos) {
         let relative = req.absolute_deadline.saturating_sub(req.arrival);
-        self.estimator.observe(function, executed.max(relative));
+        self.estimator.observe(function.id, executed.max(relative));
+        self.learnt(function);
     }
 
     /// Moves the task of `id` to `worker`'s inbox (a `Run`, or a `Follow` behind its run) and
@@ -623,8 +594,8 @@ impl Dispatcher {
                     && now >= req.absolute_deadline
                     && let Some(task) = self.pending.get(&req.id)
                 {
-                    let (function, executed) = (task.function.id, task.executed);
-                    self.observe_censored(function, &req, executed);
+                    let (function, executed) = (Arc::clone(&task.function), task.executed);
+                    self.observe_censored(&function, &req, executed);
                 }
             }
             Action::Run { worker, req } => {
@@ -661,7 +632,7 @@ impl Dispatcher {
                         // requests are refused as infeasible at once, bar a probe per
                         // `PROBE_INTERVAL`, backing off (`docs/scheduling.md`, "Runaways").
                         RejectReason::Late => {
-                            self.observe_censored(task.function.id, &req, task.executed);
+                            self.observe_censored(&task.function, &req, task.executed);
                             task.answer(now, Err(Failure::Late));
                             return;
                         }

@@ -12,7 +12,8 @@
 //! artifact Luge wrote for this very module, else compile and write one); then the import and
 //! export checks and linking. Unregistering drops the registry's `Arc`s (the module is freed
 //! when the last in-flight request ends) and deletes the cached artifact unless another
-//! registered function has the same module.
+//! registered function has the same module. A [`Function`] also carries, per dispatcher group,
+//! the estimate of its execution that group's dispatcher last published (`dispatcher::refusal`).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -45,21 +46,21 @@ pub struct Function {
     /// Its `_start` and `memory` exports, looked up once: by name, each request would hash
     /// the name and search the export map again.
     pub(crate) exports: Exports,
-    /// Per dispatcher group, the execution (ns) its dispatcher last expected of this function's
-    /// requests on its own knowledge (its estimate plus the node's overhead; 0: none yet), for
-    /// a submitter to refuse on (`crate::dispatcher::Published`).
+    /// Per dispatcher group, its estimator's estimate (ns) of this function's execution once it
+    /// rests on knowledge (0: none yet), for a submitter to refuse on
+    /// (`crate::dispatcher::Published`).
     expected: Box<[AtomicU64]>,
 }
 
 impl Function {
-    /// Group `group`'s dispatcher expects `ns` of this function's requests.
+    /// Group `group`'s dispatcher estimates this function's execution at `ns`.
     pub(crate) fn publish_expected(&self, group: usize, ns: Nanos) {
         if let Some(cell) = self.expected.get(group) {
             cell.store(ns, Ordering::Relaxed);
         }
     }
 
-    /// What group `group`'s dispatcher last expected of this function's requests, if anything.
+    /// Group `group`'s dispatcher's latest estimate of this function's execution, if any.
     pub(crate) fn published_expected(&self, group: usize) -> Option<Nanos> {
         self.expected.get(group).map(|c| c.load(Ordering::Relaxed)).filter(|&ns| ns > 0)
     }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
-use luge_sched::{FunctionId, Nanos, RequestId};
+use luge_sched::{Nanos, RequestId};
 
 use crate::notify::Notify;
 use crate::outcome::{Failure, Outcome, Timing};
@@ -77,7 +77,7 @@ pub(crate) enum WorkerEvent {
     },
     Completed {
         sched: RequestId,
-        function: FunctionId,
+        function: Arc<Function>,
         executed: Nanos,
     },
     Preempted {

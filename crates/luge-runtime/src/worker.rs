@@ -429,7 +429,7 @@ fn complete(
     now: Nanos,
     result: Result<Vec<u8>, Failure>,
 ) {
-    let (sched, function, executed) = (task.sched, task.function.id, task.executed);
+    let (sched, function, executed) = (task.sched, Arc::clone(&task.function), task.executed);
     task.answer(now, result);
     // With a follower committed behind it (`Action::Follow`) the worker goes on at once and the
     // dispatcher needs no wake-up: it reads the event with the next one that wakes it, at the

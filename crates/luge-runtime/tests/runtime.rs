@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use luge_runtime::{
     BadRequest, CodeOpt, CtEdfConfig, Error, Failure, FunctionConfig, Health, Layout, Limits,
-    Outcome, PolicyKind, QueueKind, RegisterError, Rejection, Runtime, RuntimeConfig,
+    Outcome, Overrun, PolicyKind, QueueKind, RegisterError, Rejection, Runtime, RuntimeConfig,
     SubmitOptions, TrapKind, scheduled_deadline,
 };
 
@@ -896,45 +896,98 @@ fn the_front_ends_delivery_time_is_set_aside_at_admission() {
     );
 }
 
+/// Arrivals refused by the thread that submitted them so far.
+fn refused_early(rt: &Runtime) -> u64 {
+    rt.group_stats().iter().map(|g| g.refused_early).sum()
+}
+
+/// Waits until `rt`'s one group holds `n` queued requests, failing with `what` after 10 s.
+fn until_queued(rt: &Runtime, n: usize, what: &str) {
+    let start = Instant::now();
+    while rt.group_stats()[0].queued < n {
+        assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// On one worker, one `loop` of 3 s runs and two wait, each due 10 s after it arrives (9 s of
+/// work, as each is expected); then a fourth, due as late, is submitted. `submit(deadline)`
+/// submits one. Returns the fourth's outcome.
+fn a_fourth_behind_three(rt: &Runtime, submit: impl Fn(u64) -> luge_runtime::Ticket) -> Outcome {
+    let _running = submit(10);
+    until_running(rt, "the first loop never started");
+    let _waiting = [submit(10), submit(10)];
+    until_queued(rt, 2, "the two never queued");
+    submit(10).wait_timeout(Duration::from_secs(5)).unwrap()
+}
+
 #[test]
 fn what_the_dispatcher_would_refuse_is_refused_by_the_thread_that_submits_it() {
     // Refused where it arrives (docs/scheduling.md): once the dispatcher has published a backlog
-    // that a newcomer cannot fit behind, the submitting thread refuses it itself.
+    // that a newcomer cannot fit behind, the submitting thread refuses it itself. Here on the
+    // client's estimate, trusted.
     let rt = runtime(1, PolicyKind::SledgeScale);
     register(&rt, "loop", LOOP, |c| {
         c.trust_client_estimate = true;
         c.limits.max_execution = Duration::from_secs(60);
     });
-    let submit = |expected: u64, deadline: u64| {
+    let submit = |deadline: u64| {
         let options = SubmitOptions {
             deadline: Some(Duration::from_secs(deadline)),
-            expected: Some(Duration::from_secs(expected)),
+            expected: Some(Duration::from_secs(3)),
             ..Default::default()
         };
         rt.submit("loop", Vec::new(), options)
     };
-    let early = || rt.group_stats().iter().map(|g| g.refused_early).sum::<u64>();
-    // One runs and two wait: 3 × 3 s of the worker, within their 10 s.
-    let _running = submit(3, 10);
-    until_running(&rt, "the first loop never started");
-    let _waiting = [submit(3, 10), submit(3, 10)];
-    let start = Instant::now();
-    while rt.group_stats()[0].queued < 2 {
-        assert!(start.elapsed() < Duration::from_secs(10), "the two never queued");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    // A fourth would end 12 s after the first started, past its deadline: refused at once,
+    // The fourth would end 12 s after the first started, past its deadline: refused at once,
     // without reaching the dispatcher.
-    let refused = submit(3, 10).wait_timeout(Duration::from_secs(5)).unwrap();
-    assert_eq!(refused.result, Err(Failure::Rejected(Rejection::DeadlineUnreachable)));
-    assert_eq!(early(), 1);
+    let fourth = a_fourth_behind_three(&rt, submit);
+    assert_eq!(fourth.result, Err(Failure::Rejected(Rejection::DeadlineUnreachable)));
+    assert_eq!(refused_early(&rt), 1);
     // One with time for it goes to the dispatcher, which queues it.
-    let _later = submit(3, 60);
-    while rt.group_stats()[0].queued < 3 {
-        assert!(start.elapsed() < Duration::from_secs(10), "the later one never queued");
+    let _later = submit(60);
+    until_queued(&rt, 3, "the later one never queued");
+    assert_eq!(refused_early(&rt), 1);
+    rt.shutdown_within(Duration::ZERO);
+}
+
+#[test]
+fn the_submitter_refuses_on_the_dispatchers_published_estimate_and_leaves_demotion_to_it() {
+    // No client estimate: the dispatcher publishes the function's (declared, then measured)
+    // after judging its first request, and the submitter refuses on it.
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    let declared = |c: &mut FunctionConfig| {
+        c.expected_execution = Some(Duration::from_secs(3));
+        c.limits.max_execution = Duration::from_secs(60);
+    };
+    register(&rt, "loop", LOOP, declared);
+    let submit = |rt: &Runtime, deadline: u64| {
+        let options =
+            SubmitOptions { deadline: Some(Duration::from_secs(deadline)), ..Default::default() };
+        rt.submit("loop", Vec::new(), options)
+    };
+    let fourth = a_fourth_behind_three(&rt, |d| submit(&rt, d));
+    assert_eq!(fourth.result, Err(Failure::Rejected(Rejection::DeadlineUnreachable)));
+    assert_eq!(refused_early(&rt), 1);
+    rt.shutdown_within(Duration::ZERO);
+    // A function that asks for demotion: its fourth is demoted by the dispatcher (Edge-RT §IV-D),
+    // not refused by the submitter.
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    register(&rt, "loop", LOOP, |c| {
+        declared(c);
+        c.on_overrun = Overrun::Demote;
+    });
+    let _first = submit(&rt, 10);
+    until_running(&rt, "the first loop never started");
+    let _waiting = [submit(&rt, 10), submit(&rt, 10)];
+    until_queued(&rt, 2, "the two never queued");
+    let _fourth = submit(&rt, 10);
+    let start = Instant::now();
+    while rt.group_stats()[0].demoted == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the fourth was not demoted");
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert_eq!(early(), 1);
+    assert_eq!(refused_early(&rt), 0);
     rt.shutdown_within(Duration::ZERO);
 }
 

@@ -14,9 +14,12 @@
 //! never negative), so without an event a worker is busy until at least
 //! `max(free_at_w, now + busy_for_w)`, for an instant `free_at_w` and a duration `busy_for_w`
 //! fixed at the policy's last event; over several workers the earliest of those instants and the
-//! least of those durations bound every worker's. A newcomer of known work `own` fits nowhere
-//! when that bound plus `own` passes its deadline. The bound stops applying when a run reaches
-//! its deadline (from then on any arrival may preempt it, and waits only for the queue).
+//! least of those durations bound every worker's. With shedding on, a run that reaches its
+//! deadline may be preempted by any arrival, which then waits only for the queue: from `until`,
+//! the earliest such deadline, only the queued work is certain. The bound a newcomer is judged
+//! on is the least of these over every instant from now on, so that a refusal made now holds
+//! whenever the policy gets to judge the request, as long as no event came between. A newcomer
+//! of known work `own` fits nowhere when that bound plus `own` passes its deadline.
 
 use crate::request::Nanos;
 
@@ -34,8 +37,8 @@ pub struct Backlog {
     pub queued: Nanos,
     /// The latest absolute deadline any worker holds (running, committed or queued).
     pub latest: Nanos,
-    /// The earliest deadline of a running request that may not yet be preempted by anyone:
-    /// from then on only [`queued`](Self::queued) is certain.
+    /// With shedding on, the earliest deadline of a running request that may not yet be
+    /// preempted by anyone: from then on only [`queued`](Self::queued) is certain.
     pub until: Nanos,
 }
 
@@ -44,13 +47,16 @@ impl Backlog {
     pub const OPEN: Backlog =
         Backlog { at: 0, free_at: 0, busy_for: 0, queued: 0, latest: Nanos::MAX, until: 0 };
 
-    /// The earliest instant at which, seen from `now` (≥ [`at`](Self::at)), some worker could
-    /// be done with all of its work, with no event since.
+    /// An instant before which, at `now` (≥ [`at`](Self::at)) or any later time with no event
+    /// since, no worker can be done with all of its work. Never decreases as `now` grows.
     pub fn free_from(&self, now: Nanos) -> Nanos {
+        let queued_only = |t: Nanos| t.saturating_add(self.queued);
         if now < self.until {
-            self.free_at.max(now.saturating_add(self.busy_for))
+            // Until then the run's claim holds; from then on, the queue's (at the earliest then).
+            let running = self.free_at.max(now.saturating_add(self.busy_for));
+            running.min(queued_only(self.until))
         } else {
-            now.saturating_add(self.queued)
+            queued_only(now)
         }
     }
 
@@ -85,21 +91,32 @@ mod tests {
             busy_for: 300,
             queued: 200,
             latest: 900,
-            until: 800,
+            until: 900,
         };
         assert!(b.refuses(100, 1_050, 100), "1 000 + 100 > 1 050");
         assert!(!b.refuses(100, 1_100, 100), "ends exactly at its deadline: admitted");
         assert!(!b.refuses(100, 900, 850), "not behind everything (a deadline held is as late)");
         assert!(!b.refuses(99, 1_050, 100), "before the summary was taken");
         assert!(!b.refuses(100, 1_050, 960), "infeasible on its own: left to the policy");
-        // Later, the work left counts from then: 750 + 300 + 100 > 1 100.
-        assert!(b.refuses(750, 1_100, 100));
-        assert!(!b.refuses(750, 1_150, 100));
-        // Past a run's deadline only the queue is certain: 800 + 200 + 100 > 1 050.
-        assert_eq!(b.free_from(800), 1_000);
-        assert!(b.refuses(800, 1_050, 100));
-        assert!(!b.refuses(800, 1_100, 100));
+        // Later, the work left counts from then: 750 + 300 + 100 > 1 110…
+        assert!(b.refuses(750, 1_110, 100));
+        // …but from the run's deadline on only the queue is certain: 900 + 200 + 100 ≤ 1 210,
+        // so a newcomer that would fit then is not refused now.
+        assert!(!b.refuses(850, 1_210, 100));
+        assert!(b.refuses(950, 1_200, 100), "950 + 200 + 100 > 1 200");
         assert!(!Backlog::OPEN.refuses(10, 20, 5));
         assert!(!Backlog::default().refuses(0, Nanos::MAX, Nanos::MAX));
+    }
+
+    #[test]
+    fn the_bound_never_decreases() {
+        let b =
+            Backlog { at: 0, free_at: 1_000, busy_for: 300, queued: 200, latest: 0, until: 900 };
+        let mut last = 0;
+        for now in (0..3_000).step_by(7) {
+            let free = b.free_from(now);
+            assert!(free >= last, "{now}: {free} < {last}");
+            last = free;
+        }
     }
 }

@@ -221,7 +221,8 @@ impl Gate {
             gate.account(&answered, &outcome, &request, true);
             reply(outcome);
             // After the reply is rendered (and, for UDP-RPC, cached), so that zero in flight
-            // means every answer is out.
+            // means every answer is out or in the outbox of the thread that rendered it, which
+            // sends it before that thread waits (`udp::ingress`).
             gate.in_flight.fetch_sub(1, Ordering::SeqCst);
         };
         match &target {
