@@ -355,25 +355,22 @@ impl<K: Due, V> SumTree<K, V> {
 
     /// The smallest entry.
     pub fn first(&self) -> Option<(&K, &V, u64)> {
-        let mut t = self.root;
-        if t == NIL {
-            return None;
-        }
-        while self.nodes[t as usize].left != NIL {
-            t = self.nodes[t as usize].left;
-        }
-        let n = &self.nodes[t as usize];
-        Some((&n.key, self.values[t as usize].as_ref()?, n.weight))
+        self.outermost(|n| n.left)
     }
 
     /// The largest entry.
     pub fn last(&self) -> Option<(&K, &V, u64)> {
+        self.outermost(|n| n.right)
+    }
+
+    /// The entry reached from the root by following `child` to its end.
+    fn outermost(&self, child: impl Fn(&Node<K>) -> u32) -> Option<(&K, &V, u64)> {
         let mut t = self.root;
         if t == NIL {
             return None;
         }
-        while self.nodes[t as usize].right != NIL {
-            t = self.nodes[t as usize].right;
+        while child(&self.nodes[t as usize]) != NIL {
+            t = child(&self.nodes[t as usize]);
         }
         let n = &self.nodes[t as usize];
         Some((&n.key, self.values[t as usize].as_ref()?, n.weight))
