@@ -478,12 +478,18 @@ impl Dispatcher {
         let known = declared || self.estimator.samples(function) > 0;
         // The node's own per-request work (hand-offs, wake-ups) occupies the worker too: the
         // wait a request imposes on those behind it is its execution plus that.
-        if known && expected.is_none() {
-            self.learnt(&task.function);
+        let expected = match expected {
+            Some(given) => given,
+            None => {
+                let estimate = self.estimator.estimate(function);
+                if known {
+                    // What a submitter refuses this function's requests on (`refusal`).
+                    task.function.publish_expected(self.shared.index, estimate);
+                }
+                estimate
+            }
         }
-        let expected = expected
-            .unwrap_or_else(|| self.estimator.estimate(function))
-            .saturating_add(self.turnaround.overhead());
+        .saturating_add(self.turnaround.overhead());
         // A function whose measured estimate alone overruns this deadline (its recent runs
         // ended late or were killed) is refused as infeasible, except for one probe per
         // interval, so that its outcome can bring the estimate back. A probe is demoted from the
