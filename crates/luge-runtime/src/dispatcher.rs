@@ -552,8 +552,7 @@ impl Dispatcher {
     }
 
     /// Publishes what the estimator now expects of `function`, for submitters to refuse on
-    /// (`Published`; only once the estimate rests on knowledge: a run observed or a declared
-    /// execution time).
+    /// (`refusal`). Called after an observed run: from then on the estimate rests on knowledge.
     fn learnt(&self, function: &Function) {
         function.publish_expected(self.shared.index, self.estimator.estimate(function.id));
     }
