@@ -133,10 +133,16 @@ impl SledgeScale {
         };
         for (w, queue) in self.queues.iter().enumerate() {
             let queued = queue.total_work();
-            let run = self.cores.get(w).filter(|run| !self.cores.past_deadline(now, run));
+            let on_worker = self.cores.get(w);
+            let run = on_worker.filter(|run| !self.cores.past_deadline(now, run));
             // The run's end as estimated (`None` while it has not started: its remaining work
             // does not shrink yet) and the floor of its remaining work.
             let (end, floor, rest) = match run {
+                // A run any arrival may preempt claims nothing; but while a preemption of it is
+                // on its way the newcomer waits behind the batch committed to it.
+                None if on_worker.is_some_and(|r| r.preempt_pending) => {
+                    (None, 0, self.cores.batch_work(w).saturating_add(queued))
+                }
                 None => (None, 0, queued),
                 Some(run) => {
                     if admission.shed {
