@@ -40,12 +40,21 @@ pub struct Backlog {
     /// With shedding on, the earliest deadline of a running request that may not yet be
     /// preempted by anyone: from then on only [`queued`](Self::queued) is certain.
     pub until: Nanos,
+    /// Workers summarised (0: the summary claims nothing).
+    pub workers: usize,
 }
 
 impl Backlog {
     /// Claims nothing: every arrival goes to the policy.
-    pub const OPEN: Backlog =
-        Backlog { at: 0, free_at: 0, busy_for: 0, queued: 0, latest: Nanos::MAX, until: 0 };
+    pub const OPEN: Backlog = Backlog {
+        at: 0,
+        free_at: 0,
+        busy_for: 0,
+        queued: 0,
+        latest: Nanos::MAX,
+        until: 0,
+        workers: 0,
+    };
 
     /// An instant before which, at `now` (≥ [`at`](Self::at)) or any later time with no event
     /// since, no worker can be done with all of its work. Never decreases as `now` grows.
@@ -58,6 +67,33 @@ impl Backlog {
         } else {
             queued_only(now)
         }
+    }
+
+    /// The summary as it will be once the policy has admitted an arrival of work `own`, due at
+    /// `deadline`, that this summary passes at `now` — when that is certain: one worker, and at
+    /// `now` the bound is the worker's exact wait (not lowered for a run that reaches its
+    /// deadline first), so that the policy, with no event in between, admits the arrival behind
+    /// everything it holds. A submitter that hands over several requests on one summary judges
+    /// each on the one before it so updated. `None` when not certain (keep judging on `self`: it
+    /// stays a lower bound whatever the policy does with the arrival).
+    ///
+    /// The arrival's work is added to what the worker is busy with; not to what it has queued,
+    /// since it may run at once, and the summary stops counting its run from the arrival's own
+    /// deadline on, as for any run (both only lower the bound).
+    pub fn behind(&self, now: Nanos, deadline: Nanos, own: Nanos) -> Option<Backlog> {
+        let running = self.free_at.max(now.saturating_add(self.busy_for));
+        let exact = now >= self.until || running <= self.until.saturating_add(self.queued);
+        let passes = now >= self.at
+            && deadline > self.latest
+            && now.saturating_add(own) <= deadline
+            && self.free_from(now).saturating_add(own) <= deadline;
+        (self.workers == 1 && exact && passes).then(|| Backlog {
+            free_at: running.saturating_add(own),
+            busy_for: self.busy_for.saturating_add(own),
+            latest: deadline,
+            until: self.until.min(deadline),
+            ..*self
+        })
     }
 
     /// Whether the policy that published this would refuse, at `now`, an arrival whose
@@ -80,6 +116,7 @@ impl Default for Backlog {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -92,6 +129,7 @@ mod tests {
             queued: 200,
             latest: 900,
             until: 900,
+            workers: 1,
         };
         assert!(b.refuses(100, 1_050, 100), "1 000 + 100 > 1 050");
         assert!(!b.refuses(100, 1_100, 100), "ends exactly at its deadline: admitted");
@@ -109,9 +147,42 @@ mod tests {
     }
 
     #[test]
+    fn what_is_handed_over_on_an_exact_picture_counts_for_the_next_one() {
+        // One worker busy until 1 000 at least, its run due at 5 000.
+        let b = Backlog {
+            at: 0,
+            free_at: 1_000,
+            busy_for: 300,
+            queued: 200,
+            latest: 900,
+            until: 5_000,
+            workers: 1,
+        };
+        // A newcomer of 100 due at 1 200 passes; the next, of 200 due at 1 250, passes on the
+        // picture alone but not once the first is counted.
+        let next = b.behind(100, 1_200, 100).unwrap();
+        assert!(!b.refuses(100, 1_250, 200));
+        assert!(next.refuses(100, 1_250, 200), "1 000 + 100 + 200 > 1 250");
+        assert_eq!((next.free_at, next.busy_for, next.latest), (1_100, 400, 1_200));
+        // Not for one that does not pass, nor on several workers, nor where the bound is
+        // lowered for a run reaching its deadline first.
+        assert_eq!(b.behind(100, 1_050, 100), None);
+        assert_eq!(Backlog { workers: 2, ..b }.behind(100, 1_200, 100), None);
+        assert_eq!(Backlog { until: 700, ..b }.behind(100, 1_200, 100), None);
+        assert_eq!(Backlog::OPEN.behind(100, 1_200, 100), None);
+    }
+
+    #[test]
     fn the_bound_never_decreases() {
-        let b =
-            Backlog { at: 0, free_at: 1_000, busy_for: 300, queued: 200, latest: 0, until: 900 };
+        let b = Backlog {
+            at: 0,
+            free_at: 1_000,
+            busy_for: 300,
+            queued: 200,
+            latest: 0,
+            until: 900,
+            workers: 1,
+        };
         let mut last = 0;
         for now in (0..3_000).step_by(7) {
             let free = b.free_from(now);

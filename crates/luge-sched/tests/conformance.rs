@@ -114,6 +114,13 @@ struct Driver<P: Policy> {
     /// (each checked against what the policy then did).
     backlog: Backlog,
     claimed: usize,
+    /// A submitter that hands over several arrivals on one picture: the backlog as of the last
+    /// event other than an arrival counted by the view, and that picture with the arrivals
+    /// handed over since counted ([`Backlog::behind`]); the arrivals refused on such a view that
+    /// the picture alone would have passed.
+    picture: Backlog,
+    view: Option<Backlog>,
+    claimed_on_view: usize,
     /// Requests refused as unreachable at the current load (admission on the wait).
     unreachable: usize,
     /// Every request's relative deadline, if one for all (else each its own).
@@ -156,6 +163,9 @@ impl<P: Policy> Driver<P> {
             followed: 0,
             backlog: Backlog::OPEN,
             claimed: 0,
+            picture: Backlog::OPEN,
+            view: None,
+            claimed_on_view: 0,
             unreachable: 0,
             one_deadline: None,
             behind_lane: false,
@@ -243,6 +253,10 @@ impl<P: Policy> Driver<P> {
             }
         }
         self.backlog = self.policy.backlog(self.now);
+        if !matches!(event, Event::Arrival(_)) {
+            self.picture = self.backlog;
+            self.view = None;
+        }
     }
 
     /// Demoted requests on a worker.
@@ -298,11 +312,39 @@ impl<P: Policy> Driver<P> {
                 // is demoted instead).
                 let at = self.backlog.at.min(self.now);
                 let checked = at + self.next() % (self.now - at + 1);
-                let claim = !(self.behind_lane && self.ull.is_ull(&req))
+                let judged = !(self.behind_lane && self.ull.is_ull(&req))
                     && req.estimate_known
-                    && req.on_overrun == Overrun::Kill
-                    && self.backlog.refuses(checked, req.absolute_deadline, req.own_work());
+                    && req.on_overrun == Overrun::Kill;
+                let (d, own) = (req.absolute_deadline, req.own_work());
+                let claim = judged && self.backlog.refuses(checked, d, own);
+                // The same on one picture, with what was handed over since counted.
+                let view = self.view.unwrap_or(self.picture);
+                let on_view = judged && view.refuses(self.now, d, own);
+                let next = (judged && !on_view).then(|| view.behind(self.now, d, own)).flatten();
                 self.feed(Event::Arrival(req));
+                if on_view {
+                    if !self.picture.refuses(self.now, d, own) {
+                        self.claimed_on_view += 1;
+                    }
+                    assert!(
+                        self.refused.contains(&req.id),
+                        "the view {view:?} refused {req:?} at {}, the policy admitted it",
+                        self.now
+                    );
+                }
+                if let Some(next) = next {
+                    assert!(
+                        !self.refused.contains(&req.id) && !self.demoted.contains(&req.id),
+                        "the view {view:?} counted {req:?} at {} as admitted, the policy did not",
+                        self.now
+                    );
+                    self.view = Some(next);
+                } else {
+                    // An arrival the view does not account for (it may have preempted a run
+                    // or had others shed): judge the next on the policy's picture after it.
+                    self.picture = self.backlog;
+                    self.view = None;
+                }
                 if claim {
                     self.claimed += 1;
                     assert!(
@@ -389,6 +431,8 @@ struct Drove {
     /// refused as unreachable at the current load.
     claimed: usize,
     unreachable: usize,
+    /// See [`Driver::claimed_on_view`].
+    claimed_on_view: usize,
 }
 
 /// `policy` on `workers` workers under a bimodal load of 300 requests, `load` per worker; with
@@ -506,6 +550,7 @@ fn run<P: Policy>(
         followed: d.followed,
         claimed: d.claimed,
         unreachable: d.unreachable,
+        claimed_on_view: d.claimed_on_view,
     }
 }
 
@@ -544,7 +589,7 @@ fn what_the_backlog_refuses_the_policy_refuses() {
     // after its last event says a front end may refuse it, the policy refuses it. Here the
     // claim is exercised past capacity, on one to three workers, with batches, runaways and the
     // uLL lane, so that it is not vacuous.
-    let (mut claimed, mut unreachable) = (0, 0);
+    let (mut claimed, mut unreachable, mut on_view) = (0, 0, 0);
     for seed in 1..=24u64 {
         let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
         let (workers, load) = (1 + (x % 3) as usize, 1.0 + (x / 3 % 20) as f64 / 10.0);
@@ -565,8 +610,10 @@ fn what_the_backlog_refuses_the_policy_refuses() {
                 drive_with(policy, x, (workers, load), true, (runaways, false), shape, &batched);
             claimed += d.claimed;
             unreachable += d.unreachable;
+            on_view += d.claimed_on_view;
         }
     }
+    assert!(on_view > 10, "only {on_view} arrivals were refused for what was handed over before");
     assert!(
         claimed > 300 && 2 * claimed > unreachable,
         "only {claimed} of the {unreachable} arrivals refused at the current load were refused on \

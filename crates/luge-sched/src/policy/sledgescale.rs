@@ -130,6 +130,7 @@ impl SledgeScale {
             queued: Nanos::MAX,
             latest: 0,
             until: Nanos::MAX,
+            workers: self.queues.len(),
         };
         for (w, queue) in self.queues.iter().enumerate() {
             let queued = queue.total_work();
