@@ -697,7 +697,10 @@ impl Runtime {
                     }
                 }
             }
-            Err(sub) => sub.task.answer(now, Err(Failure::Rejected(Rejection::Overloaded))),
+            Err(sub) => {
+                group.not_handed_over();
+                sub.task.answer(now, Err(Failure::Rejected(Rejection::Overloaded)));
+            }
         }
     }
 

@@ -952,6 +952,44 @@ fn what_the_dispatcher_would_refuse_is_refused_by_the_thread_that_submits_it() {
 }
 
 #[test]
+fn a_thread_counts_what_it_handed_over_since_the_dispatcher_last_published() {
+    // A receive thread's batch is judged on one published picture; each request it lets
+    // through counts for the next (`Backlog::behind`). Here the dispatcher is kept from
+    // publishing between them: arrivals with slack are left to a ticker that runs once a
+    // second, and the running loop gives it nothing to report.
+    let config = RuntimeConfig {
+        workers: 1,
+        policy: PolicyKind::SledgeScale,
+        notify_interval: Duration::from_secs(1),
+        tick: Duration::from_secs(1),
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::start(config).unwrap();
+    register(&rt, "loop", LOOP, |c| {
+        c.trust_client_estimate = true;
+        c.limits.max_execution = Duration::from_secs(60);
+    });
+    let submit = || {
+        let options = SubmitOptions {
+            deadline: Some(Duration::from_secs(10)),
+            expected: Some(Duration::from_secs(3)),
+            ..Default::default()
+        };
+        rt.submit("loop", Vec::new(), options)
+    };
+    let _running = submit();
+    until_running(&rt, "the first loop never started");
+    // The picture holds the running loop only: each of the next three fits behind it alone,
+    // but the third not behind the two handed over before it (3 + 3 + 3 + 3 s > 10 s).
+    let _handed = [submit(), submit()];
+    let third = submit();
+    assert_eq!(refused_early(&rt), 1, "refused on the picture with the two counted");
+    let outcome = third.wait_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineUnreachable)));
+    rt.shutdown_within(Duration::ZERO);
+}
+
+#[test]
 fn the_submitter_refuses_on_the_dispatchers_published_estimate_and_leaves_demotion_to_it() {
     // No client estimate: the dispatcher publishes the function's (declared, then measured)
     // after judging its first request, and the submitter refuses on it.

@@ -9,6 +9,14 @@
 //! every observed run). A submitter reads both without a lock; it may mix two rounds, and its
 //! picture lags the dispatcher's by the events the dispatcher has not read yet — as the
 //! dispatcher's lags the workers' (module `dispatcher`, "Design and races").
+//!
+//! A thread that hands over several requests before the dispatcher publishes again (a receive
+//! thread's batch of datagrams) judges each on the picture with the ones it handed over before
+//! counted, where the policy is certain to have admitted them ([`Backlog::behind`]): judged on
+//! the picture alone, past capacity about half of those that passed were then refused by the
+//! dispatcher. Each thread keeps its own view per group; a new publication replaces it.
+
+use std::cell::RefCell;
 
 use luge_sched::{Backlog, Nanos, Overrun, Request, RequestId};
 
@@ -22,6 +30,11 @@ use crate::registry::Function;
 pub(crate) struct Published {
     pub backlog: Backlog,
     pub overhead: Nanos,
+}
+
+thread_local! {
+    /// Per group, the picture this thread judges on with what it handed over since counted.
+    static VIEWS: RefCell<Vec<Option<Backlog>>> = const { RefCell::new(Vec::new()) };
 }
 
 impl GroupShared {
@@ -53,6 +66,34 @@ impl GroupShared {
         if self.ull_lane.is_some_and(|lane| lane.is_ull(&req)) {
             return false;
         }
-        backlog.refuses(now, req.absolute_deadline, req.own_work())
+        let (deadline, own) = (req.absolute_deadline, req.own_work());
+        VIEWS.with(|cell| {
+            let Ok(mut views) = cell.try_borrow_mut() else {
+                return backlog.refuses(now, deadline, own);
+            };
+            if views.len() <= self.index {
+                views.resize(self.index + 1, None);
+            }
+            let slot = &mut views[self.index];
+            let view = slot.filter(|v| v.at == backlog.at).unwrap_or(backlog);
+            if view.refuses(now, deadline, own) {
+                return true;
+            }
+            // Handed over next: counted where the policy will admit it for certain.
+            *slot = view.behind(now, deadline, own);
+            false
+        })
+    }
+
+    /// This thread did not hand over the request it last let through: its view must not count
+    /// it.
+    pub(crate) fn not_handed_over(&self) {
+        VIEWS.with(|cell| {
+            if let Ok(mut views) = cell.try_borrow_mut()
+                && let Some(slot) = views.get_mut(self.index)
+            {
+                *slot = None;
+            }
+        });
     }
 }
