@@ -62,11 +62,21 @@ impl Backlog {
         let queued_only = |t: Nanos| t.saturating_add(self.queued);
         if now < self.until {
             // Until then the run's claim holds; from then on, the queue's (at the earliest then).
-            let running = self.free_at.max(now.saturating_add(self.busy_for));
-            running.min(queued_only(self.until))
+            self.running(now).min(queued_only(self.until))
         } else {
             queued_only(now)
         }
+    }
+
+    /// When the work held is done as of `now` if runs keep their claims.
+    fn running(&self, now: Nanos) -> Nanos {
+        self.free_at.max(now.saturating_add(self.busy_for))
+    }
+
+    /// Whether the summary speaks of an arrival at `now` due at `deadline` with work `own`: one
+    /// behind everything held, feasible on its own (the policy judges the others itself).
+    fn judges(&self, now: Nanos, deadline: Nanos, own: Nanos) -> bool {
+        now >= self.at && deadline > self.latest && now.saturating_add(own) <= deadline
     }
 
     /// The summary as it will be once the policy has admitted an arrival of work `own`, due at
@@ -81,12 +91,10 @@ impl Backlog {
     /// since it may run at once, and the summary stops counting its run from the arrival's own
     /// deadline on, as for any run (both only lower the bound).
     pub fn behind(&self, now: Nanos, deadline: Nanos, own: Nanos) -> Option<Backlog> {
-        let running = self.free_at.max(now.saturating_add(self.busy_for));
+        let running = self.running(now);
         let exact = now >= self.until || running <= self.until.saturating_add(self.queued);
-        let passes = now >= self.at
-            && deadline > self.latest
-            && now.saturating_add(own) <= deadline
-            && self.free_from(now).saturating_add(own) <= deadline;
+        let passes =
+            self.judges(now, deadline, own) && self.free_from(now).saturating_add(own) <= deadline;
         (self.workers == 1 && exact && passes).then(|| Backlog {
             free_at: running.saturating_add(own),
             busy_for: self.busy_for.saturating_add(own),
@@ -102,10 +110,7 @@ impl Backlog {
     /// on its own (`now + own` past its deadline) is left to the policy, which may treat it
     /// otherwise (refuse it as infeasible, or probe its function).
     pub fn refuses(&self, now: Nanos, deadline: Nanos, own: Nanos) -> bool {
-        now >= self.at
-            && deadline > self.latest
-            && now.saturating_add(own) <= deadline
-            && self.free_from(now).saturating_add(own) > deadline
+        self.judges(now, deadline, own) && self.free_from(now).saturating_add(own) > deadline
     }
 }
 
