@@ -17,7 +17,8 @@
 //!    a closed loop keeps N requests in flight. Latency always runs from the *intended* send
 //!    time, so neither a stalled server nor a full window nor a late client can hide queueing
 //!    (no coordinated omission). UDP-RPC uses one connected socket and a receiver thread;
-//!    HTTP a pooled hyper client on a small tokio runtime; both share the pacer.
+//!    HTTP keep-alive connections the pacer writes on and a receiver thread reads over epoll;
+//!    both share the pacer.
 //! 4. **Report** ([`Report`]): HDR histograms with honest accounting — an error, a refusal, a
 //!    timeout or a request the client failed to send is a deadline miss and an infinite latency
 //!    in the percentiles — as a terminal table, JSON and a CSV of raw samples.

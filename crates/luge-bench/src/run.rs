@@ -105,7 +105,7 @@ pub struct RunConfig {
     pub progress: bool,
     /// Open loop: busy-wait this long before each intended send time (default 50 µs).
     pub pacing_spin: Duration,
-    /// HTTP: client runtime threads (default 1).
+    /// HTTP: receiver threads reading the answers (default 1).
     pub http_threads: usize,
     /// Called with every sample as it is recorded, once per planned request (default none):
     /// statistics the [`Summary`](crate::Summary) does not keep, without `keep_samples`.
@@ -191,10 +191,8 @@ pub fn calibrate(
             calibrate::measure(&mut caller, spin, options)
         }
         Target::Http { addr, base_path } => {
-            let setup = HttpSetup::new(*addr, base_path, 1)?;
-            let result = calibrate::measure(&mut setup.caller(timeout), spin, options);
-            setup.shutdown();
-            result
+            let setup = HttpSetup::new(*addr, base_path, 1);
+            calibrate::measure(&mut setup.caller(timeout), spin, options)
         }
     }
 }
@@ -207,7 +205,7 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
     let wire = match &config.target {
         Target::Rpc(addr) => Wire::Udp(*addr),
         Target::Http { addr, base_path } => {
-            Wire::Http(Box::new(HttpSetup::new(*addr, base_path, config.http_threads)?))
+            Wire::Http(Box::new(HttpSetup::new(*addr, base_path, config.http_threads)))
         }
     };
     let calibration = match (&config.mapping, &config.calibration) {
@@ -260,19 +258,20 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
             GeneratorCpu::around(pacing).1
         }
         Wire::Http(setup) => {
-            let mut transport = setup.transport(
+            let (mut transport, receivers) = setup.transport(
                 plan.functions(),
                 Arc::clone(&ledger),
                 config.timeout,
                 config.send_expected,
+                window,
             )?;
+            let most_open = std::sync::atomic::AtomicUsize::new(0);
+            let receiver = || most_open.store(receivers.run(&ledger, &done), Ordering::Relaxed);
             let pacing = || {
-                pace(&config, &plan, &ledger, &mut transport, schedule, &done, None::<fn()>);
+                pace(&config, &plan, &ledger, &mut transport, schedule, &done, Some(receiver));
             };
             let cpu = GeneratorCpu::around(pacing).1;
-            drop(transport);
-            max_connections = Some(setup.most_connections());
-            setup.shutdown();
+            max_connections = Some(most_open.into_inner());
             cpu
         }
     };

@@ -217,3 +217,104 @@ fn spin_is_calibrated_over_http() {
     }
     assert!(r.to_json().contains("\"protocol\": \"http\""));
 }
+
+/// A plain TCP server that reads each request (head and `content-length` body) and writes
+/// `response` for it, closing the connection after `per_connection` answers; the number of
+/// connections it accepted.
+fn raw_server(response: &'static [u8], per_connection: usize) -> (SocketAddr, Arc<AtomicU64>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicU64::new(0));
+    let count = Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            count.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                for _ in 0..per_connection {
+                    // One whole request: the head, then its body.
+                    let whole = loop {
+                        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                            let len: usize = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .map_or(0, |v| v.trim().parse().unwrap());
+                            if buf.len() >= end + 4 + len {
+                                break end + 4 + len;
+                            }
+                        }
+                        match stream.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    buf.drain(..whole);
+                    if stream.write_all(response).is_err() {
+                        return;
+                    }
+                }
+                // Dropped: closed without saying so, as a keep-alive timeout would.
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+/// Chunked answers (what a streaming server such as `wasmtime serve` sends) are read whole,
+/// trailers included, and the connection is reused.
+#[test]
+fn chunked_answers_are_read_and_their_connection_reused() {
+    let response = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nluge-execution-ns: 7\r\n\r\n\
+                     4\r\ndone\r\n0\r\nx-trailer: 1\r\n\r\n";
+    let (addr, accepted) = raw_server(response, usize::MAX);
+    let mut c = config(addr, "fixed,rate=300,seed=7", "/ok");
+    c.mode = Mode::Closed { outstanding: 1 };
+    let r = run(c).unwrap();
+    accounted(&r);
+    assert_eq!(r.summary.errors, 0, "{:?}", r.summary.errors_by_kind);
+    assert!(r.summary.completed > 20, "premise: the loop ran");
+    assert!(r.samples.iter().all(|s| s.server_execution_ns == Some(7)));
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection, kept alive");
+}
+
+/// A server that closes each connection after one answer costs a new connection per request,
+/// not a failed request: every one succeeds when the server says so (`connection: close`);
+/// when it closes without saying, a request written in the instant between its answer and
+/// its close can fail as `transport` (as with any HTTP/1.1 client), so only nearly all do.
+#[test]
+fn connections_the_server_closes_are_replaced() {
+    let said = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok";
+    let silent = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+    for (response, most_failed) in [(&said[..], 0), (&silent[..], 2)] {
+        let (addr, accepted) = raw_server(response, 1);
+        let r = run(config(addr, "fixed,rate=200,seed=8", "/ok")).unwrap();
+        accounted(&r);
+        let s = &r.summary;
+        assert!(s.planned > 20, "premise: the run sent");
+        let transport = s.errors_by_kind.get("transport").copied().unwrap_or(0);
+        assert_eq!(s.errors, transport, "{:?}", s.errors_by_kind);
+        assert!(s.errors <= most_failed, "{:?}", s.errors_by_kind);
+        // A request that failed so was written on the closed connection: no new one.
+        assert_eq!(accepted.load(Ordering::SeqCst), s.planned - s.errors);
+    }
+}
+
+/// A connection closed in the middle of an answer, or answered with something that is not
+/// HTTP, fails its request once, as `transport`; the run goes on with new connections.
+#[test]
+fn broken_answers_are_transport_errors() {
+    let cut = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly part of it";
+    let garbage = b"SSH-2.0-OpenSSH_9.2\r\n\r\n";
+    for response in [&cut[..], &garbage[..]] {
+        let (addr, accepted) = raw_server(response, 1);
+        let r = run(config(addr, "fixed,rate=200,seed=9", "/ok")).unwrap();
+        accounted(&r);
+        assert!(r.summary.planned > 20, "premise: the run sent");
+        assert_eq!(r.summary.errors_by_kind.get("transport"), Some(&r.summary.planned));
+        assert_eq!(accepted.load(Ordering::SeqCst), r.summary.planned);
+    }
+}

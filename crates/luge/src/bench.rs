@@ -157,7 +157,7 @@ struct RunArgs {
     /// Do not send the nominal execution as the request's expected execution.
     #[arg(long)]
     no_expected: bool,
-    /// HTTP client threads.
+    /// HTTP: receiver threads reading the answers.
     #[arg(long, default_value_t = 1)]
     http_threads: usize,
     /// No calibration and progress lines on stderr.
