@@ -59,4 +59,6 @@ pub use crate::runtime::{Health, PreparedSandbox, Runtime, SubmitOptions, schedu
 pub use crate::stats::{GroupStats, WorkerStats};
 pub use crate::stderr_log::stderr_lines_suppressed;
 pub use crate::tenants::{CPU_WINDOW, TenantConfig, TenantLimit, TenantStats};
-pub use luge_sched::{Admission, CtEdfConfig, Overrun, PolicyKind, QueueKind};
+pub use luge_sched::{
+    Admission, CtEdfConfig, Overrun, PolicyConfig, PolicyKind, QueueKind, UllConfig,
+};

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use luge_runtime::{Admission, Layout, PolicyKind, Runtime, RuntimeConfig, TenantConfig, WaitMode};
+use luge_runtime::{
+    Admission, Layout, PolicyConfig, PolicyKind, Runtime, RuntimeConfig, TenantConfig, WaitMode,
+};
 use luge_server::{HttpConfig, Node, NodeConfig, Tracing, UdpConfig};
 use serde::Serialize;
 
@@ -135,6 +137,21 @@ pub(crate) struct NodeSpec {
 }
 
 impl NodeSpec {
+    /// The scheduling settings of the node this starts: the runtime's defaults with this
+    /// spec's batch window and admission (what `luge bench overload` also simulates).
+    pub(crate) fn policy_config(&self) -> PolicyConfig {
+        let mut c = RuntimeConfig::default().policy_config;
+        c.batch_window = u64::try_from(self.batch_window.as_nanos()).unwrap_or(u64::MAX);
+        if !self.deadline_admission {
+            c.admission.on_wait = false;
+            c.admission.shed = false;
+        }
+        if self.papers_admission {
+            c.admission = Admission::NONE;
+        }
+        c
+    }
+
     pub(crate) fn new(wait: WaitMode, layout: Layout, protocols: &[Protocol]) -> Self {
         Self {
             policy: PolicyKind::SledgeScale,
@@ -234,14 +251,7 @@ impl LugeNode {
             tenants: spec.tenants.clone(),
             ..RuntimeConfig::default()
         };
-        runtime.policy_config.batch_window = spec.batch_window.as_nanos() as u64;
-        if !spec.deadline_admission {
-            runtime.policy_config.admission.on_wait = false;
-            runtime.policy_config.admission.shed = false;
-        }
-        if spec.papers_admission {
-            runtime.policy_config.admission = Admission::NONE;
-        }
+        runtime.policy_config = spec.policy_config();
         let config = NodeConfig {
             runtime,
             http: spec.protocols.contains(&Protocol::Http).then(|| HttpConfig {

@@ -67,6 +67,7 @@ use crate::run::{self, Mode};
 use crate::sample::SampleObserver;
 use crate::target::{FunctionRef, Target};
 
+mod predict;
 mod step;
 mod summary;
 mod tally;
@@ -262,6 +263,10 @@ struct OverloadPoint {
     answered: u64,
     ok: u64,
     met: u64,
+    /// 200s within their deadline by the node's clock.
+    server_met: u64,
+    /// The run's time (s), drain included: what every rate of the point is per.
+    elapsed_s: f64,
     refused: u64,
     other_answers: u64,
     timeouts: u64,
@@ -272,6 +277,13 @@ struct OverloadPoint {
     mean_execution_us: Option<f64>,
     rss: Rss,
     rss_over_1x: Option<f64>,
+    /// Goodput by the node's clock (200s whose queueing + execution it reports is within their
+    /// deadline, per second) ÷ capacity: what the simulator's prediction is set beside.
+    node_goodput_over_capacity: f64,
+    /// Requests that met their deadline in the simulated node, the same arrivals ([`predict`]).
+    simulated_met: Option<u64>,
+    /// Those per second (over the real run's time) ÷ capacity.
+    simulated_goodput_over_capacity: Option<f64>,
     /// How busy the CPUs were while the load generator ran (`Report::generator_cpu`).
     cpu: GeneratorCpu,
     send_lag_p99_us: Option<f64>,
@@ -330,6 +342,9 @@ fn point_of(
 ) -> OverloadPoint {
     let (r, t) = (&m.report, &m.tally);
     let s = &r.summary;
+    let per_capacity = |n: u64| {
+        if s.elapsed_s > 0.0 && capacity > 0.0 { n as f64 / s.elapsed_s / capacity } else { 0.0 }
+    };
     OverloadPoint {
         trial,
         protocol: bench.protocol.name(),
@@ -352,6 +367,8 @@ fn point_of(
         answered: t.answered(),
         ok: t.ok,
         met: t.met,
+        server_met: t.server_met,
+        elapsed_s: s.elapsed_s,
         refused: t.refused,
         other_answers: t.other_answers,
         timeouts: t.timeouts,
@@ -362,6 +379,9 @@ fn point_of(
         mean_execution_us: t.mean_execution_us(),
         rss: m.rss,
         rss_over_1x: None,
+        node_goodput_over_capacity: per_capacity(t.server_met),
+        simulated_met: None,
+        simulated_goodput_over_capacity: None,
         cpu: r.generator_cpu.clone(),
         send_lag_p99_us: s.send_lag_us.p99,
         max_in_flight: r.max_in_flight,
@@ -467,6 +487,7 @@ pub(crate) fn run(
             let spin_ref = node.function("spin")?;
             let cal =
                 calibrate_once(&mut calibration, &target, &spin_ref, TIMEOUT, opts, "overload")?;
+            let model = predict::Model::new(&spec, &cal);
             let bench = Bench { opts, protocol, target, spin: spin_ref, calibration: cal };
             // Warm the node (sandbox pool, caches) before anything is measured.
             bench.measure(
@@ -498,7 +519,11 @@ pub(crate) fn run(
                             point_s,
                             false,
                         )?;
-                        let p = point_of(&bench, trial, mix, multiple, capacity, &m);
+                        let mut p = point_of(&bench, trial, mix, multiple, capacity, &m);
+                        let met = model.met(&p.workload, p.planned, capacity)?;
+                        p.simulated_met = Some(met);
+                        p.simulated_goodput_over_capacity =
+                            (p.elapsed_s > 0.0).then(|| met as f64 / p.elapsed_s / capacity);
                         opts.say(format!(
                             "overload: {}: offered {} /s, goodput {} of capacity, refused {} %, \
                              no answer {} %, refusal p99 {} µs, RSS peak {} KiB",
@@ -616,6 +641,12 @@ mod tests {
             multiple,
             goodput_rps: goodput,
             goodput_over_capacity: goodput / 1_000.0,
+            // One second: by the node's clock as at the client; the simulator 10 % above.
+            elapsed_s: 1.0,
+            server_met: goodput as u64,
+            node_goodput_over_capacity: goodput / 1_000.0,
+            simulated_met: Some((goodput * 1.1) as u64),
+            simulated_goodput_over_capacity: Some(goodput * 1.1 / 1_000.0),
             rss: Rss { peak_kib: Some(rss), ..Rss::default() },
             ..OverloadPoint::default()
         }
@@ -684,9 +715,13 @@ mod tests {
         // The capacity row is one per series, with the trials' range.
         assert_eq!(
             md.matches("| udp      | fixed |").count(),
-            4,
-            "headline, capacity, 1×, 5×: {md}"
+            6,
+            "headline, capacity, 1× and 5× past capacity and predicted: {md}"
         );
+        // The prediction: 5× simulated 1.045, 0.77, 1.089 of capacity; 1.10× the node's.
+        let predicted = md.split("The simulator's prediction").nth(1).unwrap_or_default();
+        let five = predicted.lines().find(|l| l.contains("|   5 |")).unwrap_or_default();
+        assert!(five.contains("1.04× [0.77×–1.09×]") && five.ends_with(" 1.10× |"), "{predicted}");
         assert!(md.contains("1001–1003"), "{md}");
         // No generator CPU measured: nothing said about it.
         assert!(!md.contains("had no CPU left"), "{md}");

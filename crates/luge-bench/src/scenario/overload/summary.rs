@@ -298,6 +298,43 @@ pub(super) fn summary(
         }
     }
     md.push_str(&t.section("Past capacity"));
+
+    let mut sim = Table::new(&[
+        "protocol",
+        "mix",
+        ">×",
+        ">goodput in node ÷ capacity",
+        ">simulated ÷ capacity",
+        ">simulated ÷ in node",
+    ]);
+    for (proto, mix) in series(points) {
+        for &m in multiples {
+            let p = trials_of(points, proto, mix, m);
+            if p.is_empty() {
+                continue;
+            }
+            sim.row(vec![
+                proto.into(),
+                mix.into(),
+                format!("{m}"),
+                ratio_range(over(&p, |p| Some(p.node_goodput_over_capacity))),
+                ratio_range(over_known(&p, |p| p.simulated_goodput_over_capacity)),
+                ratio_range(over_known(&p, |p| {
+                    p.simulated_met
+                        .filter(|_| p.server_met > 0)
+                        .map(|s| s as f64 / p.server_met as f64)
+                })),
+            ]);
+        }
+    }
+    md.push_str(&sim.section("The simulator's prediction"));
+    md.push_str(
+        "The same arrivals through `luge-sim`: one worker under the node's policy and admission, \
+         estimates trusted, each request costing the worker its nominal execution plus what the \
+         trial's closed-loop capacity leaves besides its mean execution (so the simulated node \
+         serves the measured capacity at 1×). The path outside the node is not modelled: the \
+         prediction stands beside the goodput the node reports by its own clock.\n\n",
+    );
     let saturated = generator_bound(points, multiples);
     if !saturated.is_empty() {
         let _ = writeln!(

@@ -1,0 +1,133 @@
+//! What the simulator predicts for each point of `luge bench overload`: the point's own
+//! arrivals through `luge-sim`, with the node's policy and admission deciding, so that the
+//! runtime's goodput curve can be set beside the simulator's.
+//!
+//! The model: one simulated worker under the policy and admission settings the node was started
+//! with ([`NodeSpec::policy_config`]), the clients' estimates trusted (the oracle: the load
+//! generator sends each request's expected execution, as the node is told), the uLL lane as the
+//! node has it, each request's nominal execution (floored at `spin`'s calibrated fixed cost, as
+//! the node runs it). One figure comes from the measurement, not the model: the worker's
+//! per-request cost besides the execution, `1 / capacity − mean execution` of the trial's
+//! closed-loop capacity run, charged as the simulator's sandbox start — so the simulated node
+//! serves exactly the measured capacity at 1×, and what past capacity does to goodput
+//! (admission, shedding, queueing) is the simulator's prediction. The path outside the node
+//! (the network, the front end's reading) is not modelled, so the prediction is compared with
+//! the goodput the node reports by its own clock (`… in node`).
+
+use luge_runtime::{RuntimeConfig, UllConfig};
+use luge_sim::{EstimatorMode, Overheads, SimConfig, jobs_of, simulate};
+use luge_workload::WorkloadSpec;
+
+use super::super::node::NodeSpec;
+use crate::calibrate::Calibration;
+use crate::error::BenchError;
+
+/// The simulated node of one series.
+pub(super) struct Model {
+    cfg: SimConfig,
+    /// `spin`'s fixed cost (ns): no request runs shorter.
+    floor_ns: u64,
+}
+
+impl Model {
+    /// The node `spec` starts, serving `spin` as `calibration` maps it.
+    pub(super) fn new(spec: &NodeSpec, calibration: &Calibration) -> Self {
+        let defaults = RuntimeConfig::default();
+        let mut cfg = SimConfig::new(spec.policy, 1);
+        cfg.policy_config = spec.policy_config();
+        cfg.estimator = EstimatorMode::Oracle;
+        cfg.ull_lane = spec.ull_lane.then(|| UllConfig {
+            threshold: nanos(defaults.ull_threshold),
+            slice: nanos(defaults.ull_slice),
+            burst: defaults.ull_burst,
+            admission: cfg.policy_config.admission,
+        });
+        let floor_ns = calibration.overhead_ns.max(0.0).round() as u64;
+        Self { cfg, floor_ns }
+    }
+
+    /// How many of `planned` requests of `workload` (a run's canonical workload string) meet
+    /// their deadline in the simulated node, whose worker spends `capacity_rps`'s share of a
+    /// second per request.
+    pub(super) fn met(
+        &self,
+        workload: &str,
+        planned: u64,
+        capacity_rps: f64,
+    ) -> Result<u64, BenchError> {
+        let spec: WorkloadSpec = workload.parse().map_err(|e| {
+            BenchError::Scenario(format!("the run's workload `{workload}` does not parse: {e}"))
+        })?;
+        let mut jobs = jobs_of(&spec, usize::try_from(planned).unwrap_or(usize::MAX));
+        for j in &mut jobs {
+            j.execution = j.execution.max(self.floor_ns);
+        }
+        let mean = jobs.iter().map(|j| j.execution as f64).sum::<f64>() / jobs.len().max(1) as f64;
+        let mut cfg = self.cfg.clone();
+        cfg.overheads =
+            Overheads { sandbox_start: per_request_ns(capacity_rps, mean), ..Overheads::DEFAULT };
+        let out =
+            simulate(&cfg, &jobs).map_err(|e| BenchError::Scenario(format!("simulator: {e}")))?;
+        Ok(out.records.iter().filter(|r| r.met_deadline()).count() as u64)
+    }
+}
+
+/// The worker's cost per request besides the execution, from a capacity and a mean execution
+/// (ns): what a closed loop at `capacity_rps` left over, never negative.
+fn per_request_ns(capacity_rps: f64, mean_execution_ns: f64) -> u64 {
+    if capacity_rps > 0.0 && capacity_rps.is_finite() {
+        (1e9 / capacity_rps - mean_execution_ns).max(0.0).round() as u64
+    } else {
+        0
+    }
+}
+
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::scenario::Protocol;
+    use luge_runtime::{Layout, WaitMode};
+
+    fn model() -> Model {
+        let spec = NodeSpec::new(WaitMode::Sleep, Layout::Inline, &[Protocol::Udp]);
+        Model::new(&spec, &Calibration::given(1.0, 0.0).unwrap())
+    }
+
+    #[test]
+    fn the_worker_cost_is_what_the_capacity_leaves_besides_the_execution() {
+        assert_eq!(per_request_ns(5_000.0, 175_000.0), 25_000);
+        assert_eq!(per_request_ns(10_000.0, 175_000.0), 0);
+        assert_eq!(per_request_ns(0.0, 1.0), 0);
+    }
+
+    /// At capacity nearly everything meets its deadline; at 5× the simulated node keeps its
+    /// goodput near capacity (admission refuses the rest), and without admission on the wait
+    /// it collapses: the prediction depends on the settings the node runs.
+    #[test]
+    fn the_prediction_follows_capacity_and_admission() {
+        let m = model();
+        let capacity = 5_000.0;
+        let at = |multiple: f64, m: &Model| {
+            let rate = capacity * multiple;
+            let planned = (rate * 2.0) as u64;
+            let w = format!("fixed,scale=17.5,deadline=100ms,rate={rate},seed=3");
+            m.met(&w, planned, capacity).unwrap() as f64 / 2.0 / capacity
+        };
+        let one = at(1.0, &m);
+        let five = at(5.0, &m);
+        assert!(one > 0.9 && one <= 1.05, "{one}");
+        assert!(five > 0.9 && five <= 1.05, "{five}");
+        let spec = NodeSpec {
+            deadline_admission: false,
+            ..NodeSpec::new(WaitMode::Sleep, Layout::Inline, &[Protocol::Udp])
+        };
+        let without = Model::new(&spec, &Calibration::given(1.0, 0.0).unwrap());
+        let collapsed = at(5.0, &without);
+        assert!(collapsed < 0.5 * five, "{collapsed} vs {five}");
+    }
+}
