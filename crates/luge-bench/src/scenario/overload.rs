@@ -38,6 +38,10 @@
 //!    (`back`), and when its 50 ms moving average reaches 90 % for good until the end of the 2×
 //!    phase (`holds`).
 //!
+//! 4. **Prediction** ([`predict`]): each point's own arrivals through `luge-sim` under the
+//!    node's policy and admission, with the worker's per-request cost taken from the trial's
+//!    capacity; the simulated goodput is set beside the node's own (by its clock).
+//!
 //! Each protocol's node runs `--trials` trials (default 5) one after the other, each measuring
 //! both mixes' capacity, every multiple and the step, so every point's repetitions are spread
 //! over the run rather than back to back; a trial's points are ratios to that trial's capacity
