@@ -38,8 +38,7 @@ use crate::plan::{Plan, Planned};
 use crate::sample::ErrorKind;
 use crate::target::FunctionRef;
 
-/// Sends one request; its answer reaches the [`Ledger`] some other way (a receiver thread, a
-/// task). `intended_ns` is its intended send time and `now_ns` the time it is handed over, both
+/// Sends one request; its answer reaches the [`Ledger`] some other way (a receiver thread). `intended_ns` is its intended send time and `now_ns` the time it is handed over, both
 /// on the ledger's clock: the request carries what is left of its deadline when it goes out
 /// ([`Planned::deadline_left_us`]).
 pub(crate) trait Transport {

@@ -36,8 +36,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use self::conns::MAX_RESPONSE;
 use self::conns::{Conns, Receivers};
-use self::wire::{Parsed, encode_request, parse_response};
+use self::wire::{Parsed, encode_request, parse_response, valid_path};
 
 use crate::calibrate::{CALIBRATION_DEADLINE_US, Caller, Reply};
 use crate::drive::Transport;
@@ -65,9 +66,17 @@ impl HttpSetup {
         Self { addr, host: addr.to_string(), base_path: base_path.to_owned(), threads }
     }
 
-    /// The path of a function on the target (requests carry the origin form and a `Host`).
-    fn path(&self, f: &FunctionRef) -> String {
-        format!("{}{}", self.base_path, f.http_route)
+    /// The path of a function on the target (requests carry the origin form and a `Host`):
+    /// visible ASCII only, so that no route can split or add to a request.
+    fn path(&self, f: &FunctionRef) -> Result<String, BenchError> {
+        let path = format!("{}{}", self.base_path, f.http_route);
+        if valid_path(&path) {
+            Ok(path)
+        } else {
+            Err(BenchError::Config(format!(
+                "`{path}` cannot be an HTTP path: visible ASCII without `#` only"
+            )))
+        }
     }
 
     pub(crate) fn caller(&self, timeout: Duration) -> HttpCaller<'_> {
@@ -87,7 +96,7 @@ impl HttpSetup {
         let transport = HttpTransport {
             conns: Arc::clone(&conns),
             host: self.host.clone(),
-            paths: functions.iter().map(|f| self.path(f)).collect(),
+            paths: functions.iter().map(|f| self.path(f)).collect::<Result<_, _>>()?,
             ledger,
             send_expected,
             buf: Vec::with_capacity(256),
@@ -127,7 +136,7 @@ impl Transport for HttpTransport {
         _: &FunctionRef,
         payload: &[u8],
         intended_ns: u64,
-        _: u64,
+        sent_ns: u64,
     ) -> Result<(), ErrorKind> {
         let Self { conns, host, paths, ledger, send_expected, buf } = self;
         let path = paths.get(p.function).ok_or(ErrorKind::Send)?;
@@ -138,7 +147,7 @@ impl Transport for HttpTransport {
             let waited = ledger.now_ns().saturating_sub(intended_ns);
             encode_request(buf, path, host, p.deadline_left_us(waited), expected, payload);
         };
-        conns.send(p.seq, || ledger.now_ns(), buf, build)
+        conns.send(p.seq, sent_ns, buf, build)
     }
 }
 
@@ -199,10 +208,14 @@ impl HttpCaller<'_> {
             if eof && self.buf.is_empty() {
                 return Ok(None);
             }
+            if self.buf.len() + n > MAX_RESPONSE {
+                let reply = Reply { error: Some(ErrorKind::Transport), ..Reply::default() };
+                return Ok(Some((reply, true)));
+            }
             self.buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
             match parse_response(&self.buf, eof) {
                 Parsed::Partial => {}
-                Parsed::Complete { reply, close, .. } => return Ok(Some((reply, close))),
+                Parsed::Complete { reply, close, .. } => return Ok(Some((reply, close || eof))),
                 Parsed::Invalid => {
                     let reply = Reply { error: Some(ErrorKind::Transport), ..Reply::default() };
                     return Ok(Some((reply, true)));
@@ -214,7 +227,7 @@ impl HttpCaller<'_> {
 
 impl Caller for HttpCaller<'_> {
     fn call(&mut self, function: &FunctionRef, payload: &[u8]) -> Result<Reply, BenchError> {
-        let path = self.setup.path(function);
+        let path = self.setup.path(function)?;
         let mut out = std::mem::take(&mut self.out);
         encode_request(&mut out, &path, &self.setup.host, CALIBRATION_DEADLINE_US, None, payload);
         self.out = out;

@@ -1,5 +1,5 @@
 //! The book of requests in flight, shared by the sender (pacer) and whoever receives responses
-//! (the UDP receiver thread, or the HTTP tasks).
+//! (the UDP receiver thread, or the HTTP receiver threads).
 //!
 //! It owns the window (at most `window` requests in flight: the sender blocks for a slot), the
 //! per-request timeout (a request unanswered `timeout` after it was *sent* is recorded as

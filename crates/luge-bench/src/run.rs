@@ -1,8 +1,8 @@
 //! The entry point: [`run`] a [`RunConfig`] and get a [`Report`].
 //!
 //! A run: validate the bounds → calibrate `spin` if the mapping needs it (and print the
-//! calibration when progress is on) → build the [`Plan`] → start the receiver (UDP) or the
-//! client runtime (HTTP) → pace the requests on a thread of its own → drain → summarise.
+//! calibration when progress is on) → build the [`Plan`] → start the receiver thread(s) → pace
+//! the requests on a thread of its own → drain → summarise.
 //!
 //! Safety: a run talks only to `target`, is bounded in time (`duration`, plus at most two
 //! `timeout`s of lateness and drain) and in count (`max_requests`), and refuses bounds beyond

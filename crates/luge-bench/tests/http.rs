@@ -173,6 +173,8 @@ fn closed_loop_keeps_n_requests_at_the_server() {
     let mut c = config(server.addr, "fixed,seed=4", "/ok");
     c.mode = Mode::Closed { outstanding: 4 };
     c.duration = Duration::from_millis(300);
+    // Connections spread over three receiver threads.
+    c.http_threads = 3;
     let r = run(c).unwrap();
     accounted(&r);
     assert_eq!(r.summary.errors, 0);
@@ -300,6 +302,7 @@ fn connections_the_server_closes_are_replaced() {
         assert!(s.errors <= most_failed, "{:?}", s.errors_by_kind);
         // A request that failed so was written on the closed connection: no new one.
         assert_eq!(accepted.load(Ordering::SeqCst), s.planned - s.errors);
+        assert_eq!(r.stray_responses, 0);
     }
 }
 
@@ -316,5 +319,57 @@ fn broken_answers_are_transport_errors() {
         assert!(r.summary.planned > 20, "premise: the run sent");
         assert_eq!(r.summary.errors_by_kind.get("transport"), Some(&r.summary.planned));
         assert_eq!(accepted.load(Ordering::SeqCst), r.summary.planned);
+        // Each failed once: a second report would show as a stray answer.
+        assert_eq!(r.stray_responses, 0);
     }
+}
+
+/// A server that answers at once, before any request, and closes (as `luge serve` refuses a
+/// connection over its per-client cap): every request is accounted for — refused, or failed
+/// to connect — and the run ends.
+#[test]
+fn a_server_that_answers_before_the_request_fails_it_once() {
+    // `raw_server` reads first; this one writes first.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let eager = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.write_all(
+                b"HTTP/1.1 503 Service Unavailable\r\nluge-outcome: overloaded\r\n\
+                  connection: close\r\ncontent-length: 0\r\n\r\n",
+            );
+        }
+    });
+    let r = run_within(config(eager, "fixed,rate=300,seed=10", "/ok"), Duration::from_secs(5));
+    let s = &r.summary;
+    assert!(s.planned > 20, "premise: the run sent");
+    assert_eq!(s.completed, 0);
+    let known = ["overloaded", "connect", "transport"];
+    assert!(s.errors_by_kind.keys().all(|k| known.contains(&k.as_str())), "{:?}", s.errors_by_kind);
+}
+
+/// Requests that outlive the timeout hold every connection of a small window: the receiver
+/// closes those connections, the next requests get new ones, and connections never outnumber
+/// the window.
+#[test]
+fn timed_out_requests_give_their_connections_back_within_the_window() {
+    let server = fake(Duration::ZERO);
+    let mut c = config(server.addr, "fixed,rate=100,seed=11", "/slow");
+    c.mode = Mode::Open { window: 2 };
+    c.duration = Duration::from_millis(300);
+    c.timeout = Duration::from_millis(50);
+    let r = run_within(c, Duration::from_secs(3));
+    let s = &r.summary;
+    assert!(s.planned > 10, "premise: the run planned");
+    // Each slot is held ~60 ms (the timeout, then the ledger's reaping), so the pacer sends
+    // about two requests per 60 ms and gives up on the rest at its hard stop: `unsent`.
+    let timeouts = s.errors_by_kind.get("timeout").copied().unwrap_or(0);
+    let unsent = s.errors_by_kind.get("unsent").copied().unwrap_or(0);
+    assert!(timeouts >= 6, "{:?}", s.errors_by_kind);
+    assert_eq!(timeouts + unsent, s.planned, "{:?}", s.errors_by_kind);
+    assert!(r.max_connections.unwrap() <= 2, "{:?}", r.max_connections);
+    // More connections than the window were opened over the run: the timed-out ones went.
+    assert!(server.stats.connections.load(Ordering::SeqCst) > 2);
 }

@@ -12,9 +12,13 @@
 //!
 //! Who owns what: a connection is idle (in [`Conns`]'s list: the pacer may take it) or carries
 //! one request (its `seq`: the receiver answers it). Whoever swaps `seq` out first — the
-//! receiver with an answer or a failure, the pacer when its write failed — reports the request,
-//! so each gets exactly one record. Only a receiver closes a connection (the server closed it,
-//! it broke, or its request outlived the timeout, which the ledger has then recorded).
+//! receiver with an answer or a failure, the pacer when its write failed or it finds the
+//! connection closed under it — reports the request, so each gets exactly one record (a
+//! receiver marks a connection closed *before* it takes the request out, the pacer puts the
+//! request in *before* it looks at the mark, all sequentially consistent: one of the two sees
+//! the other). Only a receiver closes a connection: the server closed it, it broke, it
+//! answered what nobody asked, or its request outlived the timeout (the ledger records that
+//! request by itself).
 //!
 //! [`wire`]: super::wire
 
@@ -38,7 +42,7 @@ use crate::sample::ErrorKind;
 /// `seq` of a connection that carries no request.
 const NONE: u64 = u64::MAX;
 /// The largest response a connection buffers (a larger one breaks it: `transport` error).
-const MAX_RESPONSE: usize = 64 << 20;
+pub(super) const MAX_RESPONSE: usize = 8 << 20;
 /// How often a receiver wakes without events (to see the stop flag and old requests).
 const TICK: Duration = Duration::from_millis(10);
 
@@ -159,45 +163,52 @@ impl Conns {
         self.most_open.load(Ordering::Relaxed)
     }
 
-    /// Sends request `seq`, written whole into `buf` by `build` once a connection is at hand
-    /// (so that the deadline it carries counts the wait for one). A connection the server
-    /// closed while idle is dropped and the next one tried.
+    /// Sends request `seq` (in the ledger since `sent_ns`), written whole into `buf` by
+    /// `build` once a connection is at hand (so that the deadline it carries counts the wait
+    /// for one). A connection the server closed while idle is dropped and the next one tried.
     pub(super) fn send(
         &self,
         seq: u64,
-        now_ns: impl Fn() -> u64,
+        sent_ns: u64,
         buf: &mut Vec<u8>,
         mut build: impl FnMut(&mut Vec<u8>),
     ) -> Result<(), ErrorKind> {
         loop {
             let (conn, fresh) = self.checkout()?;
             build(buf);
-            conn.sent_ns.store(now_ns(), Ordering::Relaxed);
-            conn.seq.store(seq, Ordering::Release);
-            let written = conn.write_all(buf, Instant::now() + self.timeout);
+            conn.sent_ns.store(sent_ns, Ordering::Relaxed);
+            conn.seq.store(seq, Ordering::SeqCst);
+            // Closed by a receiver since the checkout: it may not look at this one again.
+            let written = if conn.closed.load(Ordering::SeqCst) {
+                Err(io::ErrorKind::NotConnected.into())
+            } else {
+                conn.write_all(buf, Instant::now() + self.timeout)
+            };
             if written.is_ok() {
                 return Ok(());
             }
-            conn.closed.store(true, Ordering::Relaxed);
-            if conn.seq.swap(NONE, Ordering::AcqRel) == NONE {
+            conn.closed.store(true, Ordering::SeqCst);
+            if conn.seq.swap(NONE, Ordering::SeqCst) == NONE {
                 // The receiver saw the connection fail first and has recorded the request.
                 return Ok(());
             }
             if fresh {
-                return Err(ErrorKind::Send);
+                // A new connection the server would not take (one refused at its accept).
+                return Err(ErrorKind::Connect);
             }
         }
     }
 
     /// An idle connection, else a new one while fewer than the window are open, else waits
-    /// for one (only when requests past their timeout still hold every connection: the
-    /// receiver closes those within a tick). `true` with a new connection.
+    /// for one: when every connection is still held — by requests past their timeout (a
+    /// receiver closes those within a tick of it) or by an answer a receiver is recording
+    /// (it closes or returns the connection at once). `true` with a new connection.
     fn checkout(&self) -> Result<(Arc<Conn>, bool), ErrorKind> {
         let give_up = Instant::now() + self.timeout;
         let mut idle = lock(&self.idle);
         loop {
             while let Some(conn) = idle.conns.pop() {
-                if !conn.closed.load(Ordering::Relaxed) {
+                if !conn.closed.load(Ordering::SeqCst) {
                     return Ok((conn, false));
                 }
             }
@@ -238,8 +249,8 @@ impl Conns {
         self.most_open.fetch_max(open, Ordering::Relaxed);
         let fd = conn.stream.as_raw_fd();
         if inbox.registry.register(&mut SourceFd(&fd), token, Interest::READABLE).is_err() {
-            // Left in the inbox: the receiver adopts it and closes it at the end.
-            conn.closed.store(true, Ordering::Relaxed);
+            // Left in the inbox: the receiver adopts it and closes it at its next sweep.
+            conn.closed.store(true, Ordering::SeqCst);
             return Err(ErrorKind::Connect);
         }
         Ok(conn)
@@ -252,13 +263,15 @@ impl Conns {
         self.wake(&mut idle);
     }
 
-    /// Closes a connection (receiver only): the server sees it closed at once.
+    /// Closes a connection (receiver only): the server sees it closed at once, and it leaves
+    /// the idle list (its descriptor goes with the last reference).
     fn close(&self, conn: &Conn, registry: &Registry) {
-        conn.closed.store(true, Ordering::Relaxed);
+        conn.closed.store(true, Ordering::SeqCst);
         let _ = registry.deregister(&mut SourceFd(&conn.stream.as_raw_fd()));
         let _ = conn.stream.shutdown(std::net::Shutdown::Both);
         self.open.fetch_sub(1, Ordering::AcqRel);
         let mut idle = lock(&self.idle);
+        idle.conns.retain(|c| !std::ptr::eq(Arc::as_ptr(c), conn));
         self.wake(&mut idle);
     }
 
@@ -319,20 +332,27 @@ fn receive(conns: &Conns, index: usize, mut poll: Poll, ledger: &Ledger, stop: &
                 slots.remove(&token);
             }
         }
-        // Requests past the timeout: the ledger records them; their connections go.
+        // Connections marked closed (a failed write, a failed registration) go, with their
+        // request as a `transport` failure; so do those whose request is past the timeout
+        // (the ledger records that one by itself). Only this thread takes a request out of a
+        // connection that carries one, so `seq` cannot change under the check.
         let now = ledger.now_ns();
         if now >= next_sweep {
             next_sweep = now + 10_000_000;
             slots.retain(|_, slot| {
-                let seq = slot.conn.seq.load(Ordering::Acquire);
-                let old = now.saturating_sub(slot.conn.sent_ns.load(Ordering::Relaxed));
-                let closed = slot.conn.closed.load(Ordering::Relaxed);
-                let expired = seq != NONE && old > timeout_ns;
-                if (expired && slot.conn.seq.swap(NONE, Ordering::AcqRel) != NONE) || closed {
-                    conns.close(&slot.conn, &inbox.registry);
-                    return false;
+                let conn = &slot.conn;
+                let expired = conn.seq.load(Ordering::SeqCst) != NONE
+                    && now.saturating_sub(conn.sent_ns.load(Ordering::Relaxed)) > timeout_ns;
+                if conn.closed.load(Ordering::SeqCst) {
+                    fail(slot, ledger);
+                } else if expired {
+                    conn.closed.store(true, Ordering::SeqCst);
+                    conn.seq.swap(NONE, Ordering::SeqCst);
+                } else {
+                    return true;
                 }
-                true
+                conns.close(conn, &inbox.registry);
+                false
             });
         }
     }
@@ -372,18 +392,21 @@ fn service(conns: &Conns, slot: &mut Slot, scratch: &mut [u8], ledger: &Ledger) 
             Parsed::Invalid => return fail(slot, ledger),
             Parsed::Complete { len, reply, close } => {
                 slot.buf.drain(..len.min(slot.buf.len()));
-                let seq = slot.conn.seq.swap(NONE, Ordering::AcqRel);
                 let reusable = !close && !eof;
+                if !reusable {
+                    slot.conn.closed.store(true, Ordering::SeqCst);
+                }
+                let seq = slot.conn.seq.swap(NONE, Ordering::SeqCst);
+                if seq == NONE {
+                    // An answer nobody asked for (a server's refusal at accept, a second
+                    // answer): the connection's framing cannot be trusted any more.
+                    ledger.stray();
+                    return fail(slot, ledger);
+                }
                 if reusable {
                     conns.checkin(Arc::clone(&slot.conn));
-                } else {
-                    slot.conn.closed.store(true, Ordering::Relaxed);
                 }
-                if seq == NONE {
-                    ledger.stray();
-                } else {
-                    ledger.complete(seq, now, reply);
-                }
+                ledger.complete(seq, now, reply);
                 if !reusable {
                     return false;
                 }
@@ -398,8 +421,8 @@ fn service(conns: &Conns, slot: &mut Slot, scratch: &mut [u8], ledger: &Ledger) 
 
 /// The connection broke: its request (if any) failed in transport.
 fn fail(slot: &Slot, ledger: &Ledger) -> bool {
-    slot.conn.closed.store(true, Ordering::Relaxed);
-    let seq = slot.conn.seq.swap(NONE, Ordering::AcqRel);
+    slot.conn.closed.store(true, Ordering::SeqCst);
+    let seq = slot.conn.seq.swap(NONE, Ordering::SeqCst);
     if seq != NONE {
         let reply = Reply { error: Some(ErrorKind::Transport), ..Reply::default() };
         ledger.complete(seq, ledger.now_ns(), reply);

@@ -3,9 +3,11 @@
 //!
 //! Requests are always `POST` with a `content-length` body, so a server never has to guess
 //! their end. Responses are framed as RFC 9112 §6.3 says: no body for 1xx (skipped), 204 and
-//! 304; else `transfer-encoding: chunked` (chunks parsed with `httparse`, trailers skipped),
-//! else `content-length`, else the body runs to the end of the connection. Status line and
-//! headers are parsed by `httparse`, the parser hyper itself uses.
+//! 304; else, with a `transfer-encoding`, chunks (parsed with `httparse`, trailers skipped) when
+//! its last coding is `chunked`, else the body runs to the end of the connection (and a
+//! `content-length` beside it is ignored, the connection closed after); else
+//! `content-length` (digits only, all copies equal); else the body runs to the end of the
+//! connection. Status line and headers are parsed by `httparse`, the parser hyper itself uses.
 
 use std::io::Write;
 
@@ -20,7 +22,13 @@ use crate::sample::ErrorKind;
 /// The most header lines a response may have.
 const MAX_HEADERS: usize = 64;
 
-/// Writes a whole request into `out` (cleared first).
+/// Whether `path` can stand in a request line as it is: an absolute path of visible ASCII
+/// (no space, control character or `#`), so that a route cannot split or add to the request.
+pub(super) fn valid_path(path: &str) -> bool {
+    path.starts_with('/') && path.bytes().all(|b| b.is_ascii_graphic() && b != b'#')
+}
+
+/// Writes a whole request into `out` (cleared first); `path` must be [`valid_path`].
 pub(super) fn encode_request(
     out: &mut Vec<u8>,
     path: &str,
@@ -85,6 +93,12 @@ pub(super) fn parse_response(buf: &[u8], eof: bool) -> Parsed {
                 Ok(None) => return partial,
                 Err(()) => return Parsed::Invalid,
             }
+        } else if framing.encoded {
+            // Encoded but not chunked: the body runs to the close (a length is ignored).
+            if !eof {
+                return Parsed::Partial;
+            }
+            (buf.len(), true)
         } else if let Some(n) = framing.length {
             let Some(end) = body.checked_add(n) else { return Parsed::Invalid };
             if buf.len() < end {
@@ -103,6 +117,9 @@ pub(super) fn parse_response(buf: &[u8], eof: bool) -> Parsed {
 /// How a response's end is found, from its version and headers.
 struct Framing {
     length: Option<usize>,
+    /// A `transfer-encoding` was given…
+    encoded: bool,
+    /// …and its last coding is `chunked`.
     chunked: bool,
     close: bool,
 }
@@ -111,11 +128,16 @@ impl Framing {
     /// `None` for a malformed or conflicting `content-length`.
     fn of(version: Option<u8>, headers: &[httparse::Header<'_>]) -> Option<Self> {
         // HTTP/1.0 closes unless told otherwise.
-        let mut f = Self { length: None, chunked: false, close: version == Some(0) };
+        let mut f =
+            Self { length: None, encoded: false, chunked: false, close: version == Some(0) };
         for h in headers {
             let value = std::str::from_utf8(h.value).ok().map(str::trim);
             if h.name.eq_ignore_ascii_case("content-length") {
-                let n = value?.parse::<usize>().ok()?;
+                let v = value?;
+                if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                let n = v.parse::<usize>().ok()?;
                 if f.length.is_some_and(|l| l != n) {
                     return None;
                 }
@@ -123,6 +145,7 @@ impl Framing {
             } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
                 // The last coding must be chunked for the message to be framed by chunks.
                 let last = value?.rsplit(',').next().map(str::trim);
+                f.encoded = true;
                 f.chunked = last.is_some_and(|c| c.eq_ignore_ascii_case("chunked"));
             } else if h.name.eq_ignore_ascii_case("connection") {
                 for token in value.unwrap_or("").split(',').map(str::trim) {
@@ -133,6 +156,11 @@ impl Framing {
                     }
                 }
             }
+        }
+        // With both, the encoding frames the message and the connection is not reused
+        // (RFC 9112 §6.3, item 3).
+        if f.encoded && f.length.is_some() {
+            f.close = true;
         }
         Some(f)
     }
@@ -162,9 +190,10 @@ fn chunked_end(buf: &[u8], mut pos: usize) -> Result<Option<usize>, ()> {
                 let size = usize::try_from(size).map_err(|_| ())?;
                 let data = pos.checked_add(read).ok_or(())?;
                 let end = data.checked_add(size).ok_or(())?;
-                match buf.get(end..end + 2) {
+                let after = end.checked_add(2).ok_or(())?;
+                match buf.get(end..after) {
                     None => return Ok(None),
-                    Some(b"\r\n") => pos = end + 2,
+                    Some(b"\r\n") => pos = after,
                     Some(_) => return Err(()),
                 }
             }
@@ -294,12 +323,39 @@ mod tests {
     }
 
     #[test]
+    fn an_encoding_other_than_chunked_runs_to_the_close_and_beats_a_length() {
+        let r = b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ncontent-length: 1\r\n\r\nxyz";
+        assert_eq!(parse_response(r, false), Parsed::Partial);
+        assert_eq!(complete(r, true), (r.len(), Reply::default(), true));
+        // Chunked with a length: the chunks frame it, and the connection is not reused.
+        let r = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 99\r\n\r\n\
+                  1\r\nx\r\n0\r\n\r\n";
+        assert_eq!(complete(r, false), (r.len(), Reply::default(), true));
+    }
+
+    #[test]
+    fn paths_that_would_split_a_request_line_are_not_valid() {
+        assert!(valid_path("/spin") && valid_path("/fn/a-b_c.d?x=1"));
+        for bad in ["spin", "/a b", "/a\r\nx: y", "/a#b", "/é", ""] {
+            assert!(!valid_path(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn garbage_and_conflicting_lengths_are_invalid() {
         assert_eq!(parse_response(b"SSH-2.0-OpenSSH\r\n\r\n", false), Parsed::Invalid);
         let r = b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nxx";
         assert_eq!(parse_response(r, false), Parsed::Invalid);
-        let r = b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n";
-        assert_eq!(parse_response(r, false), Parsed::Invalid);
+        for length in ["-1", "+1", " ", "1 2", "0x1"] {
+            let r = format!("HTTP/1.1 200 OK\r\ncontent-length: {length}\r\n\r\nx");
+            assert_eq!(parse_response(r.as_bytes(), false), Parsed::Invalid, "{length:?}");
+        }
+        // A chunk size at the top of the range does not overflow the framing.
+        let r = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nffffffffffffffff\r\n";
+        assert_ne!(
+            parse_response(r, false),
+            Parsed::Complete { len: r.len(), reply: Reply::default(), close: false }
+        );
         let r = b"HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999999\r\n\r\n";
         assert_eq!(parse_response(r, false), Parsed::Invalid);
     }
