@@ -284,6 +284,10 @@ struct OverloadPoint {
     /// Goodput by the node's clock (200s whose queueing + execution it reports is within their
     /// deadline, per second) ÷ capacity: what the simulator's prediction is set beside.
     node_goodput_over_capacity: f64,
+    /// The trial's closed-loop capacity of this mix (/s): what the ratios are of.
+    capacity_rps: f64,
+    /// The simulated worker's cost per request besides the execution (ns), from that capacity.
+    simulated_overhead_ns: Option<u64>,
     /// Requests that met their deadline in the simulated node, the same arrivals ([`predict`]).
     simulated_met: Option<u64>,
     /// Those per second (over the real run's time) ÷ capacity.
@@ -384,6 +388,8 @@ fn point_of(
         rss: m.rss,
         rss_over_1x: None,
         node_goodput_over_capacity: per_capacity(t.server_met),
+        capacity_rps: capacity,
+        simulated_overhead_ns: None,
         simulated_met: None,
         simulated_goodput_over_capacity: None,
         cpu: r.generator_cpu.clone(),
@@ -402,6 +408,28 @@ fn point_of(
             })
             .collect(),
         notes: r.notes.clone(),
+    }
+}
+
+/// Simulates every point ([`predict`]) once all are measured; a point the simulator cannot
+/// run is left without a prediction and says why in its notes.
+fn predict_points(points: &mut [OverloadPoint], model: &predict::Model, seed: u64) {
+    for p in points.iter_mut() {
+        let Some(mix) = Mix::ALL.into_iter().find(|m| m.name() == p.mix) else { continue };
+        // Any rate: only the mix's executions count here.
+        let mix_spec = format!("{},rate=1000,seed={seed}", mix.capacity_spec());
+        let predicted = model
+            .overhead_ns(&mix_spec, p.capacity_rps)
+            .and_then(|o| model.met(&p.workload, p.planned, o).map(|met| (o, met)));
+        match predicted {
+            Ok((overhead, met)) => {
+                p.simulated_overhead_ns = Some(overhead);
+                p.simulated_met = Some(met);
+                p.simulated_goodput_over_capacity = (p.elapsed_s > 0.0 && p.capacity_rps > 0.0)
+                    .then(|| met as f64 / p.elapsed_s / p.capacity_rps);
+            }
+            Err(e) => p.notes.push(format!("no prediction: {e}")),
+        }
     }
 }
 
@@ -480,18 +508,19 @@ pub(crate) fn run(
     let mut points: Vec<OverloadPoint> = Vec::new();
     let mut steps: Vec<StepResult> = Vec::new();
     let mut described = String::new();
+    let mut simulated_spec: Option<NodeSpec> = None;
     for &protocol in &opts.protocols {
         let spec = NodeSpec {
             deadline_admission: !o.no_deadline_admission,
             ..NodeSpec::of(opts, wait, layout, protocol, pin)
         };
         described = spec.describe();
+        simulated_spec = Some(spec.clone());
         LugeNode::with(&spec, std::slice::from_ref(&spin), |node| {
             let target = node.target(protocol)?;
             let spin_ref = node.function("spin")?;
             let cal =
                 calibrate_once(&mut calibration, &target, &spin_ref, TIMEOUT, opts, "overload")?;
-            let model = predict::Model::new(&spec, &cal);
             let bench = Bench { opts, protocol, target, spin: spin_ref, calibration: cal };
             // Warm the node (sandbox pool, caches) before anything is measured.
             bench.measure(
@@ -523,11 +552,7 @@ pub(crate) fn run(
                             point_s,
                             false,
                         )?;
-                        let mut p = point_of(&bench, trial, mix, multiple, capacity, &m);
-                        let met = model.met(&p.workload, p.planned, capacity)?;
-                        p.simulated_met = Some(met);
-                        p.simulated_goodput_over_capacity =
-                            (p.elapsed_s > 0.0).then(|| met as f64 / p.elapsed_s / capacity);
+                        let p = point_of(&bench, trial, mix, multiple, capacity, &m);
                         opts.say(format!(
                             "overload: {}: offered {} /s, goodput {} of capacity, refused {} %, \
                              no answer {} %, refusal p99 {} µs, RSS peak {} KiB",
@@ -566,6 +591,9 @@ pub(crate) fn run(
         })?;
     }
 
+    if let (Some(spec), Some(cal)) = (&simulated_spec, &calibration) {
+        predict_points(&mut points, &predict::Model::new(spec, cal), opts.seed);
+    }
     relate_to_one(&mut points);
     plots(&points, &steps, out)?;
     let md = summary(
@@ -678,6 +706,38 @@ mod tests {
                 (Some(0.5), Some(2.2)),
             ]
         );
+    }
+
+    /// Each point gets the simulator's goodput for its own arrivals, from its trial's
+    /// capacity; a point whose workload the simulator cannot read says so and keeps none.
+    #[test]
+    fn every_point_gets_its_prediction_or_says_why_not() {
+        use luge_runtime::{Layout, WaitMode};
+        let spec = NodeSpec::new(WaitMode::Sleep, Layout::Inline, &[Protocol::Udp]);
+        let model = predict::Model::new(&spec, &Calibration::given(1.0, 0.0).unwrap());
+        let measured = |workload: &str| OverloadPoint {
+            mix: "fixed",
+            workload: workload.to_owned(),
+            planned: 10_000,
+            elapsed_s: 1.0,
+            capacity_rps: 5_000.0,
+            ..OverloadPoint::default()
+        };
+        let mut points = vec![
+            measured("fixed,scale=17.5,deadline=100ms,rate=10000,seed=1"),
+            measured("no such workload"),
+        ];
+        predict_points(&mut points, &model, 1);
+        // 10 000 requests offered at 2× in one second: about the 5 000 the worker serves in
+        // that second meet their deadline, and what it admitted up to 100 ms of work ahead,
+        // served after; the rest are refused.
+        let met = points[0].simulated_met.unwrap();
+        assert!((4_800..=5_700).contains(&met), "{met}");
+        assert_eq!(points[0].simulated_overhead_ns, Some(25_000 - 620));
+        let ratio = points[0].simulated_goodput_over_capacity.unwrap();
+        assert!((ratio - met as f64 / 5_000.0).abs() < 1e-9);
+        assert_eq!(points[1].simulated_met, None);
+        assert!(points[1].notes.iter().any(|n| n.starts_with("no prediction")), "{:?}", points[1]);
     }
 
     /// The summary of three trials at 1× and 5×, one second each.

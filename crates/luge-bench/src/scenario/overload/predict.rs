@@ -7,12 +7,14 @@
 //! generator sends each request's expected execution, as the node is told), the uLL lane as the
 //! node has it, each request's nominal execution (floored at `spin`'s calibrated fixed cost, as
 //! the node runs it). One figure comes from the measurement, not the model: the worker's
-//! per-request cost besides the execution, `1 / capacity − mean execution` of the trial's
-//! closed-loop capacity run, charged as the simulator's sandbox start — so the simulated node
-//! serves exactly the measured capacity at 1×, and what past capacity does to goodput
-//! (admission, shedding, queueing) is the simulator's prediction. The path outside the node
-//! (the network, the front end's reading) is not modelled, so the prediction is compared with
-//! the goodput the node reports by its own clock (`… in node`).
+//! per-request cost besides the execution, `1 / capacity − mean nominal execution of the mix`
+//! (the trial's closed-loop capacity; the mean over [`MEAN_SAMPLE`] requests of the mix, floored
+//! as above) less the simulator's own fixed costs per request, charged as its sandbox start —
+//! so the simulated node serves about the measured capacity at 1×, and what past capacity does
+//! to goodput (admission, shedding, queueing) is the simulator's prediction. The path outside
+//! the node (the network, the front end's reading) is not modelled, so the prediction is
+//! compared with the goodput the node reports by its own clock (`… in node`). The scenario
+//! simulates once every point is measured, so the simulator's memory is not in a point's RSS.
 
 use luge_runtime::{RuntimeConfig, UllConfig};
 use luge_sim::{EstimatorMode, Overheads, SimConfig, jobs_of, simulate};
@@ -21,6 +23,9 @@ use luge_workload::WorkloadSpec;
 use super::super::node::NodeSpec;
 use crate::calibrate::Calibration;
 use crate::error::BenchError;
+
+/// Requests of a mix whose mean nominal execution stands for the mix's.
+pub(super) const MEAN_SAMPLE: usize = 100_000;
 
 /// The simulated node of one series.
 pub(super) struct Model {
@@ -46,26 +51,40 @@ impl Model {
         Self { cfg, floor_ns }
     }
 
-    /// How many of `planned` requests of `workload` (a run's canonical workload string) meet
-    /// their deadline in the simulated node, whose worker spends `capacity_rps`'s share of a
-    /// second per request.
+    /// The jobs of `planned` requests of `workload` (a run's canonical workload string), as
+    /// the node runs them.
+    fn jobs(&self, workload: &str, planned: usize) -> Result<Vec<luge_sim::Job>, BenchError> {
+        let spec: WorkloadSpec = workload.parse().map_err(|e| {
+            BenchError::Scenario(format!("the run's workload `{workload}` does not parse: {e}"))
+        })?;
+        let mut jobs = jobs_of(&spec, planned);
+        for j in &mut jobs {
+            j.execution = j.execution.max(self.floor_ns);
+        }
+        Ok(jobs)
+    }
+
+    /// The worker's cost per request besides the execution (ns) for a mix (`workload`, any
+    /// rate) whose closed loop served `capacity_rps`.
+    pub(super) fn overhead_ns(&self, workload: &str, capacity_rps: f64) -> Result<u64, BenchError> {
+        let jobs = self.jobs(workload, MEAN_SAMPLE)?;
+        let mean = jobs.iter().map(|j| j.execution as f64).sum::<f64>() / jobs.len().max(1) as f64;
+        let o = Overheads::DEFAULT;
+        let fixed = o.dispatch_base + o.dispatch_per_worker + o.enqueue + o.context_switch;
+        Ok(per_request_ns(capacity_rps, mean).saturating_sub(fixed))
+    }
+
+    /// How many of `planned` requests of `workload` meet their deadline in the simulated node,
+    /// its worker spending `overhead_ns` per request besides their execution.
     pub(super) fn met(
         &self,
         workload: &str,
         planned: u64,
-        capacity_rps: f64,
+        overhead_ns: u64,
     ) -> Result<u64, BenchError> {
-        let spec: WorkloadSpec = workload.parse().map_err(|e| {
-            BenchError::Scenario(format!("the run's workload `{workload}` does not parse: {e}"))
-        })?;
-        let mut jobs = jobs_of(&spec, usize::try_from(planned).unwrap_or(usize::MAX));
-        for j in &mut jobs {
-            j.execution = j.execution.max(self.floor_ns);
-        }
-        let mean = jobs.iter().map(|j| j.execution as f64).sum::<f64>() / jobs.len().max(1) as f64;
+        let jobs = self.jobs(workload, usize::try_from(planned).unwrap_or(usize::MAX))?;
         let mut cfg = self.cfg.clone();
-        cfg.overheads =
-            Overheads { sandbox_start: per_request_ns(capacity_rps, mean), ..Overheads::DEFAULT };
+        cfg.overheads = Overheads { sandbox_start: overhead_ns, ..Overheads::DEFAULT };
         let out =
             simulate(&cfg, &jobs).map_err(|e| BenchError::Scenario(format!("simulator: {e}")))?;
         Ok(out.records.iter().filter(|r| r.met_deadline()).count() as u64)
@@ -112,11 +131,14 @@ mod tests {
     fn the_prediction_follows_capacity_and_admission() {
         let m = model();
         let capacity = 5_000.0;
+        let overhead = m.overhead_ns("fixed,scale=17.5,deadline=100ms,seed=3", capacity).unwrap();
+        // 200 µs per request: 175 µs of execution, the simulator's own 620 ns, the rest.
+        assert_eq!(overhead, 25_000 - 620);
         let at = |multiple: f64, m: &Model| {
             let rate = capacity * multiple;
             let planned = (rate * 2.0) as u64;
             let w = format!("fixed,scale=17.5,deadline=100ms,rate={rate},seed=3");
-            m.met(&w, planned, capacity).unwrap() as f64 / 2.0 / capacity
+            m.met(&w, planned, overhead).unwrap() as f64 / 2.0 / capacity
         };
         let one = at(1.0, &m);
         let five = at(5.0, &m);
