@@ -286,8 +286,12 @@ struct OverloadPoint {
     node_goodput_over_capacity: f64,
     /// The trial's closed-loop capacity of this mix (/s): what the ratios are of.
     capacity_rps: f64,
-    /// The simulated worker's cost per request besides the execution (ns), from that capacity.
+    /// The mean execution the node reported in that capacity run (µs).
+    capacity_mean_execution_us: Option<f64>,
+    /// The simulated worker's cost per request besides the execution (ns), from that run.
     simulated_overhead_ns: Option<u64>,
+    /// Measured ÷ nominal mean execution in that run: the simulated executions' factor.
+    simulated_execution_scale: Option<f64>,
     /// Requests that met their deadline in the simulated node, the same arrivals ([`predict`]).
     simulated_met: Option<u64>,
     /// Those per second (over the real run's time) ÷ capacity.
@@ -389,7 +393,9 @@ fn point_of(
         rss_over_1x: None,
         node_goodput_over_capacity: per_capacity(t.server_met),
         capacity_rps: capacity,
+        capacity_mean_execution_us: None,
         simulated_overhead_ns: None,
+        simulated_execution_scale: None,
         simulated_met: None,
         simulated_goodput_over_capacity: None,
         cpu: r.generator_cpu.clone(),
@@ -418,12 +424,14 @@ fn predict_points(points: &mut [OverloadPoint], model: &predict::Model, seed: u6
         let Some(mix) = Mix::ALL.into_iter().find(|m| m.name() == p.mix) else { continue };
         // Any rate: only the mix's executions count here.
         let mix_spec = format!("{},rate=1000,seed={seed}", mix.capacity_spec());
+        let measured_mean_ns = p.capacity_mean_execution_us.map(|us| us * 1e3);
         let predicted = model
-            .overhead_ns(&mix_spec, p.capacity_rps)
-            .and_then(|o| model.met(&p.workload, p.planned, o).map(|met| (o, met)));
+            .cost(&mix_spec, p.capacity_rps, measured_mean_ns)
+            .and_then(|c| model.met(&p.workload, p.planned, c).map(|met| (c, met)));
         match predicted {
-            Ok((overhead, met)) => {
-                p.simulated_overhead_ns = Some(overhead);
+            Ok((cost, met)) => {
+                p.simulated_overhead_ns = Some(cost.overhead_ns);
+                p.simulated_execution_scale = Some(cost.scale);
                 p.simulated_met = Some(met);
                 p.simulated_goodput_over_capacity = (p.elapsed_s > 0.0 && p.capacity_rps > 0.0)
                     .then(|| met as f64 / p.elapsed_s / p.capacity_rps);
@@ -541,7 +549,7 @@ pub(crate) fn run(
                         CLOSED_OUTSTANDING,
                         us(c.mean_execution_us)
                     ));
-                    let capacity = c.capacity_rps;
+                    let (capacity, capacity_mean) = (c.capacity_rps, c.mean_execution_us);
                     capacities.push(c);
                     let base = parse_spec(mix.spec(), opts.seed)?;
                     for &multiple in &multiples {
@@ -552,7 +560,8 @@ pub(crate) fn run(
                             point_s,
                             false,
                         )?;
-                        let p = point_of(&bench, trial, mix, multiple, capacity, &m);
+                        let mut p = point_of(&bench, trial, mix, multiple, capacity, &m);
+                        p.capacity_mean_execution_us = capacity_mean;
                         opts.say(format!(
                             "overload: {}: offered {} /s, goodput {} of capacity, refused {} %, \
                              no answer {} %, refusal p99 {} µs, RSS peak {} KiB",
@@ -734,6 +743,7 @@ mod tests {
         let met = points[0].simulated_met.unwrap();
         assert!((4_800..=5_700).contains(&met), "{met}");
         assert_eq!(points[0].simulated_overhead_ns, Some(25_000 - 620));
+        assert_eq!(points[0].simulated_execution_scale, Some(1.0));
         let ratio = points[0].simulated_goodput_over_capacity.unwrap();
         assert!((ratio - met as f64 / 5_000.0).abs() < 1e-9);
         assert_eq!(points[1].simulated_met, None);

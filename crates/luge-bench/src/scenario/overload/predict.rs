@@ -6,11 +6,12 @@
 //! with ([`NodeSpec::policy_config`]), the clients' estimates trusted (the oracle: the load
 //! generator sends each request's expected execution, as the node is told), the uLL lane as the
 //! node has it, each request's nominal execution (floored at `spin`'s calibrated fixed cost, as
-//! the node runs it). One figure comes from the measurement, not the model: the worker's
-//! per-request cost besides the execution, `1 / capacity − mean nominal execution of the mix`
-//! (the trial's closed-loop capacity; the mean over [`MEAN_SAMPLE`] requests of the mix, floored
-//! as above) less the simulator's own fixed costs per request, charged as its sandbox start —
-//! so the simulated node serves about the measured capacity at 1×, and what past capacity does
+//! the node runs it). Two figures come from the trial's closed-loop capacity run, not the
+//! model: the mean execution the node reported there, which scales every nominal execution
+//! (the calibration maps nominal to real only approximately), and the worker's cost per
+//! request besides the execution, `1 / capacity − that mean` less the simulator's own fixed
+//! costs per request, charged as its sandbox start.
+//! So the simulated node serves about the measured capacity at 1×, and what past capacity does
 //! to goodput (admission, shedding, queueing) is the simulator's prediction. The path outside
 //! the node (the network, the front end's reading) is not modelled, so the prediction is
 //! compared with the goodput the node reports by its own clock (`… in node`). The scenario
@@ -26,6 +27,15 @@ use crate::error::BenchError;
 
 /// Requests of a mix whose mean nominal execution stands for the mix's.
 pub(super) const MEAN_SAMPLE: usize = 100_000;
+
+/// How the simulated worker runs a mix, from its trial's capacity run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Cost {
+    /// Per request besides the execution (ns).
+    pub overhead_ns: u64,
+    /// Measured ÷ nominal mean execution: what every nominal execution is multiplied by.
+    pub scale: f64,
+}
 
 /// The simulated node of one series.
 pub(super) struct Model {
@@ -64,27 +74,37 @@ impl Model {
         Ok(jobs)
     }
 
-    /// The worker's cost per request besides the execution (ns) for a mix (`workload`, any
-    /// rate) whose closed loop served `capacity_rps`.
-    pub(super) fn overhead_ns(&self, workload: &str, capacity_rps: f64) -> Result<u64, BenchError> {
+    /// How the worker runs a mix (`workload`, any rate) whose closed loop served
+    /// `capacity_rps` with `measured_mean_ns` of execution per request as the node reported
+    /// it (`None`: the nominal mean, scale 1).
+    pub(super) fn cost(
+        &self,
+        workload: &str,
+        capacity_rps: f64,
+        measured_mean_ns: Option<f64>,
+    ) -> Result<Cost, BenchError> {
         let jobs = self.jobs(workload, MEAN_SAMPLE)?;
-        let mean = jobs.iter().map(|j| j.execution as f64).sum::<f64>() / jobs.len().max(1) as f64;
+        let nominal =
+            jobs.iter().map(|j| j.execution as f64).sum::<f64>() / jobs.len().max(1) as f64;
+        let measured = measured_mean_ns.filter(|m| m.is_finite() && *m > 0.0).unwrap_or(nominal);
+        let scale = if nominal > 0.0 { measured / nominal } else { 1.0 };
         let o = Overheads::DEFAULT;
         let fixed = o.dispatch_base + o.dispatch_per_worker + o.enqueue + o.context_switch;
-        Ok(per_request_ns(capacity_rps, mean).saturating_sub(fixed))
+        Ok(Cost {
+            overhead_ns: per_request_ns(capacity_rps, measured).saturating_sub(fixed),
+            scale,
+        })
     }
 
     /// How many of `planned` requests of `workload` meet their deadline in the simulated node,
-    /// its worker spending `overhead_ns` per request besides their execution.
-    pub(super) fn met(
-        &self,
-        workload: &str,
-        planned: u64,
-        overhead_ns: u64,
-    ) -> Result<u64, BenchError> {
-        let jobs = self.jobs(workload, usize::try_from(planned).unwrap_or(usize::MAX))?;
+    /// its worker running them at `cost`.
+    pub(super) fn met(&self, workload: &str, planned: u64, cost: Cost) -> Result<u64, BenchError> {
+        let mut jobs = self.jobs(workload, usize::try_from(planned).unwrap_or(usize::MAX))?;
+        for j in &mut jobs {
+            j.execution = ((j.execution as f64 * cost.scale).round() as u64).max(1);
+        }
         let mut cfg = self.cfg.clone();
-        cfg.overheads = Overheads { sandbox_start: overhead_ns, ..Overheads::DEFAULT };
+        cfg.overheads = Overheads { sandbox_start: cost.overhead_ns, ..Overheads::DEFAULT };
         let out =
             simulate(&cfg, &jobs).map_err(|e| BenchError::Scenario(format!("simulator: {e}")))?;
         Ok(out.records.iter().filter(|r| r.met_deadline()).count() as u64)
@@ -131,9 +151,14 @@ mod tests {
     fn the_prediction_follows_capacity_and_admission() {
         let m = model();
         let capacity = 5_000.0;
-        let overhead = m.overhead_ns("fixed,scale=17.5,deadline=100ms,seed=3", capacity).unwrap();
+        let mix = "fixed,scale=17.5,deadline=100ms,seed=3";
+        let overhead = m.cost(mix, capacity, None).unwrap();
         // 200 µs per request: 175 µs of execution, the simulator's own 620 ns, the rest.
-        assert_eq!(overhead, 25_000 - 620);
+        assert_eq!(overhead, Cost { overhead_ns: 25_000 - 620, scale: 1.0 });
+        // Executions that ran 10 % short of nominal leave more to the per-request cost.
+        let short = m.cost(mix, capacity, Some(157_500.0)).unwrap();
+        assert_eq!(short.overhead_ns, 42_500 - 620);
+        assert!((short.scale - 0.9).abs() < 1e-9, "{short:?}");
         let at = |multiple: f64, m: &Model| {
             let rate = capacity * multiple;
             let planned = (rate * 2.0) as u64;
