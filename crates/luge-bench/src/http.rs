@@ -33,11 +33,10 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use self::conns::MAX_RESPONSE;
-use self::conns::{Conns, Receivers};
+pub(crate) use self::conns::Receivers;
+use self::conns::{Conns, MAX_RESPONSE};
 use self::wire::{Parsed, encode_request, parse_response, valid_path};
 
 use crate::calibrate::{CALIBRATION_DEADLINE_US, Caller, Reply};
@@ -91,31 +90,17 @@ impl HttpSetup {
         timeout: Duration,
         send_expected: bool,
         window: usize,
-    ) -> Result<(HttpTransport, HttpReceivers), BenchError> {
+    ) -> Result<(HttpTransport, Receivers), BenchError> {
         let (conns, receivers) = Conns::new(self.addr, window, timeout, self.threads)?;
         let transport = HttpTransport {
-            conns: Arc::clone(&conns),
+            conns,
             host: self.host.clone(),
             paths: functions.iter().map(|f| self.path(f)).collect::<Result<_, _>>()?,
             ledger,
             send_expected,
             buf: Vec::with_capacity(256),
         };
-        Ok((transport, HttpReceivers { conns, receivers }))
-    }
-}
-
-/// The receiving half of a run.
-pub(crate) struct HttpReceivers {
-    conns: Arc<Conns>,
-    receivers: Receivers,
-}
-
-impl HttpReceivers {
-    /// Reads answers into `ledger` until `stop`; returns the most connections open at once.
-    pub(crate) fn run(self, ledger: &Ledger, stop: &AtomicBool) -> usize {
-        self.receivers.run(ledger, stop);
-        self.conns.most_open()
+        Ok((transport, receivers))
     }
 }
 

@@ -115,8 +115,8 @@ pub(super) struct Conns {
     inboxes: Vec<Inbox>,
 }
 
-/// The receivers' event loops, one per thread, until they run.
-pub(super) struct Receivers {
+/// The receiving half of a run: the receivers' event loops, one per thread, until they run.
+pub(crate) struct Receivers {
     conns: Arc<Conns>,
     polls: Vec<Poll>,
 }
@@ -159,7 +159,7 @@ impl Conns {
     }
 
     /// The most connections that were open at once.
-    pub(super) fn most_open(&self) -> usize {
+    fn most_open(&self) -> usize {
         self.most_open.load(Ordering::Relaxed)
     }
 
@@ -291,8 +291,8 @@ struct Slot {
 
 impl Receivers {
     /// Runs every receiver (on this thread and, past the first, on threads of their own) until
-    /// `stop`, recording answers in `ledger`.
-    pub(super) fn run(self, ledger: &Ledger, stop: &AtomicBool) {
+    /// `stop`, recording answers in `ledger`; returns the most connections open at once.
+    pub(crate) fn run(self, ledger: &Ledger, stop: &AtomicBool) -> usize {
         let conns = &self.conns;
         std::thread::scope(|s| {
             let mut polls = self.polls.into_iter().enumerate();
@@ -304,6 +304,7 @@ impl Receivers {
                 receive(conns, i, poll, ledger, stop);
             }
         });
+        conns.most_open()
     }
 }
 
