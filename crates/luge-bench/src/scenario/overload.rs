@@ -417,30 +417,6 @@ fn point_of(
     }
 }
 
-/// Simulates every point ([`predict`]) once all are measured; a point the simulator cannot
-/// run is left without a prediction and says why in its notes.
-fn predict_points(points: &mut [OverloadPoint], model: &predict::Model, seed: u64) {
-    for p in points.iter_mut() {
-        let Some(mix) = Mix::ALL.into_iter().find(|m| m.name() == p.mix) else { continue };
-        // Any rate: only the mix's executions count here.
-        let mix_spec = format!("{},rate=1000,seed={seed}", mix.capacity_spec());
-        let measured_mean_ns = p.capacity_mean_execution_us.map(|us| us * 1e3);
-        let predicted = model
-            .cost(&mix_spec, p.capacity_rps, measured_mean_ns)
-            .and_then(|c| model.met(&p.workload, p.planned, c).map(|met| (c, met)));
-        match predicted {
-            Ok((cost, met)) => {
-                p.simulated_overhead_ns = Some(cost.overhead_ns);
-                p.simulated_execution_scale = Some(cost.scale);
-                p.simulated_met = Some(met);
-                p.simulated_goodput_over_capacity = (p.elapsed_s > 0.0 && p.capacity_rps > 0.0)
-                    .then(|| met as f64 / p.elapsed_s / p.capacity_rps);
-            }
-            Err(e) => p.notes.push(format!("no prediction: {e}")),
-        }
-    }
-}
-
 /// The multiples to run: given or the mode's default, 1 included, ascending, distinct.
 fn multiples(o: &OverloadOptions, opts: &ScenarioOptions) -> Result<Vec<f64>, BenchError> {
     let mut m = opts.given_or(&o.multiples, vec![1.0, 5.0], vec![1.0, 1.5, 2.0, 5.0]);
@@ -601,7 +577,7 @@ pub(crate) fn run(
     }
 
     if let (Some(spec), Some(cal)) = (&simulated_spec, &calibration) {
-        predict_points(&mut points, &predict::Model::new(spec, cal), opts.seed);
+        predict::predict_points(&mut points, &predict::Model::new(spec, cal), opts.seed);
     }
     relate_to_one(&mut points);
     plots(&points, &steps, out)?;
@@ -715,39 +691,6 @@ mod tests {
                 (Some(0.5), Some(2.2)),
             ]
         );
-    }
-
-    /// Each point gets the simulator's goodput for its own arrivals, from its trial's
-    /// capacity; a point whose workload the simulator cannot read says so and keeps none.
-    #[test]
-    fn every_point_gets_its_prediction_or_says_why_not() {
-        use luge_runtime::{Layout, WaitMode};
-        let spec = NodeSpec::new(WaitMode::Sleep, Layout::Inline, &[Protocol::Udp]);
-        let model = predict::Model::new(&spec, &Calibration::given(1.0, 0.0).unwrap());
-        let measured = |workload: &str| OverloadPoint {
-            mix: "fixed",
-            workload: workload.to_owned(),
-            planned: 10_000,
-            elapsed_s: 1.0,
-            capacity_rps: 5_000.0,
-            ..OverloadPoint::default()
-        };
-        let mut points = vec![
-            measured("fixed,scale=17.5,deadline=100ms,rate=10000,seed=1"),
-            measured("no such workload"),
-        ];
-        predict_points(&mut points, &model, 1);
-        // 10 000 requests offered at 2× in one second: about the 5 000 the worker serves in
-        // that second meet their deadline, and what it admitted up to 100 ms of work ahead,
-        // served after; the rest are refused.
-        let met = points[0].simulated_met.unwrap();
-        assert!((4_800..=5_700).contains(&met), "{met}");
-        assert_eq!(points[0].simulated_overhead_ns, Some(25_000 - 620));
-        assert_eq!(points[0].simulated_execution_scale, Some(1.0));
-        let ratio = points[0].simulated_goodput_over_capacity.unwrap();
-        assert!((ratio - met as f64 / 5_000.0).abs() < 1e-9);
-        assert_eq!(points[1].simulated_met, None);
-        assert!(points[1].notes.iter().any(|n| n.starts_with("no prediction")), "{:?}", points[1]);
     }
 
     /// The summary of three trials at 1× and 5×, one second each.
