@@ -39,8 +39,9 @@
 //!    phase (`holds`).
 //!
 //! 4. **Prediction** ([`predict`]): each point's own arrivals through `luge-sim` under the
-//!    node's policy and admission, with the worker's per-request cost taken from the trial's
-//!    capacity; the simulated goodput is set beside the node's own (by its clock).
+//!    node's policy and admission, the worker's executions and per-request cost taken from
+//!    the trial's capacity run, once every point is measured; the simulated goodput is set
+//!    beside the node's own (by its clock).
 //!
 //! Each protocol's node runs `--trials` trials (default 5) one after the other, each measuring
 //! both mixes' capacity, every multiple and the step, so every point's repetitions are spread
