@@ -332,12 +332,32 @@ mod tests {
 
     use super::*;
 
-    fn tmp(name: &str, contents: &str) -> PathBuf {
+    /// A file in this process's scratch directory, removed when dropped, and the directory
+    /// with the last of them (tests in one process share it, so each only tries).
+    struct TmpFile(PathBuf);
+
+    impl Drop for TmpFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+            if let Some(dir) = self.0.parent() {
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+    }
+
+    impl std::ops::Deref for TmpFile {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    fn tmp(name: &str, contents: &str) -> TmpFile {
         let dir = std::env::temp_dir().join(format!("luge-workload-spec-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join(name);
         std::fs::write(&p, contents).unwrap();
-        p
+        TmpFile(p)
     }
 
     fn round_trip(spec: &WorkloadSpec) {
