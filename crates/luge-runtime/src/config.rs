@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use luge_sched::{Admission, Overrun, PolicyConfig, PolicyKind};
+use luge_proto::nanos;
+use luge_sched::{Admission, Overrun, PolicyConfig, PolicyKind, UllConfig};
 
 use crate::limits::RegistrationLimits;
 use crate::tenants::TenantConfig;
@@ -179,6 +180,17 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
+    /// The uLL lane every dispatcher group puts in front of its policy (HORSE §3), or `None`
+    /// with `ull_lane` off.
+    pub fn ull_config(&self) -> Option<UllConfig> {
+        self.ull_lane.then(|| UllConfig {
+            threshold: nanos(self.ull_threshold),
+            slice: nanos(self.ull_slice),
+            burst: self.ull_burst,
+            admission: self.policy_config.admission,
+        })
+    }
+
     /// The layout this configuration runs: [`Layout::Auto`] resolved for its worker and
     /// dispatcher counts.
     pub fn effective_layout(&self) -> Layout {

@@ -138,13 +138,7 @@ impl Runtime {
         });
         let groups: Vec<Arc<GroupShared>> = (0..config.dispatchers)
             .map(|index| {
-                let ull_lane = config.ull_lane.then(|| UllConfig {
-                    threshold: nanos(config.ull_threshold),
-                    slice: nanos(config.ull_slice),
-                    burst: config.ull_burst,
-                    admission: config.policy_config.admission,
-                });
-                Arc::new(GroupShared::new(index, config.submit_queue, ull_lane))
+                Arc::new(GroupShared::new(index, config.submit_queue, config.ull_config()))
             })
             .collect();
         // Contiguous worker groups, sizes differing by at most one.

@@ -17,7 +17,7 @@
 //! compared with the goodput the node reports by its own clock (`… in node`). The scenario
 //! simulates once every point is measured, so the simulator's memory is not in a point's RSS.
 
-use luge_runtime::{RuntimeConfig, UllConfig};
+use luge_runtime::RuntimeConfig;
 use luge_sim::{EstimatorMode, Overheads, SimConfig, jobs_of, simulate};
 use luge_workload::WorkloadSpec;
 
@@ -48,16 +48,15 @@ pub(super) struct Model {
 impl Model {
     /// The node `spec` starts, serving `spin` as `calibration` maps it.
     pub(super) fn new(spec: &NodeSpec, calibration: &Calibration) -> Self {
-        let defaults = RuntimeConfig::default();
+        let node = RuntimeConfig {
+            policy_config: spec.policy_config(),
+            ull_lane: spec.ull_lane,
+            ..RuntimeConfig::default()
+        };
         let mut cfg = SimConfig::new(spec.policy, 1);
-        cfg.policy_config = spec.policy_config();
+        cfg.ull_lane = node.ull_config();
+        cfg.policy_config = node.policy_config;
         cfg.estimator = EstimatorMode::Oracle;
-        cfg.ull_lane = spec.ull_lane.then(|| UllConfig {
-            threshold: nanos(defaults.ull_threshold),
-            slice: nanos(defaults.ull_slice),
-            burst: defaults.ull_burst,
-            admission: cfg.policy_config.admission,
-        });
         let floor_ns = calibration.overhead_ns.max(0.0).round() as u64;
         Self { cfg, floor_ns }
     }
@@ -144,10 +143,6 @@ fn per_request_ns(capacity_rps: f64, mean_execution_ns: f64) -> u64 {
     } else {
         0
     }
-}
-
-fn nanos(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
