@@ -330,10 +330,11 @@ pub(super) fn summary(
     md.push_str(&sim.section("The simulator's prediction"));
     md.push_str(
         "The same arrivals through `luge-sim`: one worker under the node's policy and admission, \
-         estimates trusted, each request costing the worker its nominal execution plus what the \
-         trial's closed-loop capacity leaves besides its mean execution (so the simulated node \
-         serves the measured capacity at 1×). The path outside the node is not modelled: the \
-         prediction stands beside the goodput the node reports by its own clock.\n\n",
+         estimates trusted; executions scaled to the mean the trial's closed-loop capacity run \
+         measured, and each request costing the worker what that capacity leaves besides it (so \
+         the simulated node serves the measured capacity at 1×). The path outside the node is \
+         not modelled: the prediction stands beside the goodput the node reports by its own \
+         clock.\n\n",
     );
     let saturated = generator_bound(points, multiples);
     if !saturated.is_empty() {
