@@ -342,6 +342,11 @@ impl Dispatcher {
             .any(|w| self.signals.workers[w.index].preempt.load(Ordering::Relaxed) != 0)
     }
 
+    /// Whether submissions are waiting.
+    pub(crate) fn has_arrivals(&self) -> bool {
+        !self.shared.submissions.is_empty()
+    }
+
     /// Whether submissions or worker events are waiting, or a shutdown this dispatcher has not
     /// seen yet (a spinning wait has no unpark to end it: without this, an idle dispatcher in
     /// spin mode would never notice `shutdown`).

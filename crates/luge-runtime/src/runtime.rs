@@ -18,7 +18,7 @@ use crate::ingress::{Driver, Ingress};
 use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing};
 use crate::registry::{Function, Registry};
 use crate::reply::{Reply, Ticket};
-use crate::signals::{Clock, Epoch, Signals, TaskClock, WorkerSignals};
+use crate::signals::{Clock, Epoch, InlineHooks, Signals, TaskClock, WorkerSignals};
 use crate::stats::{GroupStats, WorkerStats};
 use crate::task::{Task, TaskState, WorkerShared};
 use crate::tenants::{TenantStats, Tenants};
@@ -133,7 +133,10 @@ impl Runtime {
             epoch: Epoch::Engine(engine.clone()),
             workers: (0..config.workers).map(|_| WorkerSignals::default()).collect(),
             abort: AtomicBool::new(false),
-            on_epoch: inline.then_some(worker::poll_inline as fn()),
+            inline: inline.then_some(InlineHooks {
+                on_epoch: worker::poll_inline,
+                arrivals_waiting: worker::inline_arrivals_waiting,
+            }),
             contract_violation: OnceLock::new(),
         });
         let groups: Vec<Arc<GroupShared>> = (0..config.dispatchers)

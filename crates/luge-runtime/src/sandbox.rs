@@ -153,6 +153,21 @@ fn new_store(function: &Function) -> Store<SandboxState> {
     store
 }
 
+/// In the inline layout, makes `store`'s guest check in at its first epoch check when the
+/// dispatcher of this thread has arrivals it has not read: their bumps may have come before the
+/// store's deadline was armed (`new_store`, or `prepare` for a sandbox built ahead) and then do
+/// not interrupt the run (`signals::InlineHooks::arrivals_waiting`). Otherwise the deadline
+/// stays where it was armed: the next bump.
+fn arm_deadline(store: &mut Store<SandboxState>, signals: &Signals) {
+    let Some(hooks) = signals.inline else { return };
+    // Pairs with the release fence of `Epoch::bump`: an arrival whose bump the deadline
+    // counted is seen below.
+    std::sync::atomic::fence(Ordering::Acquire);
+    if (hooks.arrivals_waiting)() {
+        store.set_epoch_deadline(0);
+    }
+}
+
 /// Builds a sandbox of `function` ahead of any request, on the calling thread: a fresh store and
 /// the instantiation (which runs the module's Wasm `start` function, if it has one — wasi-libc
 /// programs have none; their code runs from `_start`). A `start` function that runs past the
@@ -220,9 +235,10 @@ async fn run(spec: Spec) -> SandboxResult {
         Strings { args: vec![name.as_bytes().to_vec()], env }
     });
     let (task_clock, timer) = (Arc::clone(&clock), Arc::clone(&signals));
+    arm_deadline(&mut store, &signals);
     store.epoch_deadline_callback(move |_ctx| {
-        if let Some(hook) = signals.on_epoch {
-            hook();
+        if let Some(hooks) = signals.inline {
+            (hooks.on_epoch)();
         }
         let now = signals.clock.now();
         if signals.abort.load(Ordering::Relaxed) {
@@ -237,7 +253,10 @@ async fn run(spec: Spec) -> SandboxResult {
             && w.preempt.load(Ordering::Acquire) == id
             && w.preempt.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
         {
-            return Ok(UpdateDeadline::Yield(1));
+            // Checks in at once when resumed: the deadline is armed then, and an arrival's
+            // bump spent while it was suspended would not interrupt it
+            // (`signals::InlineHooks::arrivals_waiting`). One callback per resumption.
+            return Ok(UpdateDeadline::Yield(0));
         }
         Ok(UpdateDeadline::Continue(1))
     });
@@ -466,5 +485,117 @@ mod tests {
         assert_eq!(over_budget(&task, 110 * MS, || 59 * MS), Some(Stopped::Budget));
         clock.advance(3 * MS);
         assert_eq!(segment_cpu(&task, &clock, clock.now()), clock.now() - 49 * MS);
+    }
+
+    #[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+    mod inline_arrivals {
+        //! A sandbox armed after an arrival's epoch bump still lets the inline dispatcher see
+        //! that arrival at its first check, fresh or resumed after a preemption.
+
+        use std::cell::Cell;
+        use std::sync::atomic::AtomicBool;
+        use std::sync::{Arc, OnceLock};
+        use std::task::{Context, Poll, Waker};
+
+        use super::super::*;
+        use crate::config::{FunctionConfig, RuntimeConfig};
+        use crate::registry::Registry;
+        use crate::signals::{Epoch, InlineHooks, WorkerSignals};
+
+        const SPIN: &str = include_str!("../../../functions/builtin/spin.wat");
+
+        thread_local! {
+            /// Epoch callbacks on this thread (the hook a dispatcher polls from).
+            static CALLBACKS: Cell<usize> = const { Cell::new(0) };
+            /// What the hook reports: an unread arrival waits.
+            static WAITING: Cell<bool> = const { Cell::new(false) };
+        }
+
+        fn polled() {
+            CALLBACKS.set(CALLBACKS.get() + 1);
+        }
+
+        fn waiting() -> bool {
+            WAITING.get()
+        }
+
+        struct Rig {
+            signals: Arc<Signals>,
+            function: Arc<Function>,
+            _registry: Registry,
+        }
+
+        impl Rig {
+            fn new(arrivals_waiting: bool) -> Self {
+                CALLBACKS.set(0);
+                WAITING.set(arrivals_waiting);
+                let engine = crate::engine::build(&RuntimeConfig::default()).unwrap();
+                let registry = Registry::new(engine.clone(), None, 1 << 30).unwrap();
+                let function =
+                    registry.register(FunctionConfig::new("spin"), SPIN.as_bytes()).unwrap();
+                let signals = Arc::new(Signals {
+                    clock: Clock::new(),
+                    epoch: Epoch::Engine(engine),
+                    workers: vec![WorkerSignals::default()],
+                    abort: AtomicBool::new(false),
+                    inline: Some(InlineHooks { on_epoch: polled, arrivals_waiting: waiting }),
+                    contract_violation: OnceLock::new(),
+                });
+                Self { signals, function, _registry: registry }
+            }
+
+            /// A sandbox of request 1 spinning `k` iterations, built now or ahead.
+            fn start(&self, k: u64, ready: Option<Ready>) -> SandboxFuture {
+                start(Spec {
+                    function: Arc::clone(&self.function),
+                    payload: k.to_string().into_bytes(),
+                    guest: GuestContext { request_id: 1, deadline_unix_us: 0, trace: None },
+                    id: 1,
+                    signals: Arc::clone(&self.signals),
+                    clock: {
+                        let clock = Arc::new(TaskClock::default());
+                        let budget = self.function.config.limits.max_execution;
+                        arm(&clock, &self.signals.clock, budget, (0, 0), false);
+                        clock
+                    },
+                    ready,
+                })
+            }
+        }
+
+        fn poll(future: &mut SandboxFuture) -> Poll<SandboxResult> {
+            future.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+        }
+
+        /// With no bump at all, a fresh sandbox calls back at its first check only when an
+        /// arrival waits unread: its bump came before the store existed.
+        #[test]
+        fn a_fresh_sandbox_checks_in_at_once_when_an_arrival_waits() {
+            for (waiting, callbacks) in [(false, 0), (true, 1)] {
+                let rig = Rig::new(waiting);
+                let mut run = rig.start(100_000, None);
+                let Poll::Ready(done) = poll(&mut run) else { panic!("it never yields") };
+                assert!(done.result.is_ok(), "{:?}", done.result);
+                assert_eq!(CALLBACKS.get(), callbacks, "arrival waiting: {waiting}");
+            }
+        }
+
+        /// A preempted sandbox calls back at its first check once resumed, though no bump
+        /// came since: one that came while it was suspended was spent before its deadline was
+        /// armed again.
+        #[test]
+        fn a_resumed_sandbox_checks_in_at_once() {
+            let rig = Rig::new(false);
+            let ready = prepare(&rig.function, &rig.signals).unwrap();
+            // Preempt it at its first check.
+            rig.signals.workers[0].preempt.store(1, Ordering::SeqCst);
+            rig.signals.epoch.bump();
+            let mut run = rig.start(100_000, Some(ready));
+            assert!(poll(&mut run).is_pending(), "it yields to the preemption");
+            assert_eq!(CALLBACKS.get(), 1);
+            let Poll::Ready(done) = poll(&mut run) else { panic!("it yields once") };
+            assert!(done.result.is_ok(), "{:?}", done.result);
+            assert_eq!(CALLBACKS.get(), 2, "it checked in once more when resumed");
+        }
     }
 }

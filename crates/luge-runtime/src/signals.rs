@@ -112,7 +112,12 @@ pub(crate) enum Epoch {
 }
 
 impl Epoch {
+    /// Makes every running sandbox check in at its next epoch check. Whatever the calling
+    /// thread wrote before is visible to a thread that arms a store's deadline after this bump
+    /// and then issues an acquire fence (`sandbox::arm_deadline`): a submitter pushes its
+    /// arrival, then bumps, and a worker arming a store after the bump sees the arrival.
     pub(crate) fn bump(&self) {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         match self {
             Self::Engine(engine) => engine.increment_epoch(),
             #[cfg(test)]
@@ -153,9 +158,9 @@ pub(crate) struct Signals {
     pub workers: Vec<WorkerSignals>,
     /// Set at the end of the shutdown grace period: running sandboxes stop at the next tick.
     pub abort: AtomicBool,
-    /// Run first by every epoch callback: the inline layout polls the dispatcher that shares
-    /// the worker's thread (`Layout::Inline`); `None` in the threads layout.
-    pub on_epoch: Option<fn()>,
+    /// What sandboxes ask of the dispatcher that shares their worker's thread in the inline
+    /// layout (`Layout::Inline`); `None` in the threads layout.
+    pub inline: Option<InlineHooks>,
     /// The first policy-contract violation a dispatcher saw (checked in debug builds only;
     /// `Runtime::shutdown` then fails a debug assertion, so every test that runs a runtime
     /// also checks the contract).
@@ -172,15 +177,31 @@ impl Signals {
             epoch: Epoch::counter(),
             workers: vec![WorkerSignals::default()],
             abort: AtomicBool::new(false),
-            on_epoch: None,
+            inline: None,
             contract_violation: OnceLock::new(),
         }
     }
 
-    /// Whether dispatchers run on their workers' threads (an epoch hook is installed).
+    /// Whether dispatchers run on their workers' threads (inline hooks are installed).
     pub(crate) fn inline(&self) -> bool {
-        self.on_epoch.is_some()
+        self.inline.is_some()
     }
+}
+
+/// How a sandbox reaches the inline dispatcher on its worker's thread (`Layout::Inline`), which
+/// sees arrivals only when that thread looks: between runs, and from the epoch callback while a
+/// sandbox runs. A submitter bumps the epoch after each arrival so that the running sandbox
+/// calls back at once.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InlineHooks {
+    /// Run first by every epoch callback: polls the dispatcher.
+    pub on_epoch: fn(),
+    /// Whether arrivals wait that the dispatcher has not read yet. A bump spent before a store's
+    /// deadline was armed does not interrupt it (the deadline counts from the epoch at arming),
+    /// so a sandbox armed after an arrival's bump asks this and, if so, calls back at its first
+    /// check (`sandbox::arm_deadline`); otherwise the arrival would wait for the next bump,
+    /// up to a tick (1 ms) away.
+    pub arrivals_waiting: fn() -> bool,
 }
 
 /// Per-task values the worker updates before each run segment and the epoch callback reads

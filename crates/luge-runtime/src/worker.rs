@@ -107,6 +107,15 @@ pub(crate) fn poll_inline() {
     });
 }
 
+/// Whether arrivals wait that the inline dispatcher of this thread has not read
+/// (`signals::InlineHooks::arrivals_waiting`); false on other threads, and while the worker's
+/// loop holds its dispatcher.
+pub(crate) fn inline_arrivals_waiting() -> bool {
+    INLINE.with(|cell| {
+        cell.try_borrow().is_ok_and(|guard| guard.as_ref().is_some_and(|d| d.has_arrivals()))
+    })
+}
+
 /// The body of a worker that is also its own dispatcher (`Layout::Inline`): one thread runs the
 /// policy and the sandboxes; while a sandbox runs, the epoch callback polls for arrivals so an
 /// urgent request can still preempt it.
