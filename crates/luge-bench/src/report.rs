@@ -105,7 +105,12 @@ impl Report {
             "rate         offered {:.1}/s  throughput {:.1}/s  goodput {:.1}/s  (elapsed {:.3} s)",
             s.offered_rps, s.throughput_rps, s.goodput_rps, s.elapsed_s
         );
-        let _ = writeln!(out, "deadlines    miss rate {:.3} %", 100.0 * s.deadline_miss_rate);
+        let _ = write!(out, "deadlines    miss rate {:.3} %", 100.0 * s.deadline_miss_rate);
+        if s.sent_too_late > 0 {
+            let _ =
+                write!(out, "  ({} sent too late for any server by the client)", s.sent_too_late);
+        }
+        let _ = writeln!(out);
         if let Some(busy) = self.generator_cpu.generator_busy {
             let _ = writeln!(
                 out,
@@ -202,4 +207,54 @@ fn row(name: &str, p: &Percentiles, any: bool) -> String {
         num(p.p999, any),
         num(p.max, any)
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+mod tests {
+    use super::*;
+    use crate::cpu_busy::GeneratorCpu;
+
+    fn report(samples: &[Sample]) -> Report {
+        Report {
+            target: "udp://127.0.0.1:1".into(),
+            protocol: "udp".into(),
+            mode: "open".into(),
+            window: 1,
+            workload: "fixed".into(),
+            mapping: "spin".into(),
+            calibration: None,
+            duration_s: 1.0,
+            timeout_s: 1.0,
+            summary: Summary::from_samples(samples, |_| None),
+            max_in_flight: 1,
+            max_connections: None,
+            stray_responses: 0,
+            generator_cpu: GeneratorCpu::default(),
+            notes: Vec::new(),
+            samples: Vec::new(),
+        }
+    }
+
+    /// The table says how many misses the client's lag alone caused, when it caused any.
+    #[test]
+    fn the_table_names_requests_sent_too_late() {
+        let sample = |seq: u64, lag_ns: u64| Sample {
+            seq,
+            class: 0,
+            intended_ns: 1_000 * seq,
+            sent_ns: Some(1_000 * seq + lag_ns),
+            latency_ns: Some(lag_ns + 20_000),
+            error: None,
+            server_execution_ns: Some(10_000),
+            server_queueing_ns: Some(1_000),
+            server_readiness_ns: None,
+            nominal_execution_ns: 10_000,
+            deadline_ns: 100_000,
+        };
+        let on_time = report(&[sample(1, 0), sample(2, 0)]).render_table();
+        assert!(!on_time.contains("sent too late"), "{on_time}");
+        let late = report(&[sample(1, 0), sample(2, 95_000)]).render_table();
+        assert!(late.contains("miss rate 50.000 %  (1 sent too late"), "{late}");
+    }
 }

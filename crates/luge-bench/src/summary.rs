@@ -15,6 +15,9 @@
 //!   stricter than the server's view (it counts the network and any client-side wait).
 //! - Throughput counts successes per second, goodput successes within their deadline per second,
 //!   both over the run's elapsed time (start to the last send or response).
+//! - A request the client sent so late that its deadline could not be met even by a server that
+//!   answered at once — send lag + nominal execution ≥ relative deadline — is counted as *sent
+//!   too late* beside the misses it is among: the load generator failed it, not the server.
 //!
 //! # Resolution
 //!
@@ -63,6 +66,9 @@ pub struct ClassSummary {
     pub errors: u64,
     /// Share of planned requests that missed their deadline (failures included).
     pub deadline_miss_rate: f64,
+    /// Requests sent too late to meet their deadline at their nominal execution (module doc);
+    /// among the misses.
+    pub sent_too_late: u64,
     /// Latency in µs.
     pub latency_us: Percentiles,
     /// Latency ÷ execution.
@@ -96,6 +102,9 @@ pub struct Summary {
     pub rte: RteSummary,
     /// Share of planned requests that missed their deadline (failures included).
     pub deadline_miss_rate: f64,
+    /// Requests sent too late to meet their deadline at their nominal execution (module doc);
+    /// among the misses.
+    pub sent_too_late: u64,
     /// Failures by [`ErrorKind::label`].
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Queueing time reported by the server for successes, µs.
@@ -207,6 +216,7 @@ struct ClassRecord {
     planned: u64,
     completed: u64,
     met: u64,
+    late: u64,
     latency: Dist,
     slowdown: Dist,
 }
@@ -219,6 +229,8 @@ pub(crate) struct Recorder {
     sent: u64,
     completed: u64,
     met: u64,
+    /// Sent too late to meet their deadline (module doc).
+    late: u64,
     errors: HashMap<ErrorKind, u64>,
     latency: Dist,
     slowdown: Dist,
@@ -247,6 +259,7 @@ impl Recorder {
             sent: 0,
             completed: 0,
             met: 0,
+            late: 0,
             errors: HashMap::new(),
             latency: Dist::new(NS),
             slowdown: Dist::new(MILLI),
@@ -282,10 +295,15 @@ impl Recorder {
             planned: 0,
             completed: 0,
             met: 0,
+            late: 0,
             latency: Dist::new(NS),
             slowdown: Dist::new(MILLI),
         });
         class.planned += 1;
+        if s.sent_too_late() {
+            self.late += 1;
+            class.late += 1;
+        }
         class.latency.record(latency);
         self.latency.record(latency);
         if let Some(x) = slowdown {
@@ -347,6 +365,7 @@ impl Recorder {
                 completed: c.completed,
                 errors: c.planned - c.completed,
                 deadline_miss_rate: miss(c.planned, c.met),
+                sent_too_late: c.late,
                 latency_us: c.latency.percentiles(1e-3),
                 slowdown: c.slowdown.percentiles(1.0),
             })
@@ -373,6 +392,7 @@ impl Recorder {
                 count: self.rte.total(),
             },
             deadline_miss_rate: miss(self.planned, self.met),
+            sent_too_late: self.late,
             errors_by_kind,
             server_queueing_us: self.queueing.percentiles(1e-3),
             server_readiness_us: self.readiness.percentiles(1e-3),
@@ -483,6 +503,32 @@ mod tests {
         let s = Summary::from_samples(&samples, |_| None);
         assert_eq!(s.latency_us.p99, None);
         assert_eq!((s.planned, s.sent), (1002, 1000));
+    }
+
+    #[test]
+    fn requests_sent_too_late_for_any_server_are_counted_among_the_misses() {
+        // Execution 10 µs, deadline 100 µs: a send lag of 90 µs or more leaves no time.
+        let lagged = |seq: u64, class: u16, lag_us: u64, error: Option<ErrorKind>| {
+            let mut s = ok(seq, class, lag_us + 12, 10);
+            s.sent_ns = Some(s.intended_ns + lag_us * 1_000);
+            s.error = error;
+            s
+        };
+        let refused = Some(ErrorKind::Status(Status::DeadlineInfeasible));
+        let samples = [
+            lagged(1, 0, 0, None),
+            lagged(2, 0, 89, None),
+            lagged(3, 0, 90, None),
+            lagged(4, 1, 300, refused),
+            Sample { sent_ns: None, error: Some(ErrorKind::Unsent), ..ok(5, 1, 1, 10) },
+        ];
+        let s = Summary::from_samples(&samples, |_| None);
+        assert_eq!(s.sent_too_late, 2, "lags of 90 and 300 µs; never sent is an error of its own");
+        let late: Vec<u64> = s.per_class.iter().map(|c| c.sent_too_late).collect();
+        assert_eq!(late, [1, 1]);
+        // Only the first meets its deadline: 89 µs of lag + 12 µs misses, without the lag alone
+        // being to blame.
+        assert!((s.deadline_miss_rate - 0.8).abs() < 1e-12, "{}", s.deadline_miss_rate);
     }
 
     #[test]
