@@ -157,7 +157,8 @@ fn new_store(function: &Function) -> Store<SandboxState> {
 /// dispatcher of this thread has arrivals it has not read: their bumps may have come before the
 /// store's deadline was armed (`new_store`, or `prepare` for a sandbox built ahead) and then do
 /// not interrupt the run (`signals::InlineHooks::arrivals_waiting`). Otherwise the deadline
-/// stays where it was armed: the next bump.
+/// stays where it was armed: the next bump after `new_store`; for a sandbox built ahead, usually
+/// already passed.
 fn arm_deadline(store: &mut Store<SandboxState>, signals: &Signals) {
     let Some(hooks) = signals.inline else { return };
     // Pairs with the release fence of `Epoch::bump`: an arrival whose bump the deadline
@@ -253,10 +254,17 @@ async fn run(spec: Spec) -> SandboxResult {
             && w.preempt.load(Ordering::Acquire) == id
             && w.preempt.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
         {
-            // Checks in at once when resumed: the deadline is armed then, and an arrival's
-            // bump spent while it was suspended would not interrupt it
-            // (`signals::InlineHooks::arrivals_waiting`). One callback per resumption.
-            return Ok(UpdateDeadline::Yield(0));
+            // Inline, it checks in at once when resumed: the deadline is armed then, and an
+            // arrival's bump spent while it was suspended would not interrupt it
+            // (`signals::InlineHooks::arrivals_waiting`). One callback per resumption, which
+            // also runs the budget and abort checks before the guest goes on.
+            return Ok(UpdateDeadline::Yield(u64::from(!signals.inline())));
+        }
+        // An arrival submitted since the hook polled spent its bump on this callback: check in
+        // again at once. What Wasmtime does between this return and re-arming the deadline
+        // (a few instructions) stays a window in which a bump is spent unseen.
+        if signals.inline.is_some_and(|hooks| (hooks.arrivals_waiting)()) {
+            return Ok(UpdateDeadline::Continue(0));
         }
         Ok(UpdateDeadline::Continue(1))
     });
@@ -490,7 +498,8 @@ mod tests {
     #[allow(clippy::unwrap_used)] // tests: a panic is the failure report
     mod inline_arrivals {
         //! A sandbox armed after an arrival's epoch bump still lets the inline dispatcher see
-        //! that arrival at its first check, fresh or resumed after a preemption.
+        //! that arrival at its first check: fresh, resumed after a preemption, or re-armed by
+        //! a callback during which the arrival came.
 
         use std::cell::Cell;
         use std::sync::atomic::AtomicBool;
@@ -509,10 +518,15 @@ mod tests {
             static CALLBACKS: Cell<usize> = const { Cell::new(0) };
             /// What the hook reports: an unread arrival waits.
             static WAITING: Cell<bool> = const { Cell::new(false) };
+            /// An arrival lands during the first callback, after its poll.
+            static LATE_ARRIVAL: Cell<bool> = const { Cell::new(false) };
         }
 
+        /// The dispatcher's poll: it reads every arrival waiting (as `Dispatcher::poll` does).
         fn polled() {
-            CALLBACKS.set(CALLBACKS.get() + 1);
+            let n = CALLBACKS.get() + 1;
+            CALLBACKS.set(n);
+            WAITING.set(n == 1 && LATE_ARRIVAL.get());
         }
 
         fn waiting() -> bool {
@@ -529,6 +543,7 @@ mod tests {
             fn new(arrivals_waiting: bool) -> Self {
                 CALLBACKS.set(0);
                 WAITING.set(arrivals_waiting);
+                LATE_ARRIVAL.set(false);
                 let engine = crate::engine::build(&RuntimeConfig::default()).unwrap();
                 let registry = Registry::new(engine.clone(), None, 1 << 30).unwrap();
                 let function =
@@ -596,6 +611,20 @@ mod tests {
             let Poll::Ready(done) = poll(&mut run) else { panic!("it yields once") };
             assert!(done.result.is_ok(), "{:?}", done.result);
             assert_eq!(CALLBACKS.get(), 2, "it checked in once more when resumed");
+        }
+
+        /// An arrival that comes during a callback, after its poll, spent its bump on that
+        /// callback: the guest checks in again at its next check, once.
+        #[test]
+        fn an_arrival_during_a_callback_is_polled_at_the_next_check() {
+            let rig = Rig::new(false);
+            LATE_ARRIVAL.set(true);
+            let ready = prepare(&rig.function, &rig.signals).unwrap();
+            rig.signals.epoch.bump();
+            let mut run = rig.start(100_000, Some(ready));
+            let Poll::Ready(done) = poll(&mut run) else { panic!("it never yields") };
+            assert!(done.result.is_ok(), "{:?}", done.result);
+            assert_eq!(CALLBACKS.get(), 2);
         }
     }
 }

@@ -113,9 +113,10 @@ pub(crate) enum Epoch {
 
 impl Epoch {
     /// Makes every running sandbox check in at its next epoch check. Whatever the calling
-    /// thread wrote before is visible to a thread that arms a store's deadline after this bump
-    /// and then issues an acquire fence (`sandbox::arm_deadline`): a submitter pushes its
-    /// arrival, then bumps, and a worker arming a store after the bump sees the arrival.
+    /// thread wrote before is visible to a thread whose arming of a store's deadline read this
+    /// bump's epoch or a later one and that then issues an acquire fence
+    /// (`sandbox::arm_deadline`): a submitter pushes its arrival, then bumps, and a worker
+    /// whose arming counted the bump sees the arrival.
     pub(crate) fn bump(&self) {
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         match self {
@@ -191,7 +192,7 @@ impl Signals {
 /// How a sandbox reaches the inline dispatcher on its worker's thread (`Layout::Inline`), which
 /// sees arrivals only when that thread looks: between runs, and from the epoch callback while a
 /// sandbox runs. A submitter bumps the epoch after each arrival so that the running sandbox
-/// calls back at once.
+/// calls back at once (unless periodic notification defers it: `notify_interval`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct InlineHooks {
     /// Run first by every epoch callback: polls the dispatcher.
@@ -199,8 +200,8 @@ pub(crate) struct InlineHooks {
     /// Whether arrivals wait that the dispatcher has not read yet. A bump spent before a store's
     /// deadline was armed does not interrupt it (the deadline counts from the epoch at arming),
     /// so a sandbox armed after an arrival's bump asks this and, if so, calls back at its first
-    /// check (`sandbox::arm_deadline`); otherwise the arrival would wait for the next bump,
-    /// up to a tick (1 ms) away.
+    /// check (`sandbox::arm_deadline`), as does the epoch callback after its own poll; otherwise
+    /// the arrival would wait for the next bump, up to a tick (1 ms) away.
     pub arrivals_waiting: fn() -> bool,
 }
 

@@ -388,3 +388,19 @@ fn every_timer_the_policy_asks_for_fires_not_only_the_earliest() {
     assert!(matches!(rig.dispatcher.step(), Step::Busy), "the second timer fired");
     assert!(rig.dispatcher.wake_at.is_empty());
 }
+
+/// What an inline worker's sandbox asks before it runs and after each epoch callback
+/// (`signals::InlineHooks::arrivals_waiting`): whether submissions wait that the dispatcher has
+/// not read.
+#[test]
+fn arrivals_waiting_are_the_submissions_not_read_yet() {
+    let mut rig = Rig::new();
+    assert!(!rig.dispatcher.has_arrivals());
+    rig.submit(10 * MS, MS);
+    assert!(rig.dispatcher.has_arrivals());
+    rig.dispatcher.step();
+    assert!(!rig.dispatcher.has_arrivals(), "the step read it");
+    assert!(rig.handed().is_some());
+    // A thread with no inline dispatcher has nothing waiting for it.
+    assert!(!worker::inline_arrivals_waiting());
+}
