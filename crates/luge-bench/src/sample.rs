@@ -182,13 +182,14 @@ impl Sample {
         self.ok_latency_ns().is_some_and(|l| l <= self.deadline_ns)
     }
 
-    /// True when it was sent so late that even an answer at once after its nominal execution
-    /// would miss its deadline: the client's lag alone failed it.
+    /// True when it missed its deadline and was sent so late that even an answer at once after
+    /// its nominal execution would have missed it: the client's lag alone failed it.
     pub fn sent_too_late(&self) -> bool {
-        self.sent_ns.is_some_and(|sent| {
-            sent.saturating_sub(self.intended_ns).saturating_add(self.nominal_execution_ns)
-                >= self.deadline_ns
-        })
+        !self.met_deadline()
+            && self.sent_ns.is_some_and(|sent| {
+                sent.saturating_sub(self.intended_ns).saturating_add(self.nominal_execution_ns)
+                    >= self.deadline_ns
+            })
     }
 
     /// The execution time slowdown and RTE are computed against: the server's report when it

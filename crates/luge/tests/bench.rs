@@ -153,7 +153,7 @@ fn policies_compare_sledgescale_and_fifo() {
     assert!(stdout.contains("short missed %"), "{stdout}");
     assert!(stdout.contains("sent too late %"), "{stdout}");
     for p in report["results"]["points"].as_array().unwrap() {
-        let (late, missed) = (&p["short_sent_late_rate"], &p["short_miss_rate"]);
+        let (late, missed) = (&p["short_sent_too_late_rate"], &p["short_miss_rate"]);
         assert!(late.as_f64().unwrap() <= missed.as_f64().unwrap(), "{p}");
     }
     assert_eq!(report["results"]["trials"], 1, "quick runs one trial");

@@ -86,7 +86,7 @@ struct PolicyPoint {
     short_miss_rate: Option<f64>,
     /// Share of the short class the load generator sent too late for any server
     /// (`ClassSummary::sent_too_late`), among `short_miss_rate`.
-    short_sent_late_rate: Option<f64>,
+    short_sent_too_late_rate: Option<f64>,
     long_p99_us: Option<f64>,
     p99_slowdown: Option<f64>,
     errors_by_kind: std::collections::BTreeMap<String, u64>,
@@ -110,7 +110,7 @@ fn point_of(
         short_p99_us: short.and_then(|c| c.latency_us.p99),
         short_p99_slowdown: short.and_then(|c| c.slowdown.p99),
         short_miss_rate: short.map(|c| c.deadline_miss_rate),
-        short_sent_late_rate: short
+        short_sent_too_late_rate: short
             .filter(|c| c.planned > 0)
             .map(|c| c.sent_too_late as f64 / c.planned as f64),
         long_p99_us: long.and_then(|c| c.latency_us.p99),
@@ -375,8 +375,8 @@ pub(crate) fn run(
                         },
                         missed(&t, |p| p.short_miss_rate),
                         missed(&base, |p| p.short_miss_rate),
-                        missed(&t, |p| p.short_sent_late_rate),
-                        missed(&base, |p| p.short_sent_late_rate),
+                        missed(&t, |p| p.short_sent_too_late_rate),
+                        missed(&base, |p| p.short_sent_too_late_rate),
                         missed(&t, |p| Some(p.point.deadline_miss_rate)),
                         missed(&base, |p| Some(p.point.deadline_miss_rate)),
                     ]);
