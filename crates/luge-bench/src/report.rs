@@ -210,7 +210,6 @@ fn row(name: &str, p: &Percentiles, any: bool) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
 mod tests {
     use super::*;
     use crate::cpu_busy::GeneratorCpu;
