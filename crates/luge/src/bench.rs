@@ -6,8 +6,9 @@
 //! See
 //! `docs/benchmarks.md`.
 //!
-//! About 600 lines: the command line of every scenario, each flag documented for `--help`, and
-//! its mapping onto the scenario's options; the scenarios themselves live in `luge-bench`.
+//! One concern, at length: the command line of every scenario, each flag documented for
+//! `--help`, and its mapping onto the scenario's options; the scenarios themselves live in
+//! `luge-bench`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
