@@ -351,7 +351,7 @@ impl Dispatcher {
     /// seen yet (a spinning wait has no unpark to end it: without this, an idle dispatcher in
     /// spin mode would never notice `shutdown`).
     pub(crate) fn has_input(&self) -> bool {
-        !self.shared.submissions.is_empty()
+        self.has_arrivals()
             || self.workers.iter().any(|w| !w.events.is_empty())
             || (self.grace_end.is_none() && self.shared.shutdown.load(Ordering::Acquire))
     }
