@@ -40,13 +40,14 @@ use serde_json::json;
 use super::measure::Driver;
 use super::measure::median;
 use super::node::{LugeNode, NodeSpec, Pinning};
-use super::output::{Results, Table, pct, slug, spread, us};
+use super::output::{Results, Table, middle, pct, slug, us};
 use super::policies::spin_function;
 use super::{Protocol, ScenarioOptions, SimRealOptions, layout_name, wait_name};
 use crate::calibrate::CalibrationOptions;
 use crate::error::BenchError;
 use crate::plan::Mapping;
 use crate::run::calibrate;
+use crate::sample::Sample;
 use crate::summary::Percentiles;
 
 #[derive(Debug, Clone, Serialize)]
@@ -86,26 +87,43 @@ struct Compared {
     sim_nominal: Side,
 }
 
-/// (real − sim) ÷ sim, where both are finite.
+/// What a request really executed, for the simulation with measured executions: only an `Ok`
+/// answer's report counts. A refusal or a shed request carries an execution of 0 (it never
+/// ran), and a killed one its partial run; taking those would turn refused long requests into
+/// instant ones and shrink the simulated load, so failures keep their nominal execution.
+fn measured_execution(x: &Sample) -> Option<u64> {
+    x.server_execution_ns.filter(|&e| x.ok() && e > 0)
+}
+
+/// (real − sim) ÷ sim of one trial; `None` stands for infinity. A side that failed (over the
+/// quantile's share of requests missed: an infinite percentile) against a finite other side
+/// counts as the farthest apart it can be — +∞ when the runtime's failed, −100 % when only the
+/// simulator's did — so that such a trial moves the median rather than dropping out of it; a
+/// trial where both failed has no Δ.
 fn delta(real: Option<f64>, sim: Option<f64>) -> Option<f64> {
     match (real, sim) {
         (Some(r), Some(s)) if s > 0.0 => Some((r - s) / s),
+        (None, Some(_)) => Some(f64::INFINITY),
+        (Some(_), None) => Some(-1.0),
         _ => None,
     }
 }
 
-/// The trials' Δs of one quantity as `median [min–max]` in percent, over the trials where both
-/// sides were finite (`both inf` when neither ever was, `-` when only one side was).
+/// The trials' Δs of one quantity as `median [min–max]` in percent, over the trials where
+/// either side was finite (`both inf` when neither ever was); `+∞` for a runtime side that
+/// failed where the simulator's did not.
 fn rel(rows: &[&Compared], f: fn(&Side) -> Option<f64>) -> String {
     let mut v: Vec<f64> = rows.iter().filter_map(|r| delta(f(&r.real), f(&r.sim))).collect();
-    let pc = |x: f64| format!("{:+.0} %", 100.0 * x);
-    match spread(&mut v) {
-        Some((m, lo, hi)) if lo < hi => format!("{} [{}…{}]", pc(m), pc(lo), pc(hi)),
-        Some((m, _, _)) => pc(m),
-        None if rows.iter().all(|r| f(&r.real).is_none() && f(&r.sim).is_none()) => {
-            "both inf".into()
+    let pc = |x: f64| {
+        if x.is_finite() { format!("{:+.0} %", 100.0 * x) } else { "+∞".to_owned() }
+    };
+    v.sort_by(f64::total_cmp);
+    match (middle(&v), v.first(), v.last()) {
+        (Some(m), Some(&lo), Some(&hi)) if lo < hi => {
+            format!("{} [{}…{}]", pc(m), pc(lo), pc(hi))
         }
-        None => "-".into(),
+        (Some(m), _, _) => pc(m),
+        _ => "both inf".into(),
     }
 }
 
@@ -265,11 +283,11 @@ pub(crate) fn run(
         for x in &r.samples {
             if let (Some(j), Some(e)) = (
                 usize::try_from(x.seq).ok().and_then(|i| measured.get_mut(i)),
-                x.server_execution_ns,
+                measured_execution(x),
             ) {
                 real_sum += e as f64;
                 nominal_sum += j.execution as f64;
-                j.execution = e.max(1);
+                j.execution = e;
             }
         }
         let scale = if nominal_sum > 0.0 { real_sum / nominal_sum } else { 1.0 };
@@ -425,6 +443,42 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::ErrorKind;
+
+    #[test]
+    fn only_ok_answers_give_their_measured_execution() {
+        let ok = Sample {
+            seq: 0,
+            class: 1,
+            intended_ns: 0,
+            sent_ns: Some(0),
+            latency_ns: Some(3_000_000),
+            error: None,
+            server_execution_ns: Some(2_100_000),
+            server_queueing_ns: Some(0),
+            server_readiness_ns: None,
+            nominal_execution_ns: 2_070_000,
+            deadline_ns: 20_700_000,
+        };
+        assert_eq!(measured_execution(&ok), Some(2_100_000));
+        // UDP-RPC reports an execution of 0 for a refusal: the job keeps its nominal one
+        // instead of becoming an instant one.
+        let refused = Sample {
+            error: Some(ErrorKind::Status(luge_proto::Status::Overloaded)),
+            server_execution_ns: Some(0),
+            ..ok
+        };
+        assert_eq!(measured_execution(&refused), None);
+        // A killed request reports its partial run: not what the request would execute.
+        let killed = Sample {
+            error: Some(ErrorKind::Status(luge_proto::Status::Killed)),
+            server_execution_ns: Some(500_000),
+            ..ok
+        };
+        assert_eq!(measured_execution(&killed), None);
+        let unreported = Sample { server_execution_ns: Some(0), ..ok };
+        assert_eq!(measured_execution(&unreported), None);
+    }
 
     fn row(trial: usize, real_p99: Option<f64>, sim_p99: Option<f64>) -> Compared {
         let side = |p99_us| Side {
@@ -454,13 +508,30 @@ mod tests {
             row(4, None, Some(100.0)),
         ];
         let all: Vec<&Compared> = rows.iter().collect();
-        // Trials 1–3 compare (+10, −10, +50 %); trial 4's real p99 failed.
-        assert_eq!(rel(&all, |s| s.p99_us), "+10 % [-10 %…+50 %]");
+        // Trials 1–3 compare (+10, −10, +50 %); trial 4's real p99 failed where the simulated
+        // one did not: +∞, which moves the median of the four.
+        assert_eq!(rel(&all, |s| s.p99_us), "+30 % [-10 %…+∞]");
+        assert_eq!(rel(&all[..3], |s| s.p99_us), "+10 % [-10 %…+50 %]");
         assert_eq!(rel(&all[..1], |s| s.p99_us), "+10 %");
         let failed = [row(1, None, None), row(2, None, None)];
         let failed: Vec<&Compared> = failed.iter().collect();
         assert_eq!(rel(&failed, |s| s.p99_us), "both inf");
-        assert_eq!(rel(&all[3..], |s| s.p99_us), "-");
+        assert_eq!(rel(&all[3..], |s| s.p99_us), "+∞");
+        // Three of five trials failed on the runtime's side only: the median says so, instead
+        // of the two finite trials' "+5 %".
+        let mostly_failed = [
+            row(1, Some(105.0), Some(100.0)),
+            row(2, Some(105.0), Some(100.0)),
+            row(3, None, Some(100.0)),
+            row(4, None, Some(100.0)),
+            row(5, None, Some(100.0)),
+        ];
+        let mostly_failed: Vec<&Compared> = mostly_failed.iter().collect();
+        assert_eq!(rel(&mostly_failed, |s| s.p99_us), "+∞ [+5 %…+∞]");
+        // Only the simulator failed: −100 %.
+        let sim_failed = [row(1, Some(100.0), None)];
+        let sim_failed: Vec<&Compared> = sim_failed.iter().collect();
+        assert_eq!(rel(&sim_failed, |s| s.p99_us), "-100 %");
         assert_eq!(group(&rows, "w", 0.5, "all").len(), 4);
     }
 }
