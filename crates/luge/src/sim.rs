@@ -13,6 +13,9 @@ use luge_sim::{
 };
 use luge_workload::{Rate, WorkloadSpec};
 
+/// The workload seed of a run that names none (`--seed`, the spec's `seed=`).
+const DEFAULT_SEED: u64 = 1;
+
 /// Arguments of `luge sim`.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -159,9 +162,9 @@ struct RunArgs {
     /// request waits (0: none), as the runtime's `ull_burst`.
     #[arg(long, default_value_t = 16, requires = "ull_lane")]
     ull_burst: u32,
-    /// Workload seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Workload seed (default: the spec's `seed=`, else 1).
+    #[arg(long)]
+    seed: Option<u64>,
     /// Overhead model: `none`, `default`, `key=ns,…` overrides, or `@FILE` (calibration file).
     #[arg(long, default_value = "default")]
     overheads: String,
@@ -245,15 +248,36 @@ fn adhoc(a: RunArgs) -> Result<()> {
     }
     let mut spec: WorkloadSpec =
         a.workload.parse().with_context(|| format!("--workload {}", a.workload))?;
-    spec = spec.with_seed(a.seed);
+    // `--seed` wins over the spec's `seed=`; without either, seed 1.
+    match a.seed {
+        Some(seed) => spec = spec.with_seed(seed),
+        None if !a.workload.contains("seed=") => spec = spec.with_seed(DEFAULT_SEED),
+        None => {}
+    }
     let workers = a.workers;
+    let simulated = u32::try_from(workers).unwrap_or(u32::MAX);
     match (a.load, a.rate) {
-        (Some(l), _) => spec = spec.with_rate(Rate::Load { load: l, workers: workers as u32 }),
+        (Some(l), _) => spec = spec.with_rate(Rate::Load { load: l, workers: simulated }),
         (_, Some(r)) => spec = spec.with_rate(Rate::PerSecond(r)),
         _ if !a.workload.contains("load=") && !a.workload.contains("rate=") => {
-            spec = spec.with_rate(Rate::Load { load: 0.8, workers: workers as u32 });
+            spec = spec.with_rate(Rate::Load { load: 0.8, workers: simulated });
         }
-        _ => {}
+        _ => {
+            // A `load=` in the spec is the utilisation of the simulated workers: without its
+            // own `workers=` it means --workers (the spec's default, 1, would spread one
+            // worker's load over all of them); with a different one it is refused.
+            if let Some(Rate::Load { load, workers: w }) = spec.arrivals.rate()
+                && w != simulated
+            {
+                if a.workload.contains("workers=") {
+                    bail!(
+                        "--workload says load={load} of workers={w}, but --workers is {workers}: \
+                         drop one of them, or give the load with --load"
+                    );
+                }
+                spec = spec.with_rate(Rate::Load { load, workers: simulated });
+            }
+        }
     }
     let mut cfg = SimConfig::new(a.policy, workers);
     cfg.dispatchers = a.dispatchers;

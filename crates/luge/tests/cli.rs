@@ -391,6 +391,39 @@ fn sim_runs_requests_as_chains_of_stages() {
     }
 }
 
+/// `luge sim --workers N --workload …,load=L`: the spec's load is the utilisation of the N
+/// simulated workers (not of the spec's default one, spread over N); a spec naming other
+/// workers is refused; `--seed` wins over the spec's `seed=`, which wins over the default.
+#[test]
+fn sim_reads_a_spec_load_as_the_simulated_workers_and_keeps_its_seed() {
+    let run = |workload: &str, extra: &[&str]| -> std::process::Output {
+        Command::new(LUGE)
+            .args(["sim", "--workload", workload, "--workers", "4", "--requests", "4000"])
+            .args(["--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let json = |out: &std::process::Output| -> serde_json::Value {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let in_spec = json(&run("exponential,load=0.8", &[]));
+    let by_flag = json(&run("exponential", &["--load", "0.8"]));
+    let rate = |r: &serde_json::Value| r["throughput_rps"].as_f64().unwrap();
+    // 0.8 of 4 workers, not 0.8 of one: the same offered load either way.
+    let (a, b) = (rate(&in_spec), rate(&by_flag));
+    assert!((a / b - 1.0).abs() < 0.05, "spec load {a} rps, --load {b} rps");
+    assert!(in_spec["workload"].as_str().unwrap().contains("workers=4"), "{in_spec}");
+    let out = run("exponential,load=0.8,workers=2", &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("workers=2"));
+    let seed = |r: &serde_json::Value| r["workload"].as_str().unwrap().to_owned();
+    assert!(seed(&json(&run("exponential,load=0.5,seed=7", &[]))).ends_with("seed=7"));
+    assert!(seed(&json(&run("exponential,load=0.5,seed=7", &["--seed", "9"]))).ends_with("seed=9"));
+    assert!(seed(&json(&run("exponential,load=0.5", &[]))).ends_with("seed=1"));
+}
+
 /// `luge sim --notify-interval-us`: arrivals with the slack for it wait for the period's end;
 /// `--notify-periodic` holds the others too, which a deadline shorter than the period cannot
 /// survive.
