@@ -36,6 +36,13 @@ pub trait Ingress: Send + Sync {
     /// The worker has nothing left to run (it will wait on [`fd`](Self::fd), or build ready
     /// sandboxes first): whoever read for it may stop. Also called once after a detach.
     fn idle(&self);
+
+    /// Between two runs of a worker running short requests back to back — it neither waits
+    /// nor calls [`busy`](Self::busy) meanwhile, so without this the socket would go unread
+    /// and answers unsent while requests from elsewhere (another front end's loop) keep it
+    /// busy: answers held long enough go out, and with `read` (at most every 500 µs) what
+    /// waits on the socket is read and submitted, as [`poll`](Self::poll) does.
+    fn turn(&self, read: bool);
 }
 
 /// A front end whose event loop an inline worker runs on its own thread while it waits (see the

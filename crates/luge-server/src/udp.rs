@@ -23,8 +23,10 @@
 //!   `UnknownFunction`, `Overloaded` (cache full), `ShuttingDown`, replays from the cache — is
 //!   queued during the batch and sent with one `sendmmsg` at its end.
 //! - **Responses of executed requests** are encoded and sent by the runtime's completion
-//!   callback itself, with one non-blocking `sendto` on the shared socket (`sendto` on one UDP
-//!   socket from several threads is safe and atomic per datagram).
+//!   callback itself, on the completing thread: an inline worker reading its own socket queues
+//!   them in its outbox and sends them in batches (`ingress`); any other thread sends each with
+//!   one non-blocking `sendto` on the shared socket (`sendto` on one UDP socket from several
+//!   threads is safe and atomic per datagram).
 //!
 //! Why not a response queue drained by a sender thread (or by the receive thread)? On a
 //! 2-core edge box the runtime's worker, its dispatcher and this receive thread already share
@@ -43,7 +45,8 @@
 //! does not work in blocking mode: it sleeps in `recvmmsg` and would hold responses until the
 //! next datagram. Batching with `sendmmsg` pays off where many replies are ready at once — the
 //! receive thread's situation (a batch of datagrams) but not a worker's (one completion at a
-//! time). So each completion sends its own response.
+//! time). So each completion sends its own response — except on an inline worker that reads
+//! its own socket, whose answers to a batch it read are ready together (`ingress`).
 //!
 //! The send is `MSG_DONTWAIT`: a worker never blocks on a full socket buffer. A response the
 //! kernel refuses is counted ([`UdpStats::send_errors`]) and still cached, so the client's

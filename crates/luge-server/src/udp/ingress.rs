@@ -101,6 +101,20 @@ pub(super) fn flush(remove: bool) {
     });
 }
 
+/// Sends what this thread's outbox holds if its oldest response has waited [`MAX_HOLD`]: the
+/// bound holds while the worker runs requests that answer on other front ends (no clock read
+/// when nothing is queued).
+fn flush_held() {
+    OUTBOX.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut()
+            && let Some(out) = slot.as_mut()
+            && out.oldest.is_some_and(|oldest| oldest.elapsed() >= MAX_HOLD)
+        {
+            out.flush();
+        }
+    });
+}
+
 /// Makes this thread's outbox the one for `shared`'s socket (sending what it held for another).
 /// The worker that reads the socket installs it before each read; the receive thread once, for
 /// the refusals the runtime gives at once on its thread (`Runtime::submit_to` refuses there what
@@ -241,5 +255,14 @@ impl Ingress for WorkerIngress {
         // let go once what was queued for it is sent.
         flush(self.shared.stop.load(Ordering::Acquire));
         self.shared.standby.rest();
+    }
+
+    fn turn(&self, read: bool) {
+        if read && self.poll() > 0 {
+            // Refusals the runtime gave at once while reading are queued with the rest.
+            flush(false);
+        } else {
+            flush_held();
+        }
     }
 }
