@@ -77,6 +77,7 @@ mod invoke;
 mod plane;
 mod respond;
 mod route;
+mod send_timeout;
 mod stamped;
 mod status_page;
 
@@ -93,6 +94,7 @@ use self::plane::Plane;
 pub use self::plane::{AdminConfig, AdminToken, MIN_TOKEN_LEN};
 use self::respond::Meta;
 use self::route::{Action, check_name, check_route, micros_header};
+use self::send_timeout::{SendTimeout, send_timed_out};
 use self::stamped::Stamped;
 
 const DEADLINE_US: HeaderName = HeaderName::from_static(luge_proto::DEADLINE_HEADER);
@@ -155,6 +157,11 @@ pub struct HttpConfig {
     /// A client must send a complete request head within this time, counted from the first
     /// read of the head — also on an idle keep-alive connection, so it is the idle timeout too.
     pub header_read_timeout: Duration,
+    /// A write of an answer must make progress — the client read some of it — within this
+    /// time, else the connection is closed (`luge_malformed_total{reason="send_timeout"}`): a
+    /// client that stops reading would otherwise hold its connection and its answer for good.
+    /// Any progress restarts it; `ZERO` = no bound.
+    pub send_timeout: Duration,
     /// A client must send the whole request body within this time (else 408).
     pub body_read_timeout: Duration,
     /// After a 2 s grace, a body must arrive at least this fast on average, in bytes per second
@@ -191,6 +198,7 @@ impl Default for HttpConfig {
             max_connections_per_client: 1024,
             backlog: 1024,
             header_read_timeout: Duration::from_secs(10),
+            send_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             min_body_rate: 1024,
             max_buffered_body_bytes: 256 << 20,
@@ -696,6 +704,7 @@ async fn connection(
         let held = Arc::clone(&service_held);
         async move { Ok::<_, Infallible>(handle(shared, request, peer, plane, held, received).await) }
     });
+    let stream = SendTimeout::new(stream, shared.config.send_timeout);
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     let stopping = phase_reached(shared.phase.subscribe(), |p| *p != Phase::Running);
@@ -714,6 +723,9 @@ async fn connection(
         } else if e.is_timeout() {
             shared.metrics.malformed(Protocol::Http, "header_timeout");
             tracing::debug!(%peer, "connection timed out: {e}");
+        } else if send_timed_out(&e) {
+            shared.metrics.malformed(Protocol::Http, "send_timeout");
+            tracing::debug!(%peer, "connection closed: {e}");
         } else {
             tracing::debug!(%peer, "connection ended: {e}");
         }

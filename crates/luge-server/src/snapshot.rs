@@ -67,6 +67,7 @@ pub(crate) struct HttpStatus {
     pub in_flight: usize,
     pub header_read_timeout_ms: u64,
     pub body_read_timeout_ms: u64,
+    pub send_timeout_ms: u64,
     pub max_module_bytes: u64,
     pub request_log: String,
 }

@@ -503,6 +503,47 @@ async fn a_connection_over_the_cap_is_answered_503_at_once() {
     assert_eq!(node.server().refused_connections(), refused);
 }
 
+/// A client that stops reading its answers loses its connection after `send_timeout` of no
+/// progress, counted as `send_timeout`: its slot and the unsent answers are not held for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_answers_is_cut_off() {
+    let http = HttpConfig { send_timeout: Duration::from_millis(300), ..HttpConfig::default() };
+    let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let conn = socket.connect(node.addr).await.unwrap();
+    let (mut from_node, mut to_node) = conn.into_split();
+    // Pipelined echoes of 512 KiB, answered with as much: more than the kernel's buffers hold,
+    // and the client never reads. It keeps sending until the node stops taking requests.
+    let body = vec![b'x'; 512 << 10];
+    let mut request =
+        format!("POST /echo HTTP/1.1\r\nHost: l\r\nContent-Length: {}\r\n\r\n", body.len())
+            .into_bytes();
+    request.extend_from_slice(&body);
+    let sender = tokio::spawn(async move {
+        for _ in 0..64 {
+            if to_node.write_all(&request).await.is_err() {
+                break;
+            }
+        }
+        to_node
+    });
+    let malformed = node.metrics.malformed_total(Protocol::Http);
+    eventually("the stalled connection closed", || node.server().connections() == 0).await;
+    assert_eq!(node.metrics.malformed_total(Protocol::Http), malformed + 1);
+    let text = node.metrics.render(&node.runtime);
+    assert!(text.contains("reason=\"send_timeout\"} 1"), "{text}");
+    // The client's end sees the close once it reads: some answers, then the end.
+    let mut sink = Vec::new();
+    let _ = from_node.read_to_end(&mut sink).await;
+    assert!(
+        sink.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&sink[..64.min(sink.len())])
+    );
+    drop(sender);
+}
+
 /// Slow clients cannot take the node: one address holds at most `max_connections_per_client`
 /// connections (the next is answered 503 at once), a body trickling in below `min_body_rate` is
 /// answered 408 after the grace period (not after the 30 s `body_read_timeout`), and clients on

@@ -38,6 +38,7 @@ pub(super) async fn snapshot(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
             in_flight: s.in_flight.load(Ordering::SeqCst),
             header_read_timeout_ms: millis(s.config.header_read_timeout),
             body_read_timeout_ms: millis(s.config.body_read_timeout),
+            send_timeout_ms: millis(s.config.send_timeout),
             max_module_bytes: s.config.max_module_bytes,
             request_log: s.config.request_log.to_string(),
         };
