@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 use luge_sched::{FunctionId, Nanos};
 
 use crate::registry::Function;
-use crate::sandbox::{self, Ready};
+use crate::sandbox::{self, Ready, Unprepared};
 use crate::signals::Signals;
 use crate::task::WorkerShared;
 
@@ -45,6 +45,10 @@ struct Entry {
     want: usize,
     /// When one was last taken, or the entry last shrank.
     used: Nanos,
+    /// Its module's Wasm `start` ran past what a build ahead may take
+    /// (`sandbox::PREPARE_LIMIT`): never built ahead again on this worker, however often it
+    /// is called, so that it stalls the idle worker once, not at every refill.
+    slow_start: bool,
 }
 
 /// A worker's ready sandboxes, by function (module doc).
@@ -96,7 +100,13 @@ impl ReadyPool {
         let mut first = false;
         let entry = self.entries.entry(function.id).or_insert_with(|| {
             first = true;
-            Entry { function: Arc::clone(function), ready: Vec::new(), want: 0, used: now }
+            Entry {
+                function: Arc::clone(function),
+                ready: Vec::new(),
+                want: 0,
+                used: now,
+                slow_start: false,
+            }
         });
         let again_soon = !first && now.saturating_sub(entry.used) < SHRINK_AFTER;
         entry.used = now;
@@ -109,7 +119,7 @@ impl ReadyPool {
                 self.publish(me);
             }
             // None ready and called again soon: the arrivals outran the refills, keep one more.
-            None if again_soon && entry.want < per_function => {
+            None if again_soon && entry.want < per_function && !entry.slow_start => {
                 entry.want += 1;
                 self.wanting.push_back(function.id);
             }
@@ -138,14 +148,19 @@ impl ReadyPool {
             // less the ready ones) never counts a sandbox being built as running.
             me.ready.fetch_add(1, Ordering::Relaxed);
             match sandbox::prepare(&entry.function, signals) {
-                Some(ready) => {
+                Ok(ready) => {
                     self.held += 1;
                     self.bytes += ready.memory_bytes();
                     entry.ready.push(ready);
                 }
-                // It cannot be built ahead (a pool slot short, a `start` that fails or runs
-                // long): stop trying; its requests build their own and report why.
-                None => entry.want = entry.ready.len(),
+                // It cannot be built ahead (a pool slot short, a `start` that fails): stop
+                // trying until its requests ask again; they build their own and report why.
+                Err(Unprepared::Failed) => entry.want = entry.ready.len(),
+                // A `start` that runs long: never again (`Entry::slow_start`).
+                Err(Unprepared::Slow) => {
+                    entry.want = entry.ready.len();
+                    entry.slow_start = true;
+                }
             }
             if entry.ready.len() < entry.want {
                 self.wanting.push_back(id);
@@ -292,5 +307,50 @@ mod tests {
             !ReadyPool::new(0, 16).enabled()
                 && ReadyPool::new(0, 16).take(&f, signals.clock.now(), &me).is_none()
         );
+    }
+
+    /// A module whose Wasm `start` runs long is given up after `sandbox::PREPARE_LIMIT`, and never
+    /// built ahead again on this worker however often it is called: an idle worker cannot be
+    /// preempted while it builds, so each try would stall everything behind it.
+    #[test]
+    fn a_function_whose_start_runs_long_is_not_built_ahead_again() {
+        const SLOW_START: &str = r#"(module
+            (memory (export "memory") 1)
+            (func $spin (loop $again (br $again)))
+            (start $spin)
+            (func (export "_start")))"#;
+        let config = RuntimeConfig { max_sandboxes: 8, ..RuntimeConfig::default() };
+        let engine = crate::engine::build(&config).unwrap();
+        let registry = Registry::new(engine.clone(), None, config.max_memory_bytes).unwrap();
+        let f = registry.register(FunctionConfig::new("slow"), SLOW_START.as_bytes()).unwrap();
+        let (signals, me) = (Arc::new(Signals::manual()), WorkerShared::new(0, 0));
+        // A ticker: the epoch advances, and the clock with it, a millisecond at a time.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ticker = {
+            let (signals, stop) = (Arc::clone(&signals), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    signals.clock.advance(MS);
+                    engine.increment_epoch();
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+            })
+        };
+        let mut pool = ReadyPool::new(2, 16);
+        let now = || signals.clock.now();
+        assert!(pool.take(&f, now(), &me).is_none());
+        assert!(pool.take(&f, now(), &me).is_none(), "called again soon: it asks for one");
+        let start = now();
+        assert!(pool.refill_one(&signals, &me), "it tried to build one");
+        let took = now() - start;
+        assert!((2 * MS..1_000 * MS).contains(&took), "the build ran {took} ns");
+        assert_eq!(me.ready.load(Ordering::Relaxed), 0);
+        // Called again and again, soon: it asks for none, and nothing is built.
+        for _ in 0..3 {
+            assert!(pool.take(&f, now(), &me).is_none());
+            assert!(!pool.refill_one(&signals, &me), "tried again");
+        }
+        stop.store(true, Ordering::Relaxed);
+        ticker.join().unwrap();
     }
 }

@@ -372,7 +372,7 @@ impl Runtime {
     /// Benchmarks only.
     #[doc(hidden)]
     pub fn prepare_here(&self, function: &Arc<Function>) -> Option<PreparedSandbox> {
-        crate::sandbox::prepare(function, &self.inner.signals).map(PreparedSandbox)
+        crate::sandbox::prepare(function, &self.inner.signals).ok().map(PreparedSandbox)
     }
 
     /// [`Runtime::run_here`] in `prepared`, if given (a ready sandbox), else in a fresh one.

@@ -169,24 +169,56 @@ fn arm_deadline(store: &mut Store<SandboxState>, signals: &Signals) {
     }
 }
 
+/// The longest a sandbox built ahead may take (wall time, checked at epoch ticks): its build runs
+/// on an idle worker that nothing can preempt meanwhile, so a module whose Wasm `start` runs
+/// longer than this is not built ahead at all (`Unprepared::Slow`).
+pub(crate) const PREPARE_LIMIT: Duration = Duration::from_millis(2);
+
+/// Why a sandbox could not be built ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unprepared {
+    /// Its Wasm `start` ran past [`PREPARE_LIMIT`] (or the function's budget, if shorter):
+    /// building it ahead would stall the worker every time.
+    Slow,
+    /// Anything else (a pool slot short, a `start` that traps, a shutdown).
+    Failed,
+}
+
+/// The error that ends a build past its time.
+#[derive(Debug, thiserror::Error)]
+#[error("the module's start function ran past the time a sandbox may take to be built ahead")]
+struct SlowStart;
+
 /// Builds a sandbox of `function` ahead of any request, on the calling thread: a fresh store and
 /// the instantiation (which runs the module's Wasm `start` function, if it has one — wasi-libc
-/// programs have none; their code runs from `_start`). A `start` function that runs past the
-/// function's execution budget in wall time, or a runtime shutting down, ends the build. `None`
-/// when it fails (the request that would have used it builds its own and reports why).
-pub(crate) fn prepare(function: &Function, signals: &Arc<Signals>) -> Option<Ready> {
+/// programs have none; their code runs from `_start`). A `start` function that runs past
+/// [`PREPARE_LIMIT`] (or the function's budget) in wall time, or a runtime shutting down, ends
+/// the build. An error when it fails (the request that would have used it builds its own and
+/// reports why).
+pub(crate) fn prepare(function: &Function, signals: &Arc<Signals>) -> Result<Ready, Unprepared> {
     let mut store = new_store(function);
-    let end = signals.clock.now().saturating_add(nanos(function.config.limits.max_execution));
+    let limit = function.config.limits.max_execution.min(PREPARE_LIMIT);
+    let end = signals.clock.now().saturating_add(nanos(limit));
     let signals = Arc::clone(signals);
     store.epoch_deadline_callback(move |_| {
-        if signals.abort.load(Ordering::Relaxed) || signals.clock.now() >= end {
+        if signals.abort.load(Ordering::Relaxed) {
             return Err(wasmtime::Error::new(Stopped::Aborted));
+        }
+        if signals.clock.now() >= end {
+            return Err(wasmtime::Error::new(SlowStart));
         }
         Ok(UpdateDeadline::Continue(1))
     });
-    let instance = poll_to_end(std::pin::pin!(function.pre.instantiate_async(&mut store))).ok()?;
+    let instance = poll_to_end(std::pin::pin!(function.pre.instantiate_async(&mut store)))
+        .map_err(|e| {
+            if e.downcast_ref::<SlowStart>().is_some() {
+                Unprepared::Slow
+            } else {
+                Unprepared::Failed
+            }
+        })?;
     store.data_mut().wasi.memory = memory_of(function, &instance, &mut store);
-    Some(Ready { store, instance })
+    Ok(Ready { store, instance })
 }
 
 /// The instance's exported memory (registration made sure there is one).
