@@ -247,7 +247,14 @@ async fn run(spec: Spec) -> SandboxResult {
     let limits = function.config.limits;
     let name = function.config.name.as_str();
     let (mut store, instance) = match ready {
-        Some(Ready { store, instance }) => (store, Some(instance)),
+        Some(Ready { mut store, instance }) => {
+            // Armed when it was built: the bumps since (the ticker's, this request's own
+            // arrival's) would make the guest call back at its first check for nothing — on a
+            // short run that is a CPU clock read. Armed afresh, as a new store is; an arrival
+            // still unread makes it check in at once (`arm_deadline`).
+            store.set_epoch_deadline(1);
+            (store, Some(instance))
+        }
         None => (new_store(&function), None),
     };
     let wasi = &mut store.data_mut().wasi;
@@ -632,31 +639,48 @@ mod tests {
         /// armed again.
         #[test]
         fn a_resumed_sandbox_checks_in_at_once() {
+            for ahead in [false, true] {
+                // An arrival waits: it checks in at its first check, and is preempted there.
+                let rig = Rig::new(true);
+                let ready = ahead.then(|| prepare(&rig.function, &rig.signals).unwrap());
+                rig.signals.workers[0].preempt.store(1, Ordering::SeqCst);
+                let mut run = rig.start(100_000, ready);
+                assert!(poll(&mut run).is_pending(), "it yields to the preemption");
+                assert_eq!(CALLBACKS.get(), 1);
+                let Poll::Ready(done) = poll(&mut run) else { panic!("it yields once") };
+                assert!(done.result.is_ok(), "{:?}", done.result);
+                assert_eq!(CALLBACKS.get(), 2, "it checked in once more when resumed");
+            }
+        }
+
+        /// A sandbox built ahead is armed afresh when its request starts: the bumps since it
+        /// was built do not make it call back at its first check when nothing waits.
+        #[test]
+        fn a_sandbox_built_ahead_is_armed_afresh() {
             let rig = Rig::new(false);
             let ready = prepare(&rig.function, &rig.signals).unwrap();
-            // Preempt it at its first check.
-            rig.signals.workers[0].preempt.store(1, Ordering::SeqCst);
-            rig.signals.epoch.bump();
+            for _ in 0..3 {
+                rig.signals.epoch.bump();
+            }
             let mut run = rig.start(100_000, Some(ready));
-            assert!(poll(&mut run).is_pending(), "it yields to the preemption");
-            assert_eq!(CALLBACKS.get(), 1);
-            let Poll::Ready(done) = poll(&mut run) else { panic!("it yields once") };
+            let Poll::Ready(done) = poll(&mut run) else { panic!("it never yields") };
             assert!(done.result.is_ok(), "{:?}", done.result);
-            assert_eq!(CALLBACKS.get(), 2, "it checked in once more when resumed");
+            assert_eq!(CALLBACKS.get(), 0);
         }
 
         /// An arrival that comes during a callback, after its poll, spent its bump on that
         /// callback: the guest checks in again at its next check, once.
         #[test]
         fn an_arrival_during_a_callback_is_polled_at_the_next_check() {
-            let rig = Rig::new(false);
-            LATE_ARRIVAL.set(true);
-            let ready = prepare(&rig.function, &rig.signals).unwrap();
-            rig.signals.epoch.bump();
-            let mut run = rig.start(100_000, Some(ready));
-            let Poll::Ready(done) = poll(&mut run) else { panic!("it never yields") };
-            assert!(done.result.is_ok(), "{:?}", done.result);
-            assert_eq!(CALLBACKS.get(), 2);
+            for ahead in [false, true] {
+                let rig = Rig::new(true);
+                LATE_ARRIVAL.set(true);
+                let ready = ahead.then(|| prepare(&rig.function, &rig.signals).unwrap());
+                let mut run = rig.start(100_000, ready);
+                let Poll::Ready(done) = poll(&mut run) else { panic!("it never yields") };
+                assert!(done.result.is_ok(), "{:?}", done.result);
+                assert_eq!(CALLBACKS.get(), 2);
+            }
         }
     }
 }
