@@ -1,5 +1,6 @@
 //! Rate limits for log lines of repeated failures: a failure that repeats (a socket error on
-//! every receive, a send the kernel refuses under load, a runtime failing every request) must
+//! every receive, a send the kernel refuses under load, a runtime failing every request, an
+//! `accept` out of descriptors under a connection flood) must
 //! not turn into thousands of identical lines a second, which cost the node more than the
 //! failure and bury everything else in the log.
 //!
@@ -31,11 +32,14 @@ pub(crate) enum LogKind {
     UdpSend,
     /// A request failed inside the node (`Failure::Internal`).
     Internal,
+    /// Accepting a TCP connection failed (e.g. out of descriptors under a connection flood).
+    Accept,
 }
 
 impl LogKind {
     /// Every kind, in the order of [`LIMITS`].
-    pub(crate) const ALL: [LogKind; 3] = [LogKind::UdpReceive, LogKind::UdpSend, LogKind::Internal];
+    pub(crate) const ALL: [LogKind; 4] =
+        [LogKind::UdpReceive, LogKind::UdpSend, LogKind::Internal, LogKind::Accept];
 
     /// The metric label.
     pub(crate) fn label(self) -> &'static str {
@@ -43,6 +47,7 @@ impl LogKind {
             LogKind::UdpReceive => "udp_receive",
             LogKind::UdpSend => "udp_send",
             LogKind::Internal => "internal",
+            LogKind::Accept => "accept",
         }
     }
 }
@@ -70,7 +75,7 @@ impl Limit {
     }
 }
 
-static LIMITS: [Limit; LogKind::ALL.len()] = [Limit::new(), Limit::new(), Limit::new()];
+static LIMITS: [Limit; LogKind::ALL.len()] = [const { Limit::new() }; LogKind::ALL.len()];
 
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -133,6 +138,19 @@ pub(crate) use log_limited;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_quota_and_label() {
+        let labels: std::collections::HashSet<_> = LogKind::ALL.iter().map(|k| k.label()).collect();
+        assert_eq!(labels.len(), LogKind::ALL.len());
+        assert!(labels.contains("accept"));
+        // Accept failures (a connection flood out of descriptors) are limited like the rest.
+        let kind = LogKind::Accept;
+        let before = suppressed(kind);
+        let written = (0..100).filter(|_| admit(kind).is_some()).count();
+        assert!(written <= 2 * LINES_PER_SEC as usize, "{written} written");
+        assert_eq!(suppressed(kind) - before, (100 - written) as u64);
+    }
 
     #[test]
     fn a_flood_writes_its_quota_then_counts() {

@@ -345,7 +345,7 @@ impl Metrics {
         self.render_udp(&mut out);
         out.push_str(
             "# HELP luge_log_lines_suppressed_total Log lines dropped by the rate limits, by \
-             kind: repeated failures (udp_receive, udp_send, internal), guest_stderr.\n# TYPE luge_log_lines_suppressed_total counter\n",
+             kind: repeated failures (udp_receive, udp_send, internal, accept), guest_stderr.\n# TYPE luge_log_lines_suppressed_total counter\n",
         );
         let stderr = ("guest_stderr", luge_runtime::stderr_lines_suppressed());
         let server = LogKind::ALL.map(|kind| (kind.label(), log_limit::suppressed(kind)));

@@ -2,6 +2,7 @@
 //! the cap (503 at once, bounded) instead of a wait in the listen backlog.
 
 use super::*;
+use crate::log_limit::{LogKind, log_limited};
 
 /// Waits for a connection slot, then for the next connection (with `TCP_NODELAY` set); `None`
 /// once `stopping` completes or the slots are closed. Used by the bare-hyper baseline, whose
@@ -31,7 +32,7 @@ pub(super) async fn accept_one<F: Future<Output = ()>>(
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    tracing::warn!("accept failed: {e}");
+                    log_limited!(LogKind::Accept, tracing::Level::WARN, "accept failed: {e}");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                     continue;
                 }

@@ -9,6 +9,7 @@
 //! balancer that ejected it for them would move the overload onto the others.
 
 use super::*;
+use crate::log_limit::{LogKind, log_limited};
 
 /// The weight, in percent of the balancer's configured weight, for `queued` requests waiting on
 /// `workers` workers.
@@ -36,7 +37,7 @@ pub(super) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
         let (mut stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
-                tracing::warn!("agent: accept failed: {e}");
+                log_limited!(LogKind::Accept, tracing::Level::WARN, "agent: accept failed: {e}");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
