@@ -198,10 +198,13 @@ fn num(v: Option<f64>, any: bool) -> String {
 }
 
 fn row(name: &str, p: &Percentiles, any: bool) -> String {
+    // The mean is over the finite values, 0 when there are none (every request failed, or
+    // nothing was reported): then there is no mean to print.
+    let none = p.mean == 0.0 && p.p50.is_none() && p.max.is_none();
     format!(
         "{:<14}{:>12}{:>12}{:>12}{:>12}{:>12}",
         name,
-        num(Some(p.mean), any),
+        if none { "-".to_owned() } else { num(Some(p.mean), any) },
         num(p.p50, any),
         num(p.p99, any),
         num(p.p999, any),
@@ -210,9 +213,11 @@ fn row(name: &str, p: &Percentiles, any: bool) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
 mod tests {
     use super::*;
     use crate::cpu_busy::GeneratorCpu;
+    use crate::sample::ErrorKind;
 
     fn report(samples: &[Sample]) -> Report {
         Report {
@@ -255,5 +260,29 @@ mod tests {
         assert!(!on_time.contains("sent too late"), "{on_time}");
         let late = report(&[sample(1, 0), sample(2, 95_000)]).render_table();
         assert!(late.contains("miss rate 50.000 %  (1 sent too late"), "{late}");
+    }
+
+    /// With every request failed there is no mean latency: the table says none, not 0.
+    #[test]
+    fn no_mean_is_printed_when_nothing_succeeded() {
+        let failed = |seq: u64| Sample {
+            seq,
+            class: 0,
+            intended_ns: 1_000 * seq,
+            sent_ns: Some(1_000 * seq),
+            latency_ns: Some(5_000),
+            error: Some(ErrorKind::Timeout),
+            server_execution_ns: None,
+            server_queueing_ns: None,
+            server_readiness_ns: None,
+            nominal_execution_ns: 10_000,
+            deadline_ns: 100_000,
+        };
+        let table = report(&[failed(1), failed(2)]).render_table();
+        let latency = table.lines().find(|l| l.starts_with("latency µs")).unwrap();
+        let cells: Vec<&str> = latency.split_whitespace().collect();
+        assert_eq!(cells[2..], ["-", "inf", "inf", "inf", "inf"], "{table}");
+        let queueing = table.lines().find(|l| l.starts_with("queueing µs")).unwrap();
+        assert_eq!(queueing.split_whitespace().filter(|c| *c == "-").count(), 5, "{table}");
     }
 }
