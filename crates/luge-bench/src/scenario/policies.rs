@@ -133,34 +133,57 @@ fn trials_of<'a>(
 }
 
 /// `a ÷ b` of two short-class p99s: infinite when `a` failed (`None`: over a hundredth of the
-/// class failed), 0 when only `b` did.
-fn p99_ratio(a: Option<f64>, b: Option<f64>) -> f64 {
+/// class failed), 0 when only `b` did, none when both did (no ratio to speak of).
+fn p99_ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => a / b,
-        (Some(_), None) => 0.0,
-        _ => f64::INFINITY,
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        (Some(_), None) => Some(0.0),
+        (None, None) => None,
+        _ => Some(f64::INFINITY),
     }
 }
 
 /// Median, minimum and maximum over the trials of `policy`'s short-class p99 ÷ `base`'s in the
-/// same trial, at one workload and load.
+/// same trial, at one workload and load, over the trials where either was finite; and how many
+/// trials had both fail.
 fn ratio_spread(
     points: &[PolicyPoint],
     workload: &str,
     load: f64,
     policy: PolicyKind,
     base: PolicyKind,
-) -> Option<(f64, f64, f64)> {
+) -> (Option<(f64, f64, f64)>, usize) {
     let of = trials_of(points, workload, policy, load);
     let base = trials_of(points, workload, base, load);
-    let mut v: Vec<f64> = of
+    let pairs: Vec<Option<f64>> = of
         .iter()
         .filter_map(|p| {
             let b = base.iter().find(|b| b.trial == p.trial)?;
             Some(p99_ratio(p.short_p99_us, b.short_p99_us))
         })
         .collect();
-    spread(&mut v)
+    let both_failed = pairs.iter().filter(|r| r.is_none()).count();
+    let mut v: Vec<f64> = pairs.into_iter().flatten().collect();
+    (spread(&mut v), both_failed)
+}
+
+/// The ratio cell: `median [min–max]`, and how many trials it leaves out because both p99s
+/// failed.
+fn ratio_cell((r, both_failed): (Option<(f64, f64, f64)>, usize)) -> String {
+    match (r, both_failed) {
+        (None, n) if n > 0 => "both ∞".into(),
+        (r, 0) => ratio_range(r),
+        (r, n) => format!("{} ({n} both ∞)", ratio_range(r)),
+    }
+}
+
+/// Whether the goal `ratio ≤ bound` is met: `n/a` when every trial had both p99s fail.
+fn goal_cell((r, both_failed): (Option<(f64, f64, f64)>, usize), bound: f64) -> String {
+    match r {
+        Some((x, _, _)) if x <= bound => "met".into(),
+        None if both_failed > 0 => "n/a (both failed)".into(),
+        _ => "**missed**".into(),
+    }
 }
 
 pub(crate) fn run(
@@ -322,11 +345,8 @@ pub(crate) fn run(
                 format!("{load:.2}"),
                 us(median(&s, short)),
                 us(median(&f, short)),
-                ratio_range(r),
-                match r {
-                    Some((x, _, _)) if x <= 0.1 => "met".into(),
-                    _ => "**missed**".into(),
-                },
+                ratio_cell(r),
+                goal_cell(r, 0.1),
             ]);
         }
     }
@@ -367,12 +387,8 @@ pub(crate) fn run(
                         policy.name().to_owned(),
                         us(median(&t, short)),
                         us(median(&base, short)),
-                        ratio_range(r),
-                        match r {
-                            _ if !goal => "-".into(),
-                            Some((x, _, _)) if x <= 2.0 => "met".into(),
-                            _ => "**missed**".into(),
-                        },
+                        ratio_cell(r),
+                        if goal { goal_cell(r, 2.0) } else { "-".into() },
                         missed(&t, |p| p.short_miss_rate),
                         missed(&base, |p| p.short_miss_rate),
                         missed(&t, |p| p.short_sent_too_late_rate),
@@ -470,10 +486,35 @@ mod tests {
             point(4, S, Some(1.0)),
         ];
         // Trials 1–3: 3, 0.5 and ∞ (a failed p99): median 3.
-        let got = ratio_spread(&points, "w", 0.9, S, R);
+        let (got, both) = ratio_spread(&points, "w", 0.9, S, R);
         assert_eq!(got.map(|(m, lo, _)| (m, lo)), Some((3.0, 0.5)));
         assert!(got.is_some_and(|(_, _, hi)| hi.is_infinite()));
-        assert_eq!(p99_ratio(Some(1.0), None), 0.0, "only the base failed");
-        assert_eq!(ratio_spread(&points, "w", 0.5, S, R), None, "no such load");
+        assert_eq!(both, 0);
+        assert_eq!(p99_ratio(Some(1.0), None), Some(0.0), "only the base failed");
+        assert_eq!(ratio_spread(&points, "w", 0.5, S, R), (None, 0), "no such load");
+        assert_eq!(goal_cell((got, both), 2.0), "**missed**");
+    }
+
+    /// A trial where both short p99s failed has no ratio: it is left out of the median and
+    /// said, and a goal every trial of which is such reads "n/a", not "missed".
+    #[test]
+    fn trials_where_both_failed_have_no_ratio() {
+        use PolicyKind::{SledgeScale as S, Srpt as R};
+        let points = [
+            point(1, S, None),
+            point(1, R, None),
+            point(2, S, Some(150.0)),
+            point(2, R, Some(100.0)),
+        ];
+        let r = ratio_spread(&points, "w", 0.9, S, R);
+        assert_eq!(r, (Some((1.5, 1.5, 1.5)), 1));
+        assert_eq!(goal_cell(r, 2.0), "met");
+        assert!(ratio_cell(r).ends_with("(1 both ∞)"), "{}", ratio_cell(r));
+        let r = ratio_spread(&points[..2], "w", 0.9, S, R);
+        assert_eq!(r, (None, 1));
+        assert_eq!(
+            (ratio_cell(r).as_str(), goal_cell(r, 2.0).as_str()),
+            ("both ∞", "n/a (both failed)")
+        );
     }
 }
