@@ -205,10 +205,14 @@ struct RatioRow {
     met: Option<bool>,
 }
 
+/// Luge's `a` ÷ a baseline's `b`, where `None` is an infinite (failed) figure: `None` (read as
+/// ∞) when Luge's failed, 0 when only the baseline's did — the baseline failing does not make
+/// Luge look infinitely worse.
 fn div(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         (Some(a), Some(_)) if a > 0.0 => Some(f64::INFINITY),
+        (Some(_), None) => Some(0.0),
         _ => None,
     }
 }
@@ -285,14 +289,22 @@ fn summarise(rows: &[RatioRow]) -> Summary {
         .filter_map(|k| {
             let of: Vec<&RatioRow> = rows.iter().filter(|r| key(r) == k).collect();
             let first = *of.first()?;
+            // One basis for every trial's throughput ratio: the p99 target only when every
+            // trial had one, else the closed loop for all (a median over a mix of the two
+            // would be neither).
+            let at_target = of.iter().all(|r| r.throughput_basis == "p99 target");
             let spreads = [
                 spread_of(&of, |r| r.p50),
                 spread_of(&of, |r| r.p99),
-                spread_of(&of, |r| r.throughput),
+                if at_target {
+                    spread_of(&of, |r| r.throughput)
+                } else {
+                    spread_of(&of, |r| r.closed_throughput)
+                },
                 spread_of(&of, |r| r.closed_throughput),
             ];
             let [p50, p99, throughput, closed] = spreads.map(|s| s.map(|s| s.0));
-            let basis = if of.iter().all(|r| r.throughput_basis == "p99 target") {
+            let basis = if at_target {
                 first.throughput_basis
             } else {
                 "closed loop (baseline never met the p99 target)"
@@ -458,4 +470,62 @@ pub(crate) fn run(
         "servers": all,
     });
     Ok((md, json))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trial(trial: usize, at_target: Option<f64>, closed: f64) -> RatioRow {
+        RatioRow {
+            trial: Some(trial),
+            protocol: "udp",
+            wait: "sleep".into(),
+            layout: "inline".into(),
+            baseline: "udp-echo (sleep)".into(),
+            p50: Some(1.5),
+            p99: Some(1.5),
+            throughput: at_target.or(Some(closed)),
+            throughput_basis: if at_target.is_some() {
+                "p99 target"
+            } else {
+                "closed loop (baseline never met the p99 target)"
+            },
+            closed_throughput: Some(closed),
+            goal: String::new(),
+            met: None,
+        }
+    }
+
+    #[test]
+    fn a_failed_baseline_does_not_make_luge_look_worse() {
+        assert_eq!(div(Some(30.0), Some(20.0)), Some(1.5));
+        assert_eq!(div(Some(30.0), None), Some(0.0));
+        assert_eq!(div(None, Some(20.0)), None);
+        assert_eq!(div(None, None), None);
+    }
+
+    /// The median throughput ratio is over one basis: the closed loop for every trial as soon
+    /// as one trial had no p99 target, never a mix of the two.
+    #[test]
+    fn the_throughput_median_takes_one_basis() {
+        let at_target =
+            [trial(1, Some(0.4), 0.55), trial(2, Some(0.45), 0.57), trial(3, Some(0.5), 0.6)];
+        let s = summarise(&at_target);
+        assert_eq!(s[0].0.throughput, Some(0.45));
+        assert_eq!(s[0].0.throughput_basis, "p99 target");
+        let mixed = [
+            trial(1, Some(0.4), 0.70),
+            trial(2, Some(0.45), 0.72),
+            trial(3, None, 0.6),
+            trial(4, None, 0.62),
+            trial(5, None, 0.64),
+        ];
+        let s = summarise(&mixed);
+        // The closed-loop ratios' median (0.64), not the median of the mix 0.4, 0.45, 0.6,
+        // 0.62, 0.64 (0.6).
+        assert_eq!(s[0].0.throughput, Some(0.64));
+        assert_eq!(s[0].1[2], Some((0.64, 0.6, 0.72)));
+        assert!(s[0].0.throughput_basis.starts_with("closed loop"));
+    }
 }
