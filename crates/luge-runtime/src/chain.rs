@@ -68,7 +68,9 @@ impl Chain {
     /// The estimated work of the stages after stage `k`: what stage `k`'s deadline leaves room
     /// for.
     pub fn work_after(&self, k: usize) -> Duration {
-        (k + 1..self.stages.len()).map(|j| self.estimate(j)).sum()
+        (k + 1..self.stages.len())
+            .map(|j| self.estimate(j))
+            .fold(Duration::ZERO, Duration::saturating_add)
     }
 
     /// Learns stage `k`'s execution from one run (moving average, weight 1/8).

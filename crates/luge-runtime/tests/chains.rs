@@ -78,6 +78,29 @@ fn a_chain_answers_what_its_stages_give_by_hand() {
     assert!(outcome.timing.total >= outcome.stages.iter().map(|s| s.timing.total).sum());
 }
 
+/// A library caller's deadline past what an `Instant` holds, and stage estimates whose sum
+/// overflows, are the farthest ones, not a panic on the runtime's thread.
+#[test]
+fn a_chain_takes_deadlines_and_estimates_of_any_size() {
+    let rt = Runtime::start(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }).unwrap();
+    let rt = Arc::new(rt);
+    for name in ["huge2", "huge3"] {
+        let mut config = FunctionConfig::new(name);
+        config.expected_execution = Some(Duration::MAX);
+        rt.register(config, ECHO.as_bytes()).unwrap();
+    }
+    rt.register(FunctionConfig::new("echo2"), ECHO.as_bytes()).unwrap();
+    rt.register_chain(chain("far", &["echo2", "huge2", "huge3"], Duration::from_secs(10))).unwrap();
+    let chain = rt.chain("far").unwrap();
+    assert_eq!(chain.work_after(0), Duration::MAX, "saturated, not overflowed");
+    let (tx, rx) = mpsc::channel();
+    let options = SubmitOptions { deadline: Some(Duration::MAX), ..SubmitOptions::default() };
+    rt.submit_chain(&chain, b"x".to_vec(), options, move |o| tx.send(o).unwrap());
+    // Answered (refused: the declared work cannot fit even a year), not a panic.
+    let outcome = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert!(outcome.result.is_err(), "{:?}", outcome.result);
+}
+
 #[test]
 fn a_failing_stage_ends_the_chain_with_its_own_failure_and_name() {
     let rt = runtime();
