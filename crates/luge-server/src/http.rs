@@ -125,6 +125,10 @@ const DRAIN_FRAMES: usize = 64;
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 /// After the grace period, how long abandoned requests get to flush their 503.
 const ABANDON_FLUSH: Duration = Duration::from_millis(200);
+/// One client address holds at most this share of the admin listener's connections (1/4: 16
+/// of the default 64), so that one address sending heads slowly cannot take them all; the
+/// listener belongs on a private address all the same (`docs/http.md` §5).
+const ADMIN_CLIENT_SHARE: usize = 4;
 /// Longest function name the admin API accepts.
 const MAX_NAME_LEN: usize = 128;
 /// Longest route accepted.
@@ -284,6 +288,8 @@ struct Shared {
     handoff: Arc<drive::Handoff>,
     /// Open connections per client address.
     clients: Arc<Clients>,
+    /// Connections per client address on the admin listener (a share of its cap).
+    admin_clients: Arc<Clients>,
     /// Connections being served.
     open: AtomicUsize,
     /// Requests between the start of their handler and their response.
@@ -412,6 +418,7 @@ impl HttpServer {
             worker_requests: AtomicU64::new(0),
             handoff: Arc::new(drive::Handoff::new()),
             clients: Clients::new(max_connections_per_client),
+            admin_clients: Clients::new(admin_max_connections.div_ceil(ADMIN_CLIENT_SHARE)),
             open: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             bodies,
@@ -666,7 +673,14 @@ async fn accept_loop(
                     continue;
                 }
             },
-            Plane::Admin => None,
+            Plane::Admin => match shared.admin_clients.admit(peer.ip()) {
+                Some(slot) => Some(slot),
+                // Closed, as over the admin plane's cap.
+                None => {
+                    drop(stream);
+                    continue;
+                }
+            },
         };
         match Arc::clone(slots).try_acquire_owned() {
             Ok(permit) => {

@@ -1114,6 +1114,38 @@ fn admin_with_token() -> AdminConfig {
     }
 }
 
+/// One address holds at most a quarter of the admin listener's connections (16 of 64): one
+/// client sending heads slowly cannot take them all, and another address is still served.
+#[tokio::test]
+async fn one_address_cannot_take_every_admin_connection() {
+    let node =
+        node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, HttpConfig::default());
+    let admin = node.admin.unwrap();
+    let from = |last: u8| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from(([127, 0, 0, last], 0))).unwrap();
+        socket.connect(admin).await.unwrap()
+    };
+    let mut slow = Vec::new();
+    for _ in 0..16 {
+        let mut conn = from(9).await;
+        conn.write_all(b"GET /admin/functions HTTP/1.1\r\n").await.unwrap();
+        slow.push(conn);
+    }
+    // The seventeenth from that address is closed at once, with no answer.
+    let mut over = from(9).await;
+    let _ = over.write_all(b"GET /admin/functions HTTP/1.1\r\nHost: l\r\n\r\n").await;
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, over.read_to_end(&mut rest)).await.unwrap();
+    assert!(read.is_err() || rest.is_empty(), "answered: {}", String::from_utf8_lossy(&rest));
+    // Another address is served.
+    let mut other = BufReader::new(from(10).await);
+    other.get_mut().write_all(b"GET /admin/functions HTTP/1.1\r\nHost: l\r\n\r\n").await.unwrap();
+    let answer = read_raw(&mut other).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.text());
+    drop(slow);
+}
+
 /// A request without the admin token is answered 401 and its connection closed, so a client
 /// without it cannot keep the admin listener's few connections (and the operator) busy.
 #[tokio::test]
