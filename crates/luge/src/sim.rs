@@ -328,9 +328,11 @@ fn adhoc(a: RunArgs) -> Result<()> {
                 "{}",
                 serde_json::json!({"policy": a.policy.name(), "target": target, "max_load": load, "max_rps": rps})
             ),
+            // The search stops at 1: a load found there is a lower bound.
             Format::Table => println!(
-                "{}: max load at {target} = {load:.3} ({:.1} k rps)",
+                "{}: max load at {target} = {}{load:.3} ({:.1} k rps)",
                 a.policy,
+                if load >= 1.0 { "≥ " } else { "" },
                 rps / 1000.0
             ),
         }

@@ -481,7 +481,9 @@ fn run_load_sweep(
     let bisect = sweep(
         &sw.policies,
         opts.threads,
-        |&policy| max_sustainable(0.05, 1.0, tol, |l| at(policy, l), |r| sw.target.meets(r)),
+        |&policy| {
+            max_sustainable(0.05, SUSTAINABLE_TOP, tol, |l| at(policy, l), |r| sw.target.meets(r))
+        },
         |_, _| {},
     );
     let sustainable: Vec<f64> = bisect.into_iter().collect::<Result<_, _>>()?;
@@ -497,12 +499,8 @@ fn run_load_sweep(
     md.push_str(&md_head("policy | load ρ | requests/s | ratio SledgeScale ÷ policy"));
     let ss = sw.policies.iter().position(|&p| p == PolicyKind::SledgeScale).map(|i| sustainable[i]);
     for (p, s) in sw.policies.iter().zip(&sustainable) {
-        let ratio = match ss {
-            Some(v) if *s > 0.0 => format!("{:.2}×", v / s),
-            Some(_) => "∞ (never meets it)".into(),
-            None => "—".into(),
-        };
-        let _ = writeln!(md, "| {} | {s:.3} | {:.0} | {ratio} |", p.name(), rps(*s));
+        let (load, ratio) = sustainable_cells(*s, ss);
+        let _ = writeln!(md, "| {} | {load} | {:.0} | {ratio} |", p.name(), rps(*s));
     }
     let _ = writeln!(md, "\nPaper: {}\n", sw.paper);
     md.push_str(&md_head("policy | load | p99.9 latency µs | p99.9 slowdown | miss rate"));
@@ -518,6 +516,26 @@ fn run_load_sweep(
     }
     w.finish(md)
 }
+
+/// The sustainable load `s` of a policy and its ratio to SledgeScale's `ss`, as printed: the
+/// bisection stops at ρ = 1 (`max_sustainable`), so a load that met the target there is a lower
+/// bound (`≥ 1.000`), and a ratio with such a load above it a lower bound too (`≥ 1.92×`).
+fn sustainable_cells(s: f64, ss: Option<f64>) -> (String, String) {
+    let at_top = |v: f64| v >= SUSTAINABLE_TOP;
+    let load = if at_top(s) { format!("≥ {s:.3}") } else { format!("{s:.3}") };
+    let ratio = match ss {
+        Some(_) if at_top(s) && ss.is_some_and(at_top) => "— (both ≥ the top)".into(),
+        Some(v) if s > 0.0 && at_top(v) => format!("≥ {:.2}×", v / s),
+        Some(v) if s > 0.0 => format!("{:.2}×", v / s),
+        Some(_) => "∞ (never meets it)".into(),
+        None => "—".into(),
+    };
+    (load, ratio)
+}
+
+/// Where the sustainable-load bisection stops (ρ): a policy that meets the target there may
+/// sustain more.
+const SUSTAINABLE_TOP: f64 = 1.0;
 
 /// Runs one named experiment; `progress(name, done, total)` reports simulation points.
 pub fn run_experiment(
@@ -614,5 +632,21 @@ pub fn run_experiment(
         Experiment::Sfs => sfs::run(&run),
         Experiment::Overload => overload::run(&run),
         Experiment::Scale => scale::run(&run),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A load found at the bisection's top is a lower bound, and so is a ratio against it.
+    #[test]
+    fn sustainable_loads_at_the_top_are_lower_bounds() {
+        let cell = |s: f64, ss: Option<f64>| sustainable_cells(s, ss);
+        assert_eq!(cell(0.52, Some(1.0)), ("0.520".into(), "≥ 1.92×".into()));
+        assert_eq!(cell(1.0, Some(1.0)), ("≥ 1.000".into(), "— (both ≥ the top)".into()));
+        assert_eq!(cell(0.5, Some(0.75)), ("0.500".into(), "1.50×".into()));
+        assert_eq!(cell(0.0, Some(0.75)).1, "∞ (never meets it)");
+        assert_eq!(cell(0.5, None).1, "—");
     }
 }
