@@ -119,6 +119,10 @@ fn point_of(
     }
 }
 
+/// How long each node runs the first workload before its points are measured (a tenth of it
+/// with `--quick`).
+const WARM_UP: Duration = Duration::from_millis(300);
+
 /// Every trial's point of one (workload, policy, load).
 fn trials_of<'a>(
     points: &'a [PolicyPoint],
@@ -233,6 +237,20 @@ pub(crate) fn run(
                     opts,
                     "policies",
                 )?;
+                // Every node starts warm, as the first one does after the calibration: its
+                // code paged in, its pool slots touched. Not measured.
+                if let (Some(w), Some(&load)) = (specs.first(), loads.first()) {
+                    let warm = Driver {
+                        target: target.clone(),
+                        mapping: Mapping::Spin(spin_ref.clone()),
+                        workload: w.clone(),
+                        timeout: Duration::from_secs(30),
+                        calibration: Some(cal.clone()),
+                        window: 4096,
+                        keep_samples: false,
+                    };
+                    warm.at_load(load, if opts.quick { WARM_UP / 10 } else { WARM_UP })?;
+                }
                 for (name, w) in workloads.iter().zip(&specs) {
                     let driver = Driver {
                         target: target.clone(),
