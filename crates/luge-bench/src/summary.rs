@@ -113,8 +113,9 @@ pub struct Summary {
     /// Readiness reported by the server for successes (receipt to the first guest instruction,
     /// HORSE §2), µs; empty where the server reports none.
     pub server_readiness_us: Percentiles,
-    /// Execution reported by the server for successes (first guest instruction to the guest's
-    /// end), µs; empty where the server reports none.
+    /// Execution reported by the server for successes (the runtime's `Timing::executed`: the
+    /// sandbox's whole run, its instantiation included — readiness and execution overlap by
+    /// that), µs; empty where the server reports none.
     pub server_execution_us: Percentiles,
     /// Readiness ÷ the server's whole trigger (queueing + execution), summed over the successes
     /// that reported all three: HORSE's readiness share (Table 1). `None` without any.

@@ -3,7 +3,8 @@
 //! (SFS §III), preemptions and utilisation.
 //!
 //! Honest accounting: a rejected request is a deadline miss and has infinite latency
-//! and slowdown in the percentiles (reported as JSON `null`); means are over completed requests.
+//! and slowdown in the percentiles (reported as JSON `null`); means are over completed requests,
+//! except RTE's, in which a rejected request counts as 0 (no useful turnaround).
 
 use luge_sched::{Nanos, RejectReason};
 use serde::Serialize;
