@@ -230,11 +230,16 @@ pub fn run(args: ServeArgs) -> Result<()> {
         agent: server.agent,
         ..HttpConfig::default()
     };
+    // Open connections, as many over-cap ones being answered 503 (`HttpConfig::max_connections`),
+    // the admin listener's, and a margin for everything else (sockets, modules' images, logs).
+    let wanted = (http.max_connections as u64).saturating_mul(2).saturating_add(64 + 256);
     match luge_server::net::raise_fd_limit() {
-        Ok(files) if files < http.max_connections as u64 + 256 => tracing::warn!(
+        Ok(files) if files < wanted => tracing::warn!(
             files,
+            wanted,
             max_connections = http.max_connections,
-            "the open-file limit is below max_connections: connections beyond it wait"
+            "the open-file limit is below what max_connections can take (open connections and \
+             as many being refused): under a connection flood, accepts will fail"
         ),
         Ok(_) => {}
         Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),

@@ -54,6 +54,38 @@ fn serve_invoke_and_stop() {
     assert_eq!(server.stop(), 0, "SIGTERM must be a clean exit");
 }
 
+/// An open-file limit too low for a connection flood (the open connections and as many being
+/// refused, 2 × 16 384 + 320 by default) is warned about at start, with what it wants.
+#[test]
+fn serve_warns_when_the_open_file_limit_cannot_take_a_flood() {
+    fn low_limit() -> std::io::Result<()> {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: `getrlimit` is async-signal-safe and fills the valid `limit`.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // 20 000 (or less, if the hard limit is): above one `max_connections` (16 384) and its
+        // margin, below two.
+        let files = limit.rlim_max.min(20_000);
+        let limit = libc::rlimit { rlim_cur: files, rlim_max: files };
+        // SAFETY: `setrlimit` is async-signal-safe and `limit` is a valid rlimit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+    let server = Server::start_configured(&[], &cache(), "warn", |command| {
+        // SAFETY: `low_limit` only makes async-signal-safe calls.
+        unsafe { std::os::unix::process::CommandExt::pre_exec(command, low_limit) };
+    });
+    let log = server.stop_with_log();
+    let warning = log.lines().find(|l| l.contains("open-file limit")).unwrap_or_else(|| {
+        panic!("no warning about the open-file limit:\n{log}");
+    });
+    assert!(warning.contains("wanted=33088"), "{warning}");
+}
+
 #[test]
 fn manifest_errors_stop_start_up_with_file_and_line() {
     let dir = std::env::temp_dir().join(format!("luge-cli-{}", std::process::id()));
