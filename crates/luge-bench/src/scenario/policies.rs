@@ -237,30 +237,23 @@ pub(crate) fn run(
                     opts,
                     "policies",
                 )?;
+                let driver_of = |w: &WorkloadSpec| Driver {
+                    target: target.clone(),
+                    mapping: Mapping::Spin(spin_ref.clone()),
+                    workload: w.clone(),
+                    timeout: Duration::from_secs(30),
+                    calibration: Some(cal.clone()),
+                    window: 4096,
+                    keep_samples: false,
+                };
                 // Every node starts warm, as the first one does after the calibration: its
                 // code paged in, its pool slots touched. Not measured.
                 if let (Some(w), Some(&load)) = (specs.first(), loads.first()) {
-                    let warm = Driver {
-                        target: target.clone(),
-                        mapping: Mapping::Spin(spin_ref.clone()),
-                        workload: w.clone(),
-                        timeout: Duration::from_secs(30),
-                        calibration: Some(cal.clone()),
-                        window: 4096,
-                        keep_samples: false,
-                    };
-                    warm.at_load(load, if opts.quick { WARM_UP / 10 } else { WARM_UP })?;
+                    let warm_up = if opts.quick { WARM_UP / 10 } else { WARM_UP };
+                    driver_of(w).at_load(load, warm_up)?;
                 }
                 for (name, w) in workloads.iter().zip(&specs) {
-                    let driver = Driver {
-                        target: target.clone(),
-                        mapping: Mapping::Spin(spin_ref.clone()),
-                        workload: w.clone(),
-                        timeout: Duration::from_secs(30),
-                        calibration: Some(cal.clone()),
-                        window: 4096,
-                        keep_samples: false,
-                    };
+                    let driver = driver_of(w);
                     // Heavy tails need more requests for the same tail.
                     let duration = if name.starts_with("lognormal") { base * 2 } else { base };
                     for &load in &loads {
