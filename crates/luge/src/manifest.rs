@@ -374,6 +374,15 @@ impl Manifest {
                     (bytes, path.display().to_string())
                 }
             };
+            for (value, key) in [
+                (f.relative_deadline_us, "relative_deadline_us"),
+                (f.max_execution_us, "max_execution_us"),
+            ] {
+                if value == Some(0) {
+                    // 0 would refuse (or kill) every request that brings no deadline of its own.
+                    return Err(at(f.name.span(), format!("{key} must be above 0")));
+                }
+            }
             let defaults = Limits::default();
             let us = Duration::from_micros;
             let limits = Limits {
@@ -428,8 +437,35 @@ impl Manifest {
             functions.push(FunctionEntry { config, route, module, source });
         }
         let chains = chains(raw.chains, &functions, text, file)?;
+        shadowed_names(&functions, &chains).map_err(|reason| ManifestError {
+            file: file.to_owned(),
+            line: 0,
+            reason,
+        })?;
         Ok(Self { server, functions, chains })
     }
+}
+
+/// Refuses a route that is another function's or chain's default path `/<name>`: the HTTP front
+/// end looks a path up in the routes first, so that one would answer the other's name (and
+/// `luge invoke <name>`, which posts to `/<name>`, would run it).
+fn shadowed_names(functions: &[FunctionEntry], chains: &[NodeChain]) -> Result<(), String> {
+    let named = functions
+        .iter()
+        .map(|f| (f.config.name.as_str(), f.route.as_str()))
+        .chain(chains.iter().map(|c| (c.config.name.as_str(), c.route.as_str())));
+    let all: Vec<(&str, &str)> = named.collect();
+    for &(name, route) in &all {
+        if let Some((other, _)) =
+            all.iter().find(|(other, _)| *other != name && route == format!("/{other}"))
+        {
+            return Err(format!(
+                "`{name}`'s route `{route}` is the path of `{other}`: it would answer requests \
+                 for `{other}`; give `{name}` another route"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A function's or chain's name, if it is `[A-Za-z0-9._-]+`; else where and why not.
@@ -589,8 +625,28 @@ fn settings(
             ),
         });
     }
+    // A key's line, for the settings read without a span.
+    let refuse = |key: &str, reason: String| ManifestError {
+        file: file.to_owned(),
+        line: text
+            .lines()
+            .position(|l| {
+                l.trim_start().strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('='))
+            })
+            .map_or(0, |i| i + 1),
+        reason,
+    };
     runtime.cpus = raw.cpus.unwrap_or_default();
+    if let Some(&cpu) = runtime.cpus.iter().find(|&&c| c >= MAX_CPU) {
+        return Err(refuse(
+            "cpus",
+            format!("cpu {cpu} is beyond what Linux can pin to (< {MAX_CPU})"),
+        ));
+    }
     if let Some(t) = raw.tick_us {
+        if t == 0 {
+            return Err(refuse("tick_us", "tick_us must be at least 10".into()));
+        }
         runtime.tick = Duration::from_micros(t.max(10));
     }
     if let Some(t) = raw.notify_interval_us {
@@ -623,7 +679,10 @@ fn settings(
     runtime.ready_sandboxes = raw.ready_sandboxes.unwrap_or(runtime.ready_sandboxes);
     runtime.ready_sandboxes_max = raw.ready_sandboxes_max.unwrap_or(runtime.ready_sandboxes_max);
     if let Some(n) = raw.max_sandboxes {
-        runtime.max_sandboxes = n.max(1);
+        if n == 0 {
+            return Err(refuse("max_sandboxes", "max_sandboxes must be at least 1".into()));
+        }
+        runtime.max_sandboxes = n;
     }
     if let Some(m) = raw.max_memory_bytes {
         runtime.max_memory_bytes = m;
@@ -663,7 +722,14 @@ fn settings(
         runtime.policy_config.admission.shed = d;
     }
     if let Some(q) = raw.max_queued {
+        if q == 0 {
+            // Every arrival would find the queue full.
+            return Err(refuse("max_queued", "max_queued must be at least 1".into()));
+        }
         runtime.policy_config.admission.max_queued = Some(q);
+    }
+    if raw.http_threads == Some(0) {
+        return Err(refuse("http_threads", "http_threads must be at least 1".into()));
     }
     let request_log = match raw.request_log {
         None => defaults.request_log,
@@ -704,12 +770,15 @@ fn settings(
         max_buffered_body_bytes: raw
             .max_buffered_body_bytes
             .unwrap_or(defaults.max_buffered_body_bytes),
-        http_threads: raw.http_threads.unwrap_or(1).max(1),
+        http_threads: raw.http_threads.unwrap_or(1),
         rpc_busy_poll: raw.rpc_busy_poll.unwrap_or(false),
         request_log,
         runtime,
     })
 }
+
+/// CPUs a worker can be pinned to are numbered below this (`CPU_SETSIZE`).
+const MAX_CPU: usize = 1024;
 
 /// The share of context-less requests traced when spans are exported and no share is given.
 pub const DEFAULT_TRACE_SAMPLE: f64 = 0.01;
@@ -918,6 +987,39 @@ class = "ull"
         fails_at(&format!("{noop}max_execution_us = \"soon\"\n"), 4, "invalid type");
         let (_, reason) = error("[server]\nworkers = 1\ndispatchers = 2\n");
         assert!(reason.contains("dispatchers"), "{reason}");
+    }
+
+    /// Values that parse but would make the node refuse or kill everything, or panic a worker,
+    /// are refused with their line instead of clamped or accepted.
+    #[test]
+    fn nonsense_values_are_refused() {
+        let fails_at = |text: &str, want_line: usize, want_reason: &str| {
+            let (line, reason) = error(text);
+            assert_eq!(line, want_line, "{text}: {reason}");
+            assert!(reason.contains(want_reason), "{text}: {reason}");
+        };
+        fails_at("[server]\nmax_queued = 0\n", 2, "max_queued must be at least 1");
+        fails_at("[server]\n\nmax_sandboxes = 0\n", 3, "max_sandboxes must be at least 1");
+        fails_at("[server]\nhttp_threads = 0\n", 2, "http_threads must be at least 1");
+        fails_at("[server]\ntick_us = 0\n", 2, "tick_us must be at least 10");
+        fails_at("[server]\ncpus = [0, 1024]\n", 2, "cpu 1024");
+        let noop = "[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\n";
+        fails_at(
+            &format!("{noop}relative_deadline_us = 0\n"),
+            2,
+            "relative_deadline_us must be above 0",
+        );
+        fails_at(&format!("{noop}max_execution_us = 0\n"), 2, "max_execution_us must be above 0");
+        // A route that is another function's path would answer for it.
+        let shadow = "[[function]]\nname = \"hello\"\nmodule = \"builtin:hello\"\nroute = \"/greet\"\n\
+                      [[function]]\nname = \"greet\"\nmodule = \"builtin:hello\"\nroute = \"/g2\"\n";
+        let (_, reason) = error(shadow);
+        assert!(reason.contains("`hello`'s route `/greet` is the path of `greet`"), "{reason}");
+        // Each alone, or with routes of their own, is fine.
+        assert!(parse("[server]\nmax_queued = 1\ncpus = [1023]\ntick_us = 10\n").is_ok());
+        let fine = "[[function]]\nname = \"hello\"\nmodule = \"builtin:hello\"\nroute = \"/v1/greet\"\n\
+                    [[function]]\nname = \"greet\"\nmodule = \"builtin:hello\"\n";
+        assert!(parse(fine).is_ok());
     }
 
     #[test]
