@@ -247,6 +247,38 @@ pub(crate) fn encode_ping(
 }
 
 /// Sets the `RETRANSMIT` flag of an encoded Request or Ping.
+/// Prepares a Request datagram for its retransmission `elapsed` after the first send: the
+/// retransmit flag set and, when the call has a `deadline`, the deadline field rewritten to what
+/// is left of it — a copy the node sees first (the earlier ones lost) must not run as if it had
+/// the whole deadline again. `false` when nothing is left: no copy sent now could be answered in
+/// time, so none is sent (the call waits out its timeout for an answer to one already sent).
+pub(crate) fn prepare_retransmit(
+    datagram: &mut [u8],
+    deadline: Option<Duration>,
+    elapsed: Duration,
+) -> bool {
+    if let Some(deadline) = deadline {
+        let left = deadline.saturating_sub(elapsed);
+        if left.is_zero() {
+            return false;
+        }
+        if let Some(field) = datagram.get_mut(DEADLINE_FIELD) {
+            field.copy_from_slice(&micros(Some(left)).to_le_bytes());
+        }
+    }
+    mark_retransmit(datagram);
+    true
+}
+
+/// Where a Request's deadline (µs, little-endian) sits in its header (`docs/protocol.md` §1.2).
+const DEADLINE_FIELD: std::ops::Range<usize> = 24..28;
+
+/// `now + wait`, or a far instant where that is past what an `Instant` holds (a timeout of
+/// `Duration::MAX`).
+pub(crate) fn instant_after(now: Instant, wait: Duration) -> Instant {
+    now.checked_add(wait).unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
+}
+
 pub(crate) fn mark_retransmit(datagram: &mut [u8]) {
     if let Some(field) = datagram.get_mut(4..8) {
         let mut flags = [0; 4];
@@ -366,13 +398,14 @@ impl RpcClient {
         let mut attempts = 0u32;
         let mut refused = None;
         let mut undecodable = None;
+        let deadline = if expect == Expect::Response { opts.deadline } else { None };
         loop {
             let remaining = opts.timeout.saturating_sub(start.elapsed());
             let Some((wait, resend)) = opts.wait(attempts, remaining) else { break };
-            if resend {
-                if attempts > 0 {
-                    mark_retransmit(&mut self.send_buf);
-                }
+            if resend
+                && (attempts == 0
+                    || prepare_retransmit(&mut self.send_buf, deadline, start.elapsed()))
+            {
                 attempts += 1;
                 match self.socket.send(&self.send_buf) {
                     Ok(_) => {}
@@ -381,7 +414,7 @@ impl RpcClient {
                     Err(e) => return Err(e.into()),
                 }
             }
-            let until = Instant::now() + wait;
+            let until = instant_after(Instant::now(), wait);
             loop {
                 let left = until.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -461,6 +494,42 @@ mod tests {
         assert_eq!(opts.wait(0, Duration::ZERO), None);
         let none = opts.with_backoff(Backoff { max_attempts: 0, ..Backoff::default() });
         assert_eq!(none.wait(0, ms(10)), None);
+    }
+
+    /// A retransmit carries what is left of the deadline, and none goes out once it is spent.
+    #[test]
+    fn a_retransmit_carries_what_is_left_of_the_deadline() {
+        let mut buf = Vec::new();
+        let opts = CallOptions::default().with_deadline(Duration::from_millis(5));
+        encode_request(&mut buf, 9, 1, b"x", &opts).unwrap();
+        let ms = Duration::from_millis;
+        assert!(prepare_retransmit(&mut buf, opts.deadline, ms(2)));
+        match decode(&buf) {
+            Ok(Message::Request(r)) => {
+                assert!(r.header.flags.contains(Flags::RETRANSMIT));
+                assert_eq!(r.header.deadline_us, 3_000);
+                assert_eq!(r.payload, b"x");
+            }
+            other => panic!("{other:?}"),
+        }
+        let before = buf.clone();
+        assert!(!prepare_retransmit(&mut buf, opts.deadline, ms(5)), "the deadline is spent");
+        assert_eq!(buf, before, "not touched");
+        // No deadline of its own (the function's applies): only the flag.
+        let mut plain = Vec::new();
+        encode_request(&mut plain, 9, 1, b"x", &CallOptions::default()).unwrap();
+        assert!(prepare_retransmit(&mut plain, None, ms(500)));
+        match decode(&plain) {
+            Ok(Message::Request(r)) => assert_eq!(r.header.deadline_us, 0),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_wait_of_any_length_has_an_end() {
+        let now = Instant::now();
+        assert_eq!(instant_after(now, Duration::from_secs(1)), now + Duration::from_secs(1));
+        assert!(instant_after(now, Duration::MAX) > now + Duration::from_secs(3600));
     }
 
     #[test]

@@ -23,9 +23,12 @@ use tokio::task::JoinHandle;
 use crate::error::ClientError;
 use crate::rpc::{
     CallOptions, Expect, IdGenerator, Reply, RpcResponse, encode_ping, encode_request, first_addr,
-    mark_retransmit,
+    prepare_retransmit,
 };
 use crate::window::{Slot, Window};
+
+/// A wait too long for an `Instant` is this long (a year).
+const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 type Pending = HashMap<u64, (Expect, oneshot::Sender<Reply>)>;
 
@@ -247,7 +250,9 @@ impl AsyncRpcClient {
         // at least half of it left: its refusal says something about the node's load, not
         // about how long this client kept it.
         let bound = opts.deadline.map_or(opts.timeout, |d| d / 2);
-        let slot = window.acquire(Some(start + bound)).await;
+        // A bound past what an `Instant` holds (a timeout of `Duration::MAX`): a year.
+        let until = start.checked_add(bound).unwrap_or_else(|| start + FAR);
+        let slot = window.acquire(Some(until)).await;
         let waited = start.elapsed();
         match slot {
             Some(slot) if waited < bound => {
@@ -273,13 +278,13 @@ impl AsyncRpcClient {
         let start = Instant::now();
         let mut attempts = 0u32;
         let mut refused = false;
+        let deadline = if expect == Expect::Response { opts.deadline } else { None };
         loop {
             let remaining = opts.timeout.saturating_sub(start.elapsed());
             let Some((wait, resend)) = opts.wait(attempts, remaining) else { break };
-            if resend {
-                if attempts > 0 {
-                    mark_retransmit(&mut datagram);
-                }
+            if resend
+                && (attempts == 0 || prepare_retransmit(&mut datagram, deadline, start.elapsed()))
+            {
                 attempts += 1;
                 match shared.socket.send(&datagram).await {
                     Ok(_) => {}
@@ -303,6 +308,11 @@ impl AsyncRpcClient {
         }
         if refused || shared.refused.swap(false, Ordering::Relaxed) {
             return Err(ClientError::Io(std::io::ErrorKind::ConnectionRefused.into()));
+        }
+        // No answer at all: a node so loaded that it drops datagrams says so only this way.
+        // Taken as a refusal for load (the window halves, at most once per round trip).
+        if let Some(window) = &self.inner.window {
+            window.observe(luge_proto::LOAD_REFUSED, start.elapsed());
         }
         Err(ClientError::Timeout { attempts, elapsed: start.elapsed() })
     }

@@ -107,6 +107,48 @@ fn blocking_client_retransmits_with_the_flag_and_ignores_other_answers() {
     assert!(seen[1..].iter().all(|(_, f)| f.contains(Flags::RETRANSMIT)));
 }
 
+/// Retransmits carry what is left of the deadline, and stop once it is spent (the call waits
+/// out its timeout for an answer to a copy already sent); the async client's adaptive window
+/// takes a call that got no answer at all as a sign of load.
+#[test]
+fn retransmits_carry_what_is_left_of_the_deadline_and_stop_when_it_is_spent() {
+    let socket = server_socket();
+    let addr = socket.local_addr().unwrap();
+    let mut client = RpcClient::connect(addr).unwrap();
+    let opts = CallOptions::default()
+        .with_backoff(fast_backoff(10))
+        .with_timeout(400 * MS)
+        .with_deadline(100 * MS);
+    let err = client.call(1, b"", opts).unwrap_err();
+    assert!(matches!(err, ClientError::Timeout { .. }), "{err}");
+    socket.set_read_timeout(Some(10 * MS)).unwrap();
+    let mut buf = [0; 128];
+    let mut deadlines = Vec::new();
+    while let Ok(n) = socket.recv(&mut buf) {
+        if let Ok(Message::Request(r)) = decode(&buf[..n]) {
+            deadlines.push(r.header.deadline_us);
+        }
+    }
+    // Due at 0, 5, 15, 35, 55, 75, 95 ms and every 20 ms after, up to ten: those after the
+    // 100 ms deadline are not sent (however late the machine runs them), and each carries less
+    // of the deadline than the one before.
+    assert!((2..=7).contains(&deadlines.len()), "{deadlines:?}");
+    assert_eq!(deadlines[0], 100_000);
+    assert!(deadlines.windows(2).all(|w| w[1] < w[0]), "{deadlines:?}");
+}
+
+#[tokio::test]
+async fn an_unanswered_call_shrinks_the_adaptive_window() {
+    let socket = server_socket();
+    let addr = socket.local_addr().unwrap();
+    let client = AsyncRpcClient::connect_adaptive(addr, 8).await.unwrap();
+    let opts = CallOptions::default().with_backoff(fast_backoff(1)).with_timeout(30 * MS);
+    let err = client.call(1, b"", opts).await.unwrap_err();
+    assert!(matches!(err, ClientError::Timeout { .. }), "{err}");
+    assert_eq!(client.window(), Some(4), "halved: the node answered nothing");
+    drop(socket);
+}
+
 #[test]
 fn blocking_client_gives_up_after_the_backoff_and_timeout() {
     let socket = server_socket();

@@ -24,7 +24,7 @@ pub struct InvokeArgs {
     /// Use UDP-RPC instead of HTTP.
     #[arg(long)]
     rpc: bool,
-    /// Relative deadline in µs (default: the function's).
+    /// Relative deadline in µs (default, or 0: the function's).
     #[arg(long)]
     deadline_us: Option<u64>,
     /// Server's HTTP base URL.
@@ -59,7 +59,8 @@ pub fn invoke(args: InvokeArgs) -> Result<()> {
         (None, None) => Vec::new(),
     };
     let mut opts = CallOptions::default().with_timeout(Duration::from_millis(args.timeout_ms));
-    if let Some(d) = args.deadline_us {
+    // 0 means the function's own deadline, as on the wire (sending it would ask for 1 µs).
+    if let Some(d) = args.deadline_us.filter(|&d| d > 0) {
         opts = opts.with_deadline(Duration::from_micros(d));
     }
     let (ok, body, detail) = if args.rpc {
