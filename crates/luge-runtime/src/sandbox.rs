@@ -367,7 +367,14 @@ fn classify(
             if state.limiter.hit {
                 return Err(memory_limit);
             }
-            if e.downcast_ref::<Trap>().is_none() {
+            // The module's Wasm `start` function runs here: what the guest does there (trap,
+            // exit, overrun its budget or its output cap) is the guest's, as in `_start`; only
+            // anything else is the node's.
+            let guest = e.downcast_ref::<Trap>().is_some()
+                || e.downcast_ref::<GuestExit>().is_some()
+                || e.downcast_ref::<OutputCapExceeded>().is_some()
+                || e.downcast_ref::<Stopped>().is_some();
+            if !guest {
                 return Err(Failure::Internal(format!("instantiation failed: {e:#}")));
             }
             e

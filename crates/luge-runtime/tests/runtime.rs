@@ -128,6 +128,38 @@ fn failures_are_typed() {
     assert_eq!(rt.live_sandboxes(), 0);
 }
 
+/// What a module's Wasm `start` function does while it is instantiated — exit, overrun its
+/// budget, trap — is answered as the guest's failure, as in `_start`, not as the node's
+/// (`internal`).
+#[test]
+fn failures_in_a_start_function_are_the_guests() {
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    let module = |body: &str| {
+        format!(
+            r#"(module
+                (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+                (memory (export "memory") 1)
+                (func $init {body})
+                (start $init)
+                (func (export "_start")))"#
+        )
+    };
+    let budget = Duration::from_millis(50);
+    for (name, body) in [
+        ("exits", "(call $exit (i32.const 3))"),
+        ("spins", "(loop $again (br $again))"),
+        ("traps", "unreachable"),
+    ] {
+        register(&rt, name, &module(body), |c| {
+            c.limits.max_execution = budget;
+            c.relative_deadline = Duration::from_secs(10);
+        });
+    }
+    assert_eq!(call(&rt, "exits", b"").result, Err(Failure::Exit(3)));
+    assert_eq!(call(&rt, "spins", b"").result, Err(Failure::Killed { budget }));
+    assert_eq!(call(&rt, "traps", b"").result, Err(Failure::Trap(TrapKind::Unreachable)));
+}
+
 #[test]
 fn bad_modules_are_rejected_at_registration() {
     let rt = runtime(1, PolicyKind::SledgeScale);
