@@ -73,6 +73,9 @@ pub(crate) struct WasiCtx {
     make_strings: Option<MakeStrings>,
     /// The instance's exported memory, cached after instantiation.
     pub memory: Option<Memory>,
+    /// When the guest first read a CPU-time clock: those clocks count from there
+    /// ([`clock_time_get`]).
+    cpu_clock_zero: Option<std::time::Instant>,
 }
 
 type Result<T> = wasmtime::Result<T>;
@@ -258,20 +261,28 @@ fn env(s: &Strings) -> &[Vec<u8>] {
     &s.env
 }
 
+/// The clocks: real time and monotonic time are the host's; the process and thread CPU-time
+/// clocks (ids 2 and 3) are the request's own — the time since the guest first read one — never
+/// the node's process or worker thread, whose CPU time would tell a guest how busy the other
+/// tenants keep them.
 fn clock_time_get<T: WasiView>(mut caller: Caller<'_, T>, id: i32, _prec: i64, out: i32) -> i32 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    let clock = match id {
-        0 => libc::CLOCK_REALTIME,
-        1 => libc::CLOCK_MONOTONIC,
-        2 => libc::CLOCK_PROCESS_CPUTIME_ID,
-        3 => libc::CLOCK_THREAD_CPUTIME_ID,
+    let ns = match id {
+        0 | 1 => {
+            let clock = if id == 0 { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: `ts` is a valid, writable timespec and `clock` a valid clock id.
+            if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+                return EINVAL;
+            }
+            (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+        }
+        2 | 3 => {
+            let wasi = caller.data_mut().wasi_mut();
+            let zero = *wasi.cpu_clock_zero.get_or_insert_with(std::time::Instant::now);
+            u64::try_from(zero.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        }
         _ => return EINVAL,
     };
-    // SAFETY: `ts` is a valid, writable timespec and `clock` a valid clock id.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return EINVAL;
-    }
-    let ns = (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64);
     let Some(mem) = memory(&mut caller) else { return EFAULT };
     if write_bytes(mem.data_mut(&mut caller), out, &ns.to_le_bytes()) { SUCCESS } else { EFAULT }
 }

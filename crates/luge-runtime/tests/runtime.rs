@@ -160,6 +160,34 @@ fn failures_in_a_start_function_are_the_guests() {
     assert_eq!(call(&rt, "traps", b"").result, Err(Failure::Trap(TrapKind::Unreachable)));
 }
 
+/// The CPU-time clocks a guest reads are its request's own (they start at its first read), not
+/// the node's process or worker thread, whose CPU time would show it the other tenants' load.
+#[test]
+fn cpu_time_clocks_are_the_requests_own() {
+    const CLOCKS: &str = r#"(module
+        (import "wasi_snapshot_preview1" "clock_time_get"
+            (func $clock (param i32 i64 i32) (result i32)))
+        (import "wasi_snapshot_preview1" "fd_write"
+            (func $write (param i32 i32 i32 i32) (result i32)))
+        (memory (export "memory") 1)
+        (func (export "_start")
+            (drop (call $clock (i32.const 2) (i64.const 1) (i32.const 0)))
+            (drop (call $clock (i32.const 3) (i64.const 1) (i32.const 8)))
+            (i32.store (i32.const 64) (i32.const 0))
+            (i32.store (i32.const 68) (i32.const 16))
+            (drop (call $write (i32.const 1) (i32.const 64) (i32.const 1) (i32.const 72)))))"#;
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    // The process has compiled modules and run requests: its own CPU time is well past 1 ms.
+    register(&rt, "spin", SPIN, |_| {});
+    ok(call(&rt, "spin", b"1000000"));
+    register(&rt, "clocks", CLOCKS, |_| {});
+    let out = ok(call(&rt, "clocks", b""));
+    let read = |i: usize| u64::from_le_bytes(out[8 * i..8 * i + 8].try_into().unwrap());
+    let (process, thread) = (read(0), read(1));
+    assert!(process < 1_000_000, "the process clock read {process} ns");
+    assert!(thread >= process && thread < 1_000_000, "{process} then {thread} ns");
+}
+
 #[test]
 fn bad_modules_are_rejected_at_registration() {
     let rt = runtime(1, PolicyKind::SledgeScale);
