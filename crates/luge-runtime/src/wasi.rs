@@ -437,7 +437,16 @@ pub(crate) fn stderr_text(wasi: &WasiCtx) -> Option<String> {
     if wasi.stderr.is_empty() {
         return None;
     }
-    let mut text = String::from_utf8_lossy(&wasi.stderr).trim_end().to_owned();
+    // One log line, whatever the guest wrote: its line breaks and other control characters are
+    // escaped (`\n`), so it cannot forge lines of the node's own log.
+    let mut text = String::new();
+    for c in String::from_utf8_lossy(&wasi.stderr).trim_end().chars() {
+        if c.is_control() {
+            text.extend(c.escape_default());
+        } else {
+            text.push(c);
+        }
+    }
     if wasi.stderr_dropped > 0 {
         text.push_str(&format!(" … ({} more bytes dropped)", wasi.stderr_dropped));
     }
@@ -451,6 +460,18 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+
+    #[test]
+    fn stderr_is_one_log_line_whatever_the_guest_wrote() {
+        let ctx = WasiCtx {
+            stderr: b"oops\n2026-11-28 WARN luge_runtime: forged\r\x1b[31m\ttab \xc3\xa9\n"
+                .to_vec(),
+            ..WasiCtx::default()
+        };
+        let text = stderr_text(&ctx).unwrap();
+        assert_eq!(text, "oops\\n2026-11-28 WARN luge_runtime: forged\\r\\u{1b}[31m\\ttab \u{e9}");
+        assert!(!text.contains('\n') && !text.contains('\r'), "{text}");
+    }
 
     #[test]
     fn args_and_environment_are_built_once_and_only_when_asked_for() {
