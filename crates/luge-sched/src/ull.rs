@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 
 use crate::backlog::Backlog;
 use crate::policy::{Action, Admission, Event, LocalOrder, Policy, PolicyStats, RejectReason};
-use crate::request::{Nanos, Request, RequestId};
+use crate::request::{Nanos, Overrun, Request, RequestId};
 
 /// Settings of the uLL lane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +59,7 @@ impl Default for UllConfig {
 impl UllConfig {
     /// Whether `req` belongs in the lane: declared uLL, or a known estimate within the threshold.
     pub fn is_ull(&self, req: &Request) -> bool {
-        req.ull || (req.estimate_known && req.expected <= self.threshold)
+        req.ull || (self.threshold > 0 && req.estimate_known && req.expected <= self.threshold)
     }
 }
 
@@ -76,6 +76,10 @@ pub struct UllStats {
     pub rejected: u64,
     /// uLL requests that outran the slice and went to the inner policy.
     pub overran: u64,
+    /// uLL requests the lane could not serve within their deadline whose function demotes
+    /// (`Overrun::Demote`), handed to the inner policy instead of refused or shed (Edge-RT
+    /// §IV-D): it runs them late.
+    pub demoted: u64,
 }
 
 /// The inner policy's run on a worker.
@@ -185,6 +189,13 @@ impl<P: Policy> UllLane<P> {
     fn arrival(&mut self, now: Nanos, req: Request, out: &mut Vec<Action>) {
         self.stats.arrivals += 1;
         if let Some(reason) = self.config.admission.check(now, &req, self.lane.len()) {
+            if req.on_overrun == Overrun::Demote {
+                // The inner policy demotes what cannot make its deadline (a function whose
+                // estimate shifted past it included): refusing it here would refuse it forever.
+                self.stats.demoted += 1;
+                self.feed(now, Event::Arrival(req), out);
+                return;
+            }
             self.stats.rejected += 1;
             out.push(Action::Reject { req, reason });
             return;
@@ -226,6 +237,25 @@ impl<P: Policy> UllLane<P> {
     /// Gives the idle worker `w` its next run: the lane's head (shedding the lost on the way),
     /// else the inner policy's run there, held back or waiting, if any.
     fn next(&mut self, now: Nanos, w: usize, out: &mut Vec<Action>) {
+        let mut demoted = Vec::new();
+        self.next_run(now, w, out, &mut demoted);
+        // What the lane would have shed but whose function demotes: the inner policy's, once
+        // this worker has its run.
+        for req in demoted {
+            self.stats.demoted += 1;
+            self.feed(now, Event::Arrival(req), out);
+        }
+    }
+
+    /// [`next`](Self::next), with the lane's requests that can no longer make their deadline
+    /// but demote put in `demoted` instead of shed.
+    fn next_run(
+        &mut self,
+        now: Nanos,
+        w: usize,
+        out: &mut Vec<Action>,
+        demoted: &mut Vec<Request>,
+    ) {
         debug_assert!(self.workers[w].outer.is_none());
         // The share bound: a full burst while the inner policy's run waits here gives it back.
         let inner_waits = self.workers[w].inner.is_some();
@@ -241,6 +271,10 @@ impl<P: Policy> UllLane<P> {
         while let Some(req) = self.lane.pop_front() {
             let admission = &self.config.admission;
             if admission.shed && now.saturating_add(req.own_work()) > req.absolute_deadline {
+                if req.on_overrun == Overrun::Demote {
+                    demoted.push(req);
+                    continue;
+                }
                 self.stats.rejected += 1;
                 out.push(Action::Reject { req, reason: RejectReason::Shed });
                 continue;
@@ -467,8 +501,8 @@ impl<P: Policy> Policy for UllLane<P> {
 
     fn stats(&self) -> PolicyStats {
         let mut stats = self.inner.stats();
-        // An overrun uLL request reached the inner policy as an arrival too.
-        stats.arrivals += self.stats.arrivals - self.stats.overran;
+        // An overrun or demoted uLL request reached the inner policy as an arrival too.
+        stats.arrivals += self.stats.arrivals - self.stats.overran - self.stats.demoted;
         stats.preemptions += self.stats.borrowed + self.stats.overran;
         stats.rejected += self.stats.rejected;
         stats
@@ -586,6 +620,50 @@ mod tests {
         let config = PolicyConfig::papers(1);
         let ull = UllConfig { admission: config.admission, ..UllConfig::default() };
         UllLane::new(PolicyKind::SledgeScale.build(&config), ull)
+    }
+
+    /// A lane over SledgeScale with Luge's default admission (refuse the infeasible, shed).
+    fn admitting_lane() -> UllLane<Box<dyn Policy>> {
+        let config = PolicyConfig::default();
+        let ull = UllConfig { admission: config.admission, ..UllConfig::default() };
+        UllLane::new(PolicyKind::SledgeScale.build(&config), ull)
+    }
+
+    /// A uLL request that cannot make its deadline is refused — unless its function demotes:
+    /// then the inner policy takes it and runs it late (here at once: nothing else waits),
+    /// where the lane used to refuse it, and would have refused it forever once the function's
+    /// estimate had shifted past its deadline.
+    #[test]
+    fn a_late_ull_request_that_demotes_goes_to_the_inner_policy() {
+        // 50 µs of work, 20 µs deadline: infeasible at arrival.
+        let late = |id: u64, overrun: Overrun| {
+            Request::new(RequestId(id), FunctionId(0), 0, 20_000, 50_000)
+                .with_ull(true)
+                .with_overrun(overrun)
+        };
+        let mut p = admitting_lane();
+        let refused = step(&mut p, 0, Event::Arrival(late(1, Overrun::Kill)));
+        assert!(matches!(refused[..], [Action::Reject { .. }]), "{refused:?}");
+        let mut p = admitting_lane();
+        let taken = step(&mut p, 0, Event::Arrival(late(2, Overrun::Demote)));
+        assert!(
+            taken
+                .iter()
+                .any(|a| matches!(a, Action::Run { worker: 0, req } if req.id == RequestId(2))),
+            "{taken:?}"
+        );
+        assert!(!taken.iter().any(|a| matches!(a, Action::Reject { .. })), "{taken:?}");
+        assert_eq!(p.ull_stats().demoted, 1);
+        assert_eq!(p.stats().arrivals, 1, "counted once");
+    }
+
+    /// A threshold of 0 means declared functions only, even for a known estimate of 0.
+    #[test]
+    fn a_zero_threshold_takes_declared_functions_only() {
+        let config = UllConfig { threshold: 0, ..UllConfig::default() };
+        let free = Request::new(RequestId(1), FunctionId(0), 0, 1_000_000, 0);
+        assert!(!config.is_ull(&free));
+        assert!(config.is_ull(&free.with_ull(true)));
     }
 
     fn step(p: &mut UllLane<Box<dyn Policy>>, now: Nanos, event: Event) -> Vec<Action> {
