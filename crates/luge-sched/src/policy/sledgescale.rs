@@ -103,6 +103,12 @@ impl SledgeScale {
         {
             return WaitTime::Preemptible;
         }
+        // A preemption of the run is in flight and `req` is more urgent than it: `req` starts
+        // before the run resumes, as `edf::starts` has it when binding — waiting only for the
+        // queue ahead of it (the preempting request among it), not for the run's claim.
+        if run.preempt_pending && req.key() < run.req.key() {
+            return WaitTime::Wait(queue.work_before(req.absolute_deadline));
+        }
         WaitTime::Wait(
             queue.work_before(req.absolute_deadline).saturating_add(self.cores.claim_on(now, w)),
         )
@@ -402,6 +408,28 @@ mod tests {
         let mut p = SledgeScale::new(&PolicyConfig::papers(1));
         feed(&mut p, 0, Event::Arrival(req(1, 10_000_000, 100_000)));
         assert_eq!(follows(&feed(&mut p, 1, Event::Arrival(req(2, 10_500_000, 1_000)))), []);
+    }
+
+    /// While a preemption is in flight, a newcomer more urgent than the preempted run waits on
+    /// that worker only for the queue ahead of it, as the binding has it: picking the worker and
+    /// binding agree, and a request that fits there is not sent to refuse elsewhere.
+    #[test]
+    fn a_pending_preemption_does_not_count_against_a_more_urgent_newcomer() {
+        const MS: Nanos = 1_000_000;
+        let mut p = SledgeScale::new(&PolicyConfig { workers: 2, ..PolicyConfig::default() });
+        feed(&mut p, 0, Event::Arrival(req(1, 100 * MS, 50 * MS)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        feed(&mut p, 0, Event::Arrival(req(2, 16 * MS, 15 * MS)));
+        feed(&mut p, 0, Event::Started { worker: 1, id: RequestId(2) });
+        // Due at 5 ms: it preempts the loose run on worker 0 (the preemption in flight).
+        let out = feed(&mut p, 0, Event::Arrival(req(3, 5 * MS, MS)));
+        assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(1) }), "{out:?}");
+        // Due at 10 ms with 2 ms of work: behind the 1 ms one on worker 0 it ends at 3 ms;
+        // worker 1 is held 15 ms. It goes to worker 0 and is admitted.
+        assert_eq!(p.wait_time(0, &req(4, 10 * MS, 2 * MS), 0), WaitTime::Wait(MS));
+        let out = feed(&mut p, 0, Event::Arrival(req(4, 10 * MS, 2 * MS)));
+        assert_eq!(rejected(&out), [], "{out:?}");
+        assert!(out.contains(&Action::Enqueue { worker: 0, id: RequestId(4) }), "{out:?}");
     }
 
     #[test]
