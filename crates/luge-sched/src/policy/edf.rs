@@ -62,6 +62,8 @@ pub(crate) fn bind(
         && cores.may_follow(w, &req)
     {
         cores.follow(w, req, out);
+        // Committed ahead of the queue: shed what it pushed past its deadline, as below.
+        cores.shed_doomed(queue, (at.1.saturating_add(req.own_work()), now), out);
         return;
     }
     queue.insert(req);

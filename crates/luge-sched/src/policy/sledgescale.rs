@@ -392,6 +392,24 @@ mod tests {
         assert!(out.iter().any(|a| matches!(a, Action::Run { req, .. } if req.id.0 == 6)));
     }
 
+    /// A newcomer committed to a run's batch is ahead of the queue: what it pushes past its
+    /// deadline there is shed at once, as when it is queued ahead of it.
+    #[test]
+    fn joining_a_batch_sheds_what_it_pushed_past_its_deadline() {
+        const US: Nanos = 1_000;
+        let cfg = PolicyConfig { batch_window: 1_000 * US, ..PolicyConfig::default() };
+        let mut p = SledgeScale::new(&cfg);
+        feed(&mut p, 0, Event::Arrival(req(1, 10_000 * US, 9_000 * US)));
+        feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        // Past the batch window of the run (due 10 ms): queued; it ends at 10.5 ms, in time.
+        let out = feed(&mut p, 0, Event::Arrival(req(2, 11_200 * US, 1_500 * US)));
+        assert_eq!((rejected(&out), follows(&out)), (vec![], vec![]), "{out:?}");
+        // Within the window and ahead of 2: it joins the batch, and 2 now ends at 11.5 ms.
+        let out = feed(&mut p, 0, Event::Arrival(req(3, 10_500 * US, 1_000 * US)));
+        assert_eq!(follows(&out), [(0, 3)]);
+        assert_eq!(rejected(&out), [(2, RejectReason::Shed)], "{out:?}");
+    }
+
     #[test]
     fn an_arrival_for_a_busy_worker_with_nothing_queued_joins_its_batch() {
         let cfg = PolicyConfig { batch_window: 1_000_000, ..PolicyConfig::papers(1) };
