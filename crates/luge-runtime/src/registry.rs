@@ -93,6 +93,16 @@ impl std::fmt::Debug for Function {
     }
 }
 
+/// A tenant's `max_functions`, checked when a function is inserted ([`Registry::register_within`]).
+pub(crate) struct Quota {
+    /// The tenant's id.
+    pub tenant: u32,
+    /// Its name, for the error.
+    pub name: String,
+    /// Its limit.
+    pub max: u32,
+}
+
 /// Compiles and links modules; shared by every thread of a runtime.
 pub(crate) struct Registry {
     engine: Engine,
@@ -303,10 +313,23 @@ impl Registry {
     }
 
     /// Compiles and registers a function under a fresh id.
+    #[cfg(test)]
     pub(crate) fn register(
         &self,
         config: FunctionConfig,
         bytes: &[u8],
+    ) -> Result<Arc<Function>, Error> {
+        self.register_within(config, bytes, None)
+    }
+
+    /// [`register`](Self::register), refused if the function's tenant has `quota.max`
+    /// functions registered when it is inserted — counted under the registry's lock, so that
+    /// registrations compiling at the same time cannot all pass a count taken before.
+    pub(crate) fn register_within(
+        &self,
+        config: FunctionConfig,
+        bytes: &[u8],
+        quota: Option<Quota>,
     ) -> Result<Arc<Function>, Error> {
         if self.taken(&config.name) {
             return Err(reject(&config.name, RegisterError::Duplicate));
@@ -319,6 +342,14 @@ impl Registry {
             || functions.reserved.contains_key(&config.name)
         {
             return Err(reject(&config.name, RegisterError::Duplicate));
+        }
+        if let Some(q) = quota {
+            let has = functions.by_name.values().filter(|f| f.config.tenant == q.tenant).count();
+            if has >= q.max as usize {
+                let reason =
+                    RegisterError::TenantFunctions { tenant: q.tenant, name: q.name, max: q.max };
+                return Err(reject(&config.name, reason));
+            }
         }
         let id = FunctionId(functions.next_id);
         functions.next_id += 1;

@@ -327,15 +327,27 @@ impl Runtime {
     /// is a function beyond its tenant's `max_functions`.
     pub fn register(&self, config: FunctionConfig, module: &[u8]) -> Result<Arc<Function>, Error> {
         let tenant = self.inner.tenants.config(config.tenant);
-        if let Some((t, max)) = tenant.and_then(|t| Some((t, t.max_functions?))) {
-            let has = self.functions().iter().filter(|f| f.config.tenant == t.id).count();
-            if has >= max as usize {
-                let reason =
-                    RegisterError::TenantFunctions { tenant: t.id, name: t.name.clone(), max };
+        let quota = tenant.and_then(|t| {
+            Some(crate::registry::Quota {
+                tenant: t.id,
+                name: t.name.clone(),
+                max: t.max_functions?,
+            })
+        });
+        if let Some(q) = &quota {
+            // Refused before compiling when the count is reached already; counted again at the
+            // insertion, under the registry's lock, for registrations compiling side by side.
+            let has = self.functions().iter().filter(|f| f.config.tenant == q.tenant).count();
+            if has >= q.max as usize {
+                let reason = RegisterError::TenantFunctions {
+                    tenant: q.tenant,
+                    name: q.name.clone(),
+                    max: q.max,
+                };
                 return Err(Error::Register { name: config.name, reason });
             }
         }
-        self.inner.registry.register(config, module)
+        self.inner.registry.register_within(config, module, quota)
     }
 
     /// Every declared tenant's counters, by id (for metrics).

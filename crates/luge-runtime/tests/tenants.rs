@@ -99,3 +99,35 @@ fn bad_tenant_limits_stop_the_runtime_from_starting() {
         other => panic!("started with a CPU share of 0: {other:?}"),
     }
 }
+
+/// Registrations of one tenant compiling side by side cannot all pass `max_functions`: the
+/// count is taken again when each is inserted, so exactly the limit's worth succeed.
+#[test]
+fn concurrent_registrations_keep_to_max_functions() {
+    let tenants = vec![TenantConfig { max_functions: Some(1), ..TenantConfig::new(5, "one") }];
+    let rt = Runtime::start(RuntimeConfig { tenants, ..RuntimeConfig::default() }).unwrap();
+    let rt = std::sync::Arc::new(rt);
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let (rt, barrier) = (std::sync::Arc::clone(&rt), std::sync::Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                // Distinct modules (a different export each), so none comes from another's cache.
+                let wat = format!(
+                    "(module (memory (export \"memory\") 1) (func (export \"_start\")) \
+                     (func (export \"f{i}\")))"
+                );
+                barrier.wait();
+                register(&rt, &format!("f{i}"), &wat, 5)
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "{results:?}");
+    for r in results.iter().filter(|r| r.is_err()) {
+        assert!(
+            matches!(r, Err(Error::Register { reason: RegisterError::TenantFunctions { .. }, .. })),
+            "{r:?}"
+        );
+    }
+}
