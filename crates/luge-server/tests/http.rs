@@ -911,6 +911,10 @@ async fn admin_api_lists_adds_and_removes_functions() {
     let taken = send(&c, Method::PUT, &url, &[], NOOP).await;
     assert_error(&taken, 400, "bad_request", "already belongs to `greet`");
     assert!(node.runtime.function("x").is_none(), "a refused PUT leaves nothing behind");
+    // The route is checked before the module is compiled and registered (it would be callable
+    // by name meanwhile): even an invalid module is refused for the route.
+    let taken = send(&c, Method::PUT, &url, &[], "(module").await;
+    assert_error(&taken, 400, "bad_request", "already belongs to `greet`");
     // DELETE removes the function and its routes.
     let url = node.admin_url("/admin/functions/greet");
     let deleted = send(&c, Method::DELETE, &url, &[], "").await;

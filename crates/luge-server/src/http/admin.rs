@@ -247,6 +247,13 @@ pub(super) async fn put_function(
     config.tenant = query.tenant.unwrap_or(0);
     config.on_overrun = query.on_overrun.unwrap_or_default();
     config.ull = query.ull.unwrap_or(false);
+    // A route taken already is refused before the module is compiled and registered: the
+    // function would be callable by name until the check after registration undid it. (That
+    // check stays, for a route taken meanwhile.)
+    if let Some(other) = query.route.as_ref().and_then(|route| route_owner(shared, route, name)) {
+        let route = query.route.as_deref().unwrap_or_default();
+        return bad(format!("route `{route}` already belongs to `{other}`"));
+    }
     let runtime = Arc::clone(&shared.runtime);
     let registered = tokio::task::spawn_blocking(move || runtime.register(config, &module)).await;
     let function = match registered {
@@ -266,18 +273,13 @@ pub(super) async fn put_function(
     let route = match query.route {
         Some(route) => {
             let mut routes = shared.routes_mut();
-            match routes.get(&route).cloned() {
-                // Taken while its owner — a function or a chain — is registered.
-                Some(other)
-                    if other != name
-                        && (shared.runtime.function(&other).is_some()
-                            || shared.runtime.chain(&other).is_some()) =>
-                {
+            match owner_of(shared, routes.get(&route), name) {
+                Some(other) => {
                     drop(routes);
                     let _ = shared.runtime.unregister(name);
                     return bad(format!("route `{route}` already belongs to `{other}`"));
                 }
-                _ => {
+                None => {
                     routes.insert(route.clone(), name.to_owned());
                 }
             }
@@ -294,6 +296,24 @@ pub(super) async fn put_function(
         response.headers_mut().insert(header::LOCATION, location);
     }
     response
+}
+
+/// Who other than `name` holds `route` now, if anyone.
+fn route_owner(shared: &Shared, route: &str, name: &str) -> Option<String> {
+    let routes = shared.routes.read().unwrap_or_else(|p| p.into_inner());
+    owner_of(shared, routes.get(route), name)
+}
+
+/// The owner `holder` of a route, if it is not `name` and still registered — a function or a
+/// chain (a route left by one that is gone is free).
+fn owner_of(shared: &Shared, holder: Option<&String>, name: &str) -> Option<String> {
+    holder
+        .filter(|other| {
+            other.as_str() != name
+                && (shared.runtime.function(other).is_some()
+                    || shared.runtime.chain(other).is_some())
+        })
+        .cloned()
 }
 
 /// The status and `Luge-Outcome` of a refused registration (`docs/http.md` §6): `413
