@@ -295,7 +295,15 @@ fn clock_res_get<T: WasiView>(mut caller: Caller<'_, T>, id: i32, out: i32) -> i
     if write_bytes(mem.data_mut(&mut caller), out, &1u64.to_le_bytes()) { SUCCESS } else { EFAULT }
 }
 
+/// Bytes one `random_get` fills at most: a host call cannot be interrupted, so one over the
+/// whole of a large linear memory would hold the worker past any preemption (~0.1 s for
+/// 64 MiB); a larger request fails with `EINVAL` (libc asks for 256 bytes at a time).
+pub(crate) const MAX_RANDOM_BYTES: u32 = 1 << 20;
+
 fn random_get<T: WasiView>(mut caller: Caller<'_, T>, buf: i32, len: i32) -> i32 {
+    if len as u32 > MAX_RANDOM_BYTES {
+        return EINVAL;
+    }
     let Some(mem) = memory(&mut caller) else { return EFAULT };
     let Some(dst) = slice_mut(mem.data_mut(&mut caller), buf, len as u32) else { return EFAULT };
     let mut filled = 0;

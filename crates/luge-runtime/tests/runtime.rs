@@ -188,6 +188,29 @@ fn cpu_time_clocks_are_the_requests_own() {
     assert!(thread >= process && thread < 1_000_000, "{process} then {thread} ns");
 }
 
+/// `random_get` fills at most 1 MiB a call (a host call cannot be preempted): more is refused
+/// with `EINVAL`, as WASI lets it be; a small request is filled.
+#[test]
+fn random_get_is_bounded_per_call() {
+    const RANDOM: &str = r#"(module
+        (import "wasi_snapshot_preview1" "random_get"
+            (func $random (param i32 i32) (result i32)))
+        (import "wasi_snapshot_preview1" "fd_write"
+            (func $write (param i32 i32 i32 i32) (result i32)))
+        (memory (export "memory") 40)
+        (func (export "_start")
+            (i32.store (i32.const 0) (call $random (i32.const 64) (i32.const 256)))
+            (i32.store (i32.const 4) (call $random (i32.const 64) (i32.const 2097152)))
+            (i32.store (i32.const 16) (i32.const 0))
+            (i32.store (i32.const 20) (i32.const 8))
+            (drop (call $write (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 24)))))"#;
+    let rt = runtime(1, PolicyKind::SledgeScale);
+    register(&rt, "random", RANDOM, |_| {});
+    let out = ok(call(&rt, "random", b""));
+    let errno = |i: usize| u32::from_le_bytes(out[4 * i..4 * i + 4].try_into().unwrap());
+    assert_eq!((errno(0), errno(1)), (0, 28), "256 bytes filled, 2 MiB refused (EINVAL)");
+}
+
 #[test]
 fn bad_modules_are_rejected_at_registration() {
     let rt = runtime(1, PolicyKind::SledgeScale);
