@@ -93,7 +93,8 @@ use self::invoke::invoke;
 use self::plane::Plane;
 pub use self::plane::{AdminConfig, AdminToken, MIN_TOKEN_LEN};
 use self::respond::Meta;
-use self::route::{Action, check_name, check_route, micros_header};
+pub use self::route::check_route;
+use self::route::{Action, check_name, micros_header};
 use self::send_timeout::{SendTimeout, send_timed_out};
 use self::stamped::Stamped;
 

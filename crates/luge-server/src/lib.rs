@@ -19,7 +19,7 @@ mod udp;
 
 pub use crate::http::{
     AdminConfig, AdminToken, HTTP_BLOCKING_THREADS, HttpConfig, HttpError, HttpServer,
-    MIN_TOKEN_LEN, fuzz_request_head,
+    MIN_TOKEN_LEN, check_route, fuzz_request_head,
 };
 pub use crate::metrics::{Answer, Metrics, Protocol};
 pub use crate::node::{Node, NodeChain, NodeConfig, NodeError, NodeFunction, ShutdownReport};

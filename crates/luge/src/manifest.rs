@@ -356,7 +356,7 @@ impl Manifest {
             if functions.iter().any(|g| g.config.name == name) {
                 return Err(at(f.name.span(), format!("function `{name}` is defined twice")));
             }
-            let route = route_or_default(f.route.as_ref(), &name).map_err(|(s, r)| at(s, r))?;
+            let route = route_or_default(f.route.as_ref(), &f.name).map_err(|(s, r)| at(s, r))?;
             if functions.iter().any(|g| g.route == route) {
                 return Err(at(f.name.span(), format!("route `{route}` is used twice")));
             }
@@ -474,20 +474,41 @@ fn checked_name(name: &Spanned<String>, kind: &str) -> Result<String, (Range<usi
     if text.is_empty() || !text.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
         return Err((name.span(), format!("bad {kind} name `{text}` (use [A-Za-z0-9._-])")));
     }
+    // As the admin API has them: at most 128 characters, and not dots alone (`/..` is no path a
+    // client keeps).
+    if text.len() > MAX_NAME_LEN || text.chars().all(|c| c == '.') {
+        let why =
+            format!("bad {kind} name `{text}` (1 to {MAX_NAME_LEN} characters, not only dots)");
+        return Err((name.span(), why));
+    }
     Ok(text.clone())
 }
 
-/// The route given (it must start with `/`), else `/<name>`.
+/// The longest function or chain name (the admin API's bound too).
+const MAX_NAME_LEN: usize = 128;
+
+/// The route given (it must start with `/`), else `/<name>`; either must be one the HTTP front
+/// end can serve (`luge_server::check_route`: printable, no `?` or `#`, not one of the server's
+/// own paths — a function named `metrics` needs a route of its own), checked here so that the
+/// error names its line rather than failing the start after every module compiled.
 fn route_or_default(
     route: Option<&Spanned<String>>,
-    name: &str,
+    name: &Spanned<String>,
 ) -> Result<String, (Range<usize>, String)> {
-    match route {
+    let (text, span) = match route {
         Some(r) if !r.get_ref().starts_with('/') || r.get_ref().len() < 2 => {
-            Err((r.span(), format!("route `{}` must start with `/`", r.get_ref())))
+            return Err((r.span(), format!("route `{}` must start with `/`", r.get_ref())));
         }
-        Some(r) => Ok(r.get_ref().clone()),
-        None => Ok(format!("/{name}")),
+        Some(r) => (r.get_ref().clone(), r.span()),
+        None => (format!("/{}", name.get_ref()), name.span()),
+    };
+    match luge_server::check_route(&text) {
+        Ok(()) => Ok(text),
+        Err(e) if route.is_none() => Err((
+            span,
+            format!("{e} (the default route of `{}`: give it a `route`)", name.get_ref()),
+        )),
+        Err(e) => Err((span, e.to_string())),
     }
 }
 
@@ -512,7 +533,7 @@ fn chains(
         if taken {
             return Err(at(c.name.span(), format!("`{name}` names a function or chain already")));
         }
-        let route = route_or_default(c.route.as_ref(), &name).map_err(|(s, r)| at(s, r))?;
+        let route = route_or_default(c.route.as_ref(), &c.name).map_err(|(s, r)| at(s, r))?;
         if functions.iter().any(|f| f.route == route) || out.iter().any(|o| o.route == route) {
             return Err(at(c.name.span(), format!("route `{route}` is used twice")));
         }
@@ -1015,6 +1036,15 @@ class = "ull"
                       [[function]]\nname = \"greet\"\nmodule = \"builtin:hello\"\nroute = \"/g2\"\n";
         let (_, reason) = error(shadow);
         assert!(reason.contains("`hello`'s route `/greet` is the path of `greet`"), "{reason}");
+        // Routes the HTTP front end could not serve, and names it would not keep.
+        let named =
+            |name: &str| format!("[[function]]\nname = \"{name}\"\nmodule = \"builtin:noop\"\n");
+        fails_at(&format!("{}route = \"/a b\"\n", named("a")), 4, "only printable ASCII");
+        fails_at(&format!("{}route = \"/admin/x\"\n", named("a")), 4, "reserved");
+        fails_at(&named("metrics"), 2, "give it a `route`");
+        fails_at(&named(".."), 2, "not only dots");
+        fails_at(&named(&"n".repeat(129)), 2, "1 to 128 characters");
+        assert!(parse(&format!("{}route = \"/m\"\n", named("metrics"))).is_ok());
         // Each alone, or with routes of their own, is fine.
         assert!(parse("[server]\nmax_queued = 1\ncpus = [1023]\ntick_us = 10\n").is_ok());
         let fine = "[[function]]\nname = \"hello\"\nmodule = \"builtin:hello\"\nroute = \"/v1/greet\"\n\

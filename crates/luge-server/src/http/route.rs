@@ -91,7 +91,7 @@ impl Shared {
 }
 
 /// Checks that `route` is a path the server can route (absolute, printable, not reserved).
-pub(super) fn check_route(route: &str) -> Result<(), HttpError> {
+pub fn check_route(route: &str) -> Result<(), HttpError> {
     let reason = if !route.starts_with('/') || route.len() < 2 {
         Some("a route is an absolute path with at least one character after `/`")
     } else if route.len() > MAX_ROUTE_LEN {
