@@ -74,6 +74,8 @@ pub struct UllStats {
     pub borrowed: u64,
     /// uLL requests refused on arrival or shed.
     pub rejected: u64,
+    /// Of `rejected`, those shed when their turn came (their deadline out of reach by then).
+    pub shed: u64,
     /// uLL requests that outran the slice and went to the inner policy.
     pub overran: u64,
     /// uLL requests the lane could not serve within their deadline whose function demotes
@@ -276,6 +278,7 @@ impl<P: Policy> UllLane<P> {
                     continue;
                 }
                 self.stats.rejected += 1;
+                self.stats.shed += 1;
                 out.push(Action::Reject { req, reason: RejectReason::Shed });
                 continue;
             }
@@ -505,6 +508,7 @@ impl<P: Policy> Policy for UllLane<P> {
         stats.arrivals += self.stats.arrivals - self.stats.overran - self.stats.demoted;
         stats.preemptions += self.stats.borrowed + self.stats.overran;
         stats.rejected += self.stats.rejected;
+        stats.shed += self.stats.shed;
         stats
     }
 
@@ -655,6 +659,27 @@ mod tests {
         assert!(!taken.iter().any(|a| matches!(a, Action::Reject { .. })), "{taken:?}");
         assert_eq!(p.ull_stats().demoted, 1);
         assert_eq!(p.stats().arrivals, 1, "counted once");
+    }
+
+    /// A uLL request shed when its turn comes counts as shed, not only as refused.
+    #[test]
+    fn a_ull_request_shed_at_its_turn_counts_as_shed() {
+        let mut p = admitting_lane();
+        let ull = |id: u64, d: Nanos| {
+            Request::new(RequestId(id), FunctionId(0), 0, d, 50_000).with_ull(true)
+        };
+        step(&mut p, 0, Event::Arrival(ull(1, 1_000_000)));
+        step(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+        // Feasible alone (50 of 60 µs), not behind the first.
+        assert_eq!(step(&mut p, 0, Event::Arrival(ull(2, 60_000))), []);
+        let out = step(
+            &mut p,
+            50_000,
+            Event::Completed { worker: 0, id: RequestId(1), executed: 50_000 },
+        );
+        assert!(out.contains(&Action::Reject { req: ull(2, 60_000), reason: RejectReason::Shed }));
+        let stats = p.stats();
+        assert_eq!((stats.rejected, stats.shed), (1, 1));
     }
 
     /// A threshold of 0 means declared functions only, even for a known estimate of 0.
