@@ -18,7 +18,7 @@
 //! | `max_imports` | 1,000 | imports of every kind |
 //! | `max_data_segments` | 10,000 | data segments |
 //! | `max_element_segments` | 10,000 | element segments |
-//! | `max_tables` | 100 | tables, imported and defined |
+//! | `max_tables` | 1 | tables, imported and defined (the sandbox pool holds one per instance) |
 //! | `max_globals` | 10,000 | globals, imported and defined |
 //! | `max_concurrent_compiles` | 2 | modules being compiled at once |
 //! | `compile_wait` | 30 s | how long a compile waits for a slot |
@@ -77,7 +77,9 @@ impl Default for RegistrationLimits {
             max_imports: 1_000,
             max_data_segments: 10_000,
             max_element_segments: 10_000,
-            max_tables: 100,
+            // The sandbox pool holds one table per instance (`engine.rs`): a module with more
+            // is refused here, by counting, rather than after compiling.
+            max_tables: 1,
             max_globals: 10_000,
             max_concurrent_compiles: 2,
             compile_wait: Duration::from_secs(30),
