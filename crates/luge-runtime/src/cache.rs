@@ -71,6 +71,10 @@ pub(crate) enum Rejected {
     Digest,
     #[error("Wasmtime refused it: {0}")]
     Wasmtime(String),
+    /// Not a regular file of this uid that only it can write (a symlink, another user's file):
+    /// not something this program wrote, whatever its header says.
+    #[error("not a file of the runtime's uid that only it can write: {0}")]
+    NotOurs(String),
 }
 
 /// Why an artifact was not written. Either way the module is served, compiled; the next start
@@ -133,11 +137,18 @@ impl Cache {
         module_hex: &str,
     ) -> Result<Option<Module>, Rejected> {
         let path = self.path(module_hex);
-        let file = match File::open(&path) {
+        // Not through a symlink, and only a file this uid owns and alone can write: the
+        // directory was checked when the cache opened, but it may be reached through a path
+        // another user can change later; a file of this uid no other user can have put there.
+        let file = match File::options().read(true).custom_flags(libc::O_NOFOLLOW).open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(Rejected::NotOurs("a symlink".into()));
+            }
             Err(e) => return Err(e.into()),
         };
+        owned_by_us(&file.metadata()?).map_err(Rejected::NotOurs)?;
         let mut bytes = Vec::new();
         (&file).take(MAX_ARTIFACT_BYTES + 1).read_to_end(&mut bytes)?;
         if bytes.len() as u64 > MAX_ARTIFACT_BYTES {
@@ -145,8 +156,10 @@ impl Cache {
         }
         let artifact = verified(&bytes, module_hash)?;
         // SAFETY: `Module::deserialize` trusts its input to be the output of `Module::serialize`
-        // for a compatible engine. `artifact` is exactly the payload of a file in a directory
-        // that only this uid can write (checked in `open`), whose header names the very module
+        // for a compatible engine. `artifact` is exactly the payload of a regular file that this
+        // uid owns and alone can write (checked on the open file, not followed through a
+        // symlink), in a directory only this uid could write when the cache opened, whose
+        // header names the very module
         // being registered and whose SHA-256 matches the digest Luge recorded when it wrote the
         // file: so these bytes are, bit for bit, what this program serialized for this module
         // (not a truncated, corrupted, renamed or foreign file). The name carries the engine's
@@ -265,6 +278,22 @@ fn verified<'a>(bytes: &'a [u8], module_hash: &[u8; 32]) -> Result<&'a [u8], Rej
         return Err(Rejected::Digest);
     }
     Ok(artifact)
+}
+
+/// Whether `meta` is of a regular file owned by this uid that no other user can write.
+fn owned_by_us(meta: &std::fs::Metadata) -> Result<(), String> {
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.uid() != uid {
+        return Err(format!("owned by uid {}, not {uid}", meta.uid()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!("mode {:o}", meta.mode() & 0o7777));
+    }
+    Ok(())
 }
 
 /// Creates `dir` (mode 0700) if needed and checks it is a directory only this uid can write.

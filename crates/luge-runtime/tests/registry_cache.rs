@@ -128,6 +128,35 @@ fn a_bit_flipped_artifact_is_recompiled() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// An intact artifact is loaded only as a regular file of this uid that no other user can
+/// write: one reached through a symlink, or that others may write, is compiled anew (and
+/// rewritten as ours), whatever its header says.
+#[test]
+fn an_artifact_others_could_have_put_there_is_recompiled() {
+    let dir = fresh_dir("cache-not-ours");
+    let (hello, echo) = cache_hello_and_echo(&dir);
+    // `hello`'s artifact moved elsewhere and linked back; `echo`'s made writable by all.
+    let elsewhere = dir.with_extension("elsewhere");
+    std::fs::rename(&hello, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &hello).unwrap();
+    std::fs::set_permissions(&echo, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let rt = runtime(&dir);
+    assert!(!register(&rt, "hello", HELLO).from_cache, "a symlinked artifact must not load");
+    assert!(!register(&rt, "echo", ECHO).from_cache, "a world-writable artifact must not load");
+    assert_eq!(call(&rt, "hello", b"Luge"), b"Hello, Luge!\n");
+    drop(rt);
+    // Both were written anew as regular owner-only files, and load from then on.
+    for artifact in [&hello, &echo] {
+        let meta = std::fs::symlink_metadata(artifact).unwrap();
+        assert!(meta.is_file() && meta.mode() & 0o022 == 0, "{}", artifact.display());
+    }
+    let rt = runtime(&dir);
+    assert!(register(&rt, "hello", HELLO).from_cache && register(&rt, "echo", ECHO).from_cache);
+    drop(rt);
+    std::fs::remove_file(&elsewhere).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_truncated_artifact_is_recompiled() {
     let dir = fresh_dir("cache-truncate");
