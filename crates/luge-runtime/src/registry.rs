@@ -219,8 +219,30 @@ impl Registry {
                 },
             )
         })?;
-        let (module, from_cache) = self.load_or_compile(name, &bytes, &digest, &hash)?;
+        let ((module, pre), from_cache) =
+            self.load_or_compile(name, (&bytes, &digest, &hash), |module| {
+                self.linked(config, module)
+            })?;
         drop(slot);
+        // Build the copy-on-write memory image now, not at the function's first instantiation
+        // on a worker, where it costs a request tens of µs (a memfd written with the module's
+        // data). A failure here (no memfd) is left to that first instantiation to retry.
+        if let Err(e) = module.initialize_copy_on_write_image() {
+            tracing::warn!(function = name, "memory image not built ahead: {e:#}");
+        }
+        Ok((pre, hash, from_cache))
+    }
+
+    /// The checks a compiled module must pass — imports Luge provides, `_start: [] -> []`, a
+    /// `memory` whose minimum fits the function's cap — and its linking: what registration
+    /// refuses after compiling, done before the artifact is cached so that a refused module
+    /// leaves none behind (to take the place of useful ones).
+    fn linked(
+        &self,
+        config: &FunctionConfig,
+        module: &Module,
+    ) -> Result<(Module, InstancePre<SandboxState>), Error> {
+        let name = config.name.as_str();
         let unsupported: Vec<String> = module
             .imports()
             .filter(|i| !wasi::provides(i.module(), i.name()))
@@ -248,26 +270,21 @@ impl Registry {
             }
             _ => return Err(reject(name, RegisterError::MissingExport("memory"))),
         }
-        // Build the copy-on-write memory image now, not at the function's first instantiation
-        // on a worker, where it costs a request tens of µs (a memfd written with the module's
-        // data). A failure here (no memfd) is left to that first instantiation to retry.
-        if let Err(e) = module.initialize_copy_on_write_image() {
-            tracing::warn!(function = name, "memory image not built ahead: {e:#}");
-        }
         let pre = self
             .linker
-            .instantiate_pre(&module)
+            .instantiate_pre(module)
             .map_err(|e| reject(name, RegisterError::Link(format!("{e:#}"))))?;
-        Ok((pre, hash, from_cache))
+        Ok((module.clone(), pre))
     }
 
-    fn load_or_compile(
+    /// The module of `bytes` from the cache, or compiled; `check` (the checks and linking,
+    /// [`Self::linked`]) passes before a compiled module's artifact is written.
+    fn load_or_compile<T>(
         &self,
         name: &str,
-        bytes: &[u8],
-        digest: &[u8; 32],
-        hash: &str,
-    ) -> Result<(Module, bool), Error> {
+        (bytes, digest, hash): (&[u8], &[u8; 32], &str),
+        check: impl Fn(&Module) -> Result<T, Error>,
+    ) -> Result<(T, bool), Error> {
         let compile = || {
             let module = Module::new(&self.engine, bytes)
                 .map_err(|e| reject(name, RegisterError::Invalid(format!("{e:#}"))));
@@ -277,10 +294,10 @@ impl Registry {
             module
         };
         let Some(cache) = &self.cache else {
-            return Ok((compile()?, false));
+            return Ok((check(&compile()?)?, false));
         };
         match cache.load(&self.engine, digest, hash) {
-            Ok(Some(module)) => return Ok((module, true)),
+            Ok(Some(module)) => return Ok((check(&module)?, true)),
             Ok(None) => {}
             Err(e) => tracing::warn!(
                 function = name,
@@ -289,6 +306,7 @@ impl Registry {
             ),
         }
         let module = compile()?;
+        let checked = check(&module)?;
         // A failed write (read-only or full disk) costs the next start a compile, nothing more.
         match module.serialize() {
             Ok(artifact) => {
@@ -303,7 +321,7 @@ impl Registry {
         }
         // The serialized copy is as large as the compiled code.
         crate::engine::trim_heap();
-        Ok((module, false))
+        Ok((checked, false))
     }
 
     /// File names of the artifacts of registered functions (never evicted).

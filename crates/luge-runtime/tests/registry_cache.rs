@@ -157,6 +157,25 @@ fn an_artifact_others_could_have_put_there_is_recompiled() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A module refused after compiling (an import Luge does not provide, no `_start`) leaves no
+/// artifact behind to take the place of useful ones.
+#[test]
+fn a_refused_module_leaves_no_artifact() {
+    let dir = fresh_dir("cache-refused");
+    let rt = runtime(&dir);
+    let foreign = r#"(module (import "env" "f" (func)) (memory (export "memory") 1)
+        (func (export "_start")))"#;
+    let no_start = r#"(module (memory (export "memory") 1) (func (export "main")))"#;
+    for wat in [foreign, no_start] {
+        assert!(rt.register(FunctionConfig::new("bad"), wat.as_bytes()).is_err(), "{wat}");
+    }
+    assert_eq!(artifacts(&dir), Vec::<PathBuf>::new());
+    register(&rt, "echo", ECHO);
+    assert_eq!(artifacts(&dir).len(), 1, "an accepted one is cached");
+    drop(rt);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_truncated_artifact_is_recompiled() {
     let dir = fresh_dir("cache-truncate");
