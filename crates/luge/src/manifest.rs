@@ -980,13 +980,15 @@ class = "ull"
         assert!(!f.module.is_empty());
     }
 
+    /// `text` is refused at line `want_line` with a reason containing `want_reason`.
+    fn fails_at(text: &str, want_line: usize, want_reason: &str) {
+        let (line, reason) = error(text);
+        assert_eq!(line, want_line, "{text}: {reason}");
+        assert!(reason.contains(want_reason), "{text}: {reason}");
+    }
+
     #[test]
     fn errors_name_the_line_and_the_reason() {
-        let fails_at = |text: &str, want_line: usize, want_reason: &str| {
-            let (line, reason) = error(text);
-            assert_eq!(line, want_line, "{text}");
-            assert!(reason.contains(want_reason), "{text}: {reason}");
-        };
         fails_at("[server]\nworkers = 1\nwokers = 2\n", 3, "unknown field `wokers`");
         fails_at("[server]\n\npolicy = \"nope\"\n", 3, "unknown policy");
         fails_at("[server]\nhttp = \"localhost\"\n", 2, "bad address");
@@ -1014,11 +1016,6 @@ class = "ull"
     /// are refused with their line instead of clamped or accepted.
     #[test]
     fn nonsense_values_are_refused() {
-        let fails_at = |text: &str, want_line: usize, want_reason: &str| {
-            let (line, reason) = error(text);
-            assert_eq!(line, want_line, "{text}: {reason}");
-            assert!(reason.contains(want_reason), "{text}: {reason}");
-        };
         fails_at("[server]\nmax_queued = 0\n", 2, "max_queued must be at least 1");
         fails_at("[server]\n\nmax_sandboxes = 0\n", 3, "max_sandboxes must be at least 1");
         fails_at("[server]\nhttp_threads = 0\n", 2, "http_threads must be at least 1");
