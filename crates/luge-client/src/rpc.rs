@@ -246,7 +246,6 @@ pub(crate) fn encode_ping(
     Ok(())
 }
 
-/// Sets the `RETRANSMIT` flag of an encoded Request or Ping.
 /// Prepares a Request datagram for its retransmission `elapsed` after the first send: the
 /// retransmit flag set and, when the call has a `deadline`, the deadline field rewritten to what
 /// is left of it — a copy the node sees first (the earlier ones lost) must not run as if it had
@@ -279,6 +278,7 @@ pub(crate) fn instant_after(now: Instant, wait: Duration) -> Instant {
     now.checked_add(wait).unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
 }
 
+/// Sets the `RETRANSMIT` flag of an encoded Request or Ping.
 pub(crate) fn mark_retransmit(datagram: &mut [u8]) {
     if let Some(field) = datagram.get_mut(4..8) {
         let mut flags = [0; 4];

@@ -309,9 +309,10 @@ impl AsyncRpcClient {
         if refused || shared.refused.swap(false, Ordering::Relaxed) {
             return Err(ClientError::Io(std::io::ErrorKind::ConnectionRefused.into()));
         }
-        // No answer at all: a node so loaded that it drops datagrams says so only this way.
-        // Taken as a refusal for load (the window halves, at most once per round trip).
-        if let Some(window) = &self.inner.window {
+        // No answer at all to a call: a node so loaded that it drops datagrams says so only
+        // this way. Taken as a refusal for load (the window halves, at most once per round
+        // trip). Not for a ping, which says nothing of the node's load.
+        if let (Some(window), Expect::Response) = (&self.inner.window, expect) {
             window.observe(luge_proto::LOAD_REFUSED, start.elapsed());
         }
         Err(ClientError::Timeout { attempts, elapsed: start.elapsed() })
