@@ -22,7 +22,10 @@
 //!   It is written to a fresh temporary file (mode 0600) and renamed into place, so a reader
 //!   sees a whole file or none; the header travels with the artifact it describes, so there is
 //!   no second file to keep consistent.
-//! - **Load.** The file is read into memory once (at most [`MAX_ARTIFACT_BYTES`]); the magic,
+//! - **Load.** The file is opened without following a symlink and must be a regular file this
+//!   uid owns and no other user can write (checked on the open file: another user cannot make
+//!   one, even in a directory reached through a path it can change later). It is read into
+//!   memory once (at most [`MAX_ARTIFACT_BYTES`]); the magic,
 //!   the module digest (which must be the digest of the module being registered, so an artifact
 //!   copied or renamed from another module is refused) and the content digest are checked on
 //!   those bytes, and `Module::deserialize` gets the very same bytes (no re-read, no
@@ -140,7 +143,9 @@ impl Cache {
         // Not through a symlink, and only a file this uid owns and alone can write: the
         // directory was checked when the cache opened, but it may be reached through a path
         // another user can change later; a file of this uid no other user can have put there.
-        let file = match File::options().read(true).custom_flags(libc::O_NOFOLLOW).open(&path) {
+        // (`O_NONBLOCK`: a FIFO planted there must not block the registration in `open`.)
+        let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+        let file = match File::options().read(true).custom_flags(flags).open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {

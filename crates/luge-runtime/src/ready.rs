@@ -46,8 +46,9 @@ struct Entry {
     /// When one was last taken, or the entry last shrank.
     used: Nanos,
     /// Its module's Wasm `start` ran past what a build ahead may take
-    /// (`sandbox::PREPARE_LIMIT`): never built ahead again on this worker, however often it
-    /// is called, so that it stalls the idle worker once, not at every refill.
+    /// (`sandbox::PREPARE_LIMIT`): not built ahead again on this worker while the entry lives
+    /// (until [`FORGET_AFTER`] uncalled), however often it is called, so that it stalls the
+    /// idle worker once, not at every refill.
     slow_start: bool,
 }
 
