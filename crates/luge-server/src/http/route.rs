@@ -121,6 +121,10 @@ pub(super) fn check_name(name: &str) -> Result<(), String> {
     if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~')) {
         return Err("a function name may only contain A-Z a-z 0-9 - _ . ~".into());
     }
+    // `/.` and `/..` are no paths a client keeps: such a function could not be called by name.
+    if name.bytes().all(|b| b == b'.') {
+        return Err("a function name is not dots alone".into());
+    }
     if is_reserved(&format!("/{name}")) {
         return Err(format!("`{name}` is reserved for the server"));
     }
