@@ -437,9 +437,13 @@ impl Manifest {
             functions.push(FunctionEntry { config, route, module, source });
         }
         let chains = chains(raw.chains, &functions, text, file)?;
-        shadowed_names(&functions, &chains).map_err(|reason| ManifestError {
+        shadowed_names(&functions, &chains).map_err(|(route, reason)| ManifestError {
             file: file.to_owned(),
-            line: 0,
+            // The route's line (the first that writes it).
+            line: text
+                .lines()
+                .position(|l| l.contains(&format!("\"{route}\"")))
+                .map_or(1, |i| i + 1),
             reason,
         })?;
         Ok(Self { server, functions, chains })
@@ -449,19 +453,24 @@ impl Manifest {
 /// Refuses a route that is another function's or chain's default path `/<name>`: the HTTP front
 /// end looks a path up in the routes first, so that one would answer the other's name (and
 /// `luge invoke <name>`, which posts to `/<name>`, would run it).
-fn shadowed_names(functions: &[FunctionEntry], chains: &[NodeChain]) -> Result<(), String> {
+fn shadowed_names(
+    functions: &[FunctionEntry],
+    chains: &[NodeChain],
+) -> Result<(), (String, String)> {
     let named = functions
         .iter()
         .map(|f| (f.config.name.as_str(), f.route.as_str()))
         .chain(chains.iter().map(|c| (c.config.name.as_str(), c.route.as_str())));
     let all: Vec<(&str, &str)> = named.collect();
+    let names: std::collections::HashSet<&str> = all.iter().map(|&(name, _)| name).collect();
     for &(name, route) in &all {
-        if let Some((other, _)) =
-            all.iter().find(|(other, _)| *other != name && route == format!("/{other}"))
-        {
-            return Err(format!(
-                "`{name}`'s route `{route}` is the path of `{other}`: it would answer requests \
+        if let Some(other) = route.strip_prefix('/').filter(|o| *o != name && names.contains(o)) {
+            return Err((
+                route.to_owned(),
+                format!(
+                    "`{name}`'s route `{route}` is the path of `{other}`: it would answer requests \
                  for `{other}`; give `{name}` another route"
+                ),
             ));
         }
     }
@@ -666,7 +675,10 @@ fn settings(
     }
     if let Some(t) = raw.tick_us {
         if t == 0 {
-            return Err(refuse("tick_us", "tick_us must be at least 10".into()));
+            return Err(refuse(
+                "tick_us",
+                "tick_us must be at least 1 (below 10 counts as 10)".into(),
+            ));
         }
         runtime.tick = Duration::from_micros(t.max(10));
     }
@@ -1019,7 +1031,7 @@ class = "ull"
         fails_at("[server]\nmax_queued = 0\n", 2, "max_queued must be at least 1");
         fails_at("[server]\n\nmax_sandboxes = 0\n", 3, "max_sandboxes must be at least 1");
         fails_at("[server]\nhttp_threads = 0\n", 2, "http_threads must be at least 1");
-        fails_at("[server]\ntick_us = 0\n", 2, "tick_us must be at least 10");
+        fails_at("[server]\ntick_us = 0\n", 2, "tick_us must be at least 1");
         fails_at("[server]\ncpus = [0, 1024]\n", 2, "cpu 1024");
         let noop = "[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\n";
         fails_at(
@@ -1031,8 +1043,9 @@ class = "ull"
         // A route that is another function's path would answer for it.
         let shadow = "[[function]]\nname = \"hello\"\nmodule = \"builtin:hello\"\nroute = \"/greet\"\n\
                       [[function]]\nname = \"greet\"\nmodule = \"builtin:hello\"\nroute = \"/g2\"\n";
-        let (_, reason) = error(shadow);
+        let (line, reason) = error(shadow);
         assert!(reason.contains("`hello`'s route `/greet` is the path of `greet`"), "{reason}");
+        assert_eq!(line, 4, "the route's line");
         // Routes the HTTP front end could not serve, and names it would not keep.
         let named =
             |name: &str| format!("[[function]]\nname = \"{name}\"\nmodule = \"builtin:noop\"\n");
