@@ -139,6 +139,8 @@ pub(crate) fn run_inline(
     // to tell them once more that the worker is idle after they are detached.
     let mut reader: Option<Arc<dyn Ingress>> = None;
     let mut driving: Option<Arc<dyn Driver>> = None;
+    // The ingress attached as of a count of `ingress_changes` (for the turns between runs).
+    let mut attached: (u64, Option<Arc<dyn Ingress>>) = (u64::MAX, None);
     // When the worker last ran a driver's loop or read its socket (waiting, or a turn between
     // runs).
     let mut turned_at = signals.clock.now();
@@ -166,11 +168,16 @@ pub(crate) fn run_inline(
             // `DRIVE_TURN` (answers held long enough go out after every run): what was answered
             // goes out and arrivals are read, on this thread — also for a socket whose requests
             // are not the ones keeping the worker busy.
-            let ingress = group.ingress();
-            if driver.is_some() || ingress.is_some() {
+            // The attached ingress, looked up again only when an attachment changed (no lock
+            // per run).
+            let changes = group.ingress_changes.load(Ordering::Acquire);
+            if changes != attached.0 {
+                attached = (changes, group.ingress());
+            }
+            if driver.is_some() || attached.1.is_some() {
                 let now = signals.clock.now();
                 let read = now.saturating_sub(turned_at) >= DRIVE_TURN;
-                if let Some(i) = ingress {
+                if let Some(i) = &attached.1 {
                     i.turn(read);
                 }
                 if read {
