@@ -24,6 +24,8 @@ use crate::task::{Task, TaskState, WorkerShared};
 use crate::tenants::{TenantStats, Tenants};
 use crate::worker;
 
+mod shutdown;
+
 /// Per-request options.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SubmitOptions {
@@ -733,58 +735,7 @@ impl Runtime {
     pub fn shutdown_within(&self, grace: Duration) {
         // Held until the threads are joined: a second caller returns when they are.
         let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
-        shut_down(&self.inner, std::mem::take(&mut *threads), grace);
-    }
-}
-
-/// Stops `inner`'s runtime and joins its `threads` (the last one the ticker):
-/// [`Runtime::shutdown_within`].
-fn shut_down(inner: &Inner, mut threads: Vec<JoinHandle<()>>, grace: Duration) {
-    inner.accepting.store(false, Ordering::SeqCst);
-    while inner.submitting.load(Ordering::SeqCst) > 0 {
-        std::thread::yield_now();
-    }
-    for g in &inner.groups {
-        g.grace_ns.store(nanos(grace).min(u64::MAX - 1), Ordering::Release);
-        g.shutdown.store(true, Ordering::Release);
-        g.notify.notify();
-    }
-    // Ticker last: sandboxes aborted after the grace period stop at its next tick.
-    let ticker = threads.pop();
-    for t in threads.drain(..) {
-        if t.join().is_err() {
-            tracing::error!("a runtime thread panicked");
-        }
-    }
-    inner.ticker_stop.store(true, Ordering::Release);
-    if let Some(t) = ticker
-        && t.join().is_err()
-    {
-        tracing::error!("the ticker thread panicked");
-    }
-    let violation = inner.signals.contract_violation.get();
-    debug_assert!(violation.is_none(), "a dispatcher broke the policy contract: {violation:?}");
-}
-
-impl Drop for Runtime {
-    /// Shuts down. On one of the runtime's own threads — the last handle dropped in a
-    /// completion callback, e.g. by a chain in flight when its caller let go of the runtime —
-    /// that thread cannot join itself, nor wait for the dispatcher that waits for it: the
-    /// shutdown then runs on a thread of its own, and this thread goes back to its loop and ends
-    /// there.
-    fn drop(&mut self) {
-        if !RUNTIME_THREAD.get() {
-            return self.shutdown();
-        }
-        let inner = Arc::clone(&self.inner);
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
-        let grace = inner.config.shutdown_grace;
-        let spawned = std::thread::Builder::new()
-            .name("luge-shutdown".into())
-            .spawn(move || shut_down(&inner, threads, grace));
-        if let Err(e) = spawned {
-            tracing::error!("cannot start a thread to shut the runtime down: {e}");
-        }
+        shutdown::shut_down(&self.inner, std::mem::take(&mut *threads), grace);
     }
 }
 
