@@ -101,9 +101,14 @@ impl algorithm::Algorithm for EarlyBinding {
         }
     }
 
+    /// Binds to the picked worker; its run is preempted at arrival only if it is demoted: a
+    /// demoted run claims no time in the newcomer's wait (`Cores::claim`), so it must not keep
+    /// the worker to its quantum's end either (as SledgeScale preempts it too). On-time runs
+    /// yield only at quantum boundaries.
     fn arrive(&mut self, now: Nanos, req: Request, out: &mut Vec<Action>) {
         let w = self.pick(now);
-        edf::bind(&mut self.cores, &mut self.queues[w], (w, false), now, req, out);
+        let preempt = self.cores.get(w).is_some_and(|r| r.demoted && !r.preempt_pending);
+        edf::bind(&mut self.cores, &mut self.queues[w], (w, preempt), now, req, out);
     }
 
     fn requeue(&mut self, worker: WorkerId, req: Request) {
@@ -156,6 +161,30 @@ mod tests {
             Action::Enqueue { worker, .. } => Some(*worker),
             _ => None,
         })
+    }
+
+    /// A demoted run holds the worker for nothing: an arrival preempts it at once, where it
+    /// used to wait for the quantum's end (and then be shed, though admitted on a wait that did
+    /// not count the demoted run).
+    #[test]
+    fn an_arrival_preempts_a_demoted_run_at_once() {
+        use crate::policy::testing::rejected;
+        use crate::request::Overrun;
+        for choice in
+            [EarlyChoice::RoundRobin, EarlyChoice::ShortestQueue, EarlyChoice::LeastLoaded]
+        {
+            let mut p = EarlyBinding::new(choice, &PolicyConfig::default());
+            // 1 ms of work due in 10 µs: demoted, and run on the idle worker.
+            let late = req(1, 10_000, 1_000_000).with_overrun(Overrun::Demote);
+            let out = feed(&mut p, 0, Event::Arrival(late));
+            assert!(out.iter().any(|a| matches!(a, Action::Run { req, .. } if req.id.0 == 1)));
+            feed(&mut p, 0, Event::Started { worker: 0, id: RequestId(1) });
+            // 0.9 ms of work due at 1.1 ms, arriving at 0.1 ms: it fits only if it starts now.
+            let on_time = Request::new(RequestId(2), FunctionId(0), 100_000, 1_000_000, 900_000);
+            let out = feed(&mut p, 100_000, Event::Arrival(on_time));
+            assert!(out.contains(&Action::Preempt { worker: 0, id: RequestId(1) }), "{out:?}");
+            assert_eq!(rejected(&out), [], "{out:?}");
+        }
     }
 
     #[test]
