@@ -27,9 +27,6 @@ use crate::rpc::{
 };
 use crate::window::{Slot, Window};
 
-/// A wait too long for an `Instant` is this long (a year).
-const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
-
 type Pending = HashMap<u64, (Expect, oneshot::Sender<Reply>)>;
 
 /// State shared by the calls and the receive task.
@@ -250,8 +247,8 @@ impl AsyncRpcClient {
         // at least half of it left: its refusal says something about the node's load, not
         // about how long this client kept it.
         let bound = opts.deadline.map_or(opts.timeout, |d| d / 2);
-        // A bound past what an `Instant` holds (a timeout of `Duration::MAX`): a year.
-        let until = start.checked_add(bound).unwrap_or_else(|| start + FAR);
+        let until =
+            tokio::time::Instant::from_std(luge_proto::instant_after(start.into_std(), bound));
         let slot = window.acquire(Some(until)).await;
         let waited = start.elapsed();
         match slot {

@@ -3,7 +3,7 @@
 //! case-insensitively and hyper sends them so) and [`FunctionInfo`], the JSON object the admin
 //! API (`/admin/functions`) describes a function with.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Request header: the request's relative deadline in µs.
 pub const DEADLINE_HEADER: &str = "luge-deadline-us";
@@ -110,10 +110,23 @@ pub fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// `now + wait`, saturating: where that is past what an `Instant` holds (a caller's timeout,
+/// deadline or grace of `Duration::MAX`), a year from `now` — as good as never.
+pub fn instant_after(now: Instant, wait: Duration) -> Instant {
+    now.checked_add(wait).unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // tests: a panic is the failure report
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_of_any_length_has_an_end() {
+        let now = Instant::now();
+        assert_eq!(instant_after(now, Duration::from_secs(1)), now + Duration::from_secs(1));
+        assert!(instant_after(now, Duration::MAX) > now + Duration::from_secs(3600));
+    }
 
     #[test]
     fn function_info_round_trips_through_json() {

@@ -43,7 +43,7 @@ pub use crate::fields::{
 pub use crate::http::{
     ChainInfo, ChainSpec, DEADLINE_HEADER, EXECUTION_HEADER, EXPECTED_HEADER, FunctionInfo,
     LOAD_HEADER, OUTCOME_HEADER, QUEUEING_HEADER, READINESS_HEADER, REQUEST_ID_HEADER,
-    STAGE_HEADER, STAGES_HEADER, micros, nanos,
+    STAGE_HEADER, STAGES_HEADER, instant_after, micros, nanos,
 };
 pub use crate::load::{LOAD_REFUSED, LOAD_WAITED_ALL, load_signal};
 pub use crate::readiness::{READINESS_LEN, ReadinessTruncated, encode_readiness, split_readiness};

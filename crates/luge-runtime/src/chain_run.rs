@@ -21,9 +21,6 @@ use crate::chain::Chain;
 use crate::outcome::{Failure, Outcome, Rejection, StageReport, Timing};
 use crate::runtime::{Runtime, SubmitOptions};
 
-/// A chain deadline too far for an `Instant` is this far away (a year).
-const FAR_DEADLINE_SECS: u64 = 365 * 24 * 3600;
-
 type Callback = Box<dyn FnOnce(Outcome) + Send>;
 
 impl Runtime {
@@ -45,11 +42,8 @@ impl Runtime {
             runtime: Arc::clone(self),
             chain: Arc::clone(chain),
             received,
-            // A library caller may pass any duration (`Duration::MAX`): past what an `Instant`
-            // can hold, the farthest deadline is a year away.
-            deadline: received
-                .checked_add(relative)
-                .unwrap_or_else(|| received + Duration::from_secs(FAR_DEADLINE_SECS)),
+            // A library caller may pass any duration (`Duration::MAX`).
+            deadline: luge_proto::instant_after(received, relative),
             trace: options.trace,
             stages: Vec::with_capacity(chain.stages.len()),
             callback: Box::new(callback),

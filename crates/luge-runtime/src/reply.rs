@@ -92,10 +92,7 @@ impl Ticket {
     pub fn wait_timeout(self, timeout: Duration) -> Result<Outcome, Ticket> {
         let (lock, cvar) = &*self.shared;
         let mut slot = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let now = std::time::Instant::now();
-        // A timeout past what an `Instant` holds (`Duration::MAX`): a year is as good as never.
-        let deadline =
-            now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
+        let deadline = luge_proto::instant_after(std::time::Instant::now(), timeout);
         loop {
             if let Some(outcome) = slot.outcome.take() {
                 return Ok(outcome);

@@ -13,7 +13,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use luge_runtime::{ChainConfig, FunctionConfig, Runtime, RuntimeConfig};
 
@@ -233,10 +233,8 @@ impl Node {
     /// Shuts the node down in order (module doc), within the runtime's `shutdown_grace`.
     pub fn shutdown(self) -> ShutdownReport {
         let grace = self.runtime.config().shutdown_grace;
-        let now = Instant::now();
-        // A grace past what an `Instant` holds (a huge `shutdown_grace_ms`): a year.
-        let end =
-            now.checked_add(grace).unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
+        // (A huge `shutdown_grace_ms` saturates.)
+        let end = luge_proto::instant_after(Instant::now(), grace);
         if let Some(u) = &self.udp {
             u.drain();
         }
