@@ -153,7 +153,11 @@ impl Cache {
             }
             Err(e) => return Err(e.into()),
         };
-        owned_by_us(&file.metadata()?).map_err(Rejected::NotOurs)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(Rejected::NotOurs("not a regular file".into()));
+        }
+        owned_by_us(&meta).map_err(Rejected::NotOurs)?;
         let mut bytes = Vec::new();
         (&file).take(MAX_ARTIFACT_BYTES + 1).read_to_end(&mut bytes)?;
         if bytes.len() as u64 > MAX_ARTIFACT_BYTES {
@@ -285,18 +289,16 @@ fn verified<'a>(bytes: &'a [u8], module_hash: &[u8; 32]) -> Result<&'a [u8], Rej
     Ok(artifact)
 }
 
-/// Whether `meta` is of a regular file owned by this uid that no other user can write.
+/// Whether `meta` (a file's or the directory's) is owned by this uid and no other user can
+/// write it.
 fn owned_by_us(meta: &std::fs::Metadata) -> Result<(), String> {
     // SAFETY: `geteuid` has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
     if meta.uid() != uid {
-        return Err(format!("owned by uid {}, not {uid}", meta.uid()));
+        return Err(format!("owned by uid {}, not by the runtime's uid {uid}", meta.uid()));
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(format!("mode {:o}", meta.mode() & 0o7777));
+        return Err(format!("mode {:o} lets other users write into it", meta.mode() & 0o7777));
     }
     Ok(())
 }
@@ -308,20 +310,7 @@ fn usable(dir: &Path) -> io::Result<()> {
     if !meta.is_dir() {
         return Err(io::Error::other("not a directory"));
     }
-    // SAFETY: `geteuid` has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    if meta.uid() != uid {
-        return Err(io::Error::other(format!(
-            "owned by uid {}, not by the runtime's uid {uid}",
-            meta.uid()
-        )));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(io::Error::other(format!(
-            "mode {:o} lets other users write into it (make it 0700)",
-            meta.mode() & 0o7777
-        )));
-    }
+    owned_by_us(&meta).map_err(|e| io::Error::other(format!("{e} (make it 0700)")))?;
     Ok(())
 }
 
