@@ -642,19 +642,6 @@ fn settings(
             runtime.dispatchers = runtime.workers;
         }
     }
-    if runtime.workers == 0 || runtime.dispatchers == 0 || runtime.dispatchers > runtime.workers {
-        return Err(ManifestError {
-            file: file.to_owned(),
-            line: text
-                .lines()
-                .position(|l| l.trim_start().starts_with("workers"))
-                .map_or(0, |i| i + 1),
-            reason: format!(
-                "need 1 ≤ dispatchers ≤ workers (got {} dispatchers, {} workers)",
-                runtime.dispatchers, runtime.workers
-            ),
-        });
-    }
     // A key's line, for the settings read without a span.
     let refuse = |key: &str, reason: String| ManifestError {
         file: file.to_owned(),
@@ -666,6 +653,13 @@ fn settings(
             .map_or(0, |i| i + 1),
         reason,
     };
+    if runtime.workers == 0 || runtime.dispatchers == 0 || runtime.dispatchers > runtime.workers {
+        let reason = format!(
+            "need 1 ≤ dispatchers ≤ workers (got {} dispatchers, {} workers)",
+            runtime.dispatchers, runtime.workers
+        );
+        return Err(refuse("workers", reason));
+    }
     runtime.cpus = raw.cpus.unwrap_or_default();
     if let Some(&cpu) = runtime.cpus.iter().find(|&&c| c >= MAX_CPU) {
         return Err(refuse(
