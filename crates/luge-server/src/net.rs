@@ -8,7 +8,7 @@
 //! both front ends count a client by, is the crate's own.
 
 pub use crate::http::accept_next;
-pub use crate::udp::sys::{RecvBatch, SendBatch, send_to, set_int_option};
+pub use crate::udp::sys::{Local, RecvBatch, ReplyTo, SendBatch, send_to, set_int_option};
 pub use crate::udp::{usable, wake};
 
 /// The unit a client is counted by, for the per-client connection cap (HTTP) and the reply

@@ -129,6 +129,7 @@ use crate::trace::Tracing;
 use self::ingress::{Standby, WorkerIngress};
 use self::limit::ReplyBudget;
 use self::receiver::Receiver;
+use self::sys::ReplyTo;
 
 /// How long the blocking receive waits before re-checking the stop flag, should the wake-up
 /// datagram be lost.
@@ -251,7 +252,7 @@ impl Shared {
     /// larger than its cause).
     fn answer(
         &self,
-        peer: SocketAddr,
+        to: ReplyTo,
         request: (u64, usize, Flags),
         deadline: Duration,
         outcome: Outcome,
@@ -322,13 +323,14 @@ impl Shared {
         // retransmitted meanwhile, and that copy must get the refusal, not run after it.
         let shed = matches!(outcome.result, Err(Failure::Rejected(Rejection::Shed)));
         let cache = encoded && (!refusal || shed);
+        let peer = to.peer;
         if !cache {
             self.dedup().abandon(peer, request_id);
         }
-        if encoded && ingress::queue(self, &bytes, peer) {
+        if encoded && ingress::queue(self, &bytes, to) {
             // The worker that read this socket sends it with the others it answers (`ingress`).
         } else if encoded {
-            if let Err(e) = sys::send_to(self.fd(), &bytes, peer, libc::MSG_DONTWAIT) {
+            if let Err(e) = sys::send_to(self.fd(), &bytes, to, libc::MSG_DONTWAIT) {
                 log_limited!(
                     LogKind::UdpSend,
                     tracing::Level::DEBUG,
@@ -409,6 +411,11 @@ fn bind(addr: SocketAddr, share: bool, config: &UdpConfig) -> Result<UdpSocket, 
         tracing::warn!(
             "udp: no kernel receive timestamps ({e}): time in the socket buffer is not counted"
         );
+    }
+    // Bound to every address: each reply leaves from the address its request was sent to
+    // (`sys::Local`), which the kernel's route to the client may not pick.
+    if addr.ip().is_unspecified() {
+        sys::enable_local_addresses(fd, addr.is_ipv6()).map_err(UdpError::Socket)?;
     }
     if config.busy_poll {
         socket.set_nonblocking(true).map_err(UdpError::Socket)?;

@@ -14,7 +14,7 @@ use luge_proto::{
     Flags, LOAD_REFUSED, MAX_DATAGRAM, Message, Request, RequestHeader, ResponseHeader, decode,
     load_signal,
 };
-use luge_runtime::{FunctionConfig, Runtime, RuntimeConfig};
+use luge_runtime::{FunctionConfig, Layout, Runtime, RuntimeConfig};
 use luge_server::{Metrics, Node, NodeConfig, NodeFunction, Protocol, UdpConfig, UdpServer};
 
 mod common;
@@ -44,6 +44,16 @@ impl Env {
     }
 
     fn start_with(runtime: RuntimeConfig, config: UdpConfig, functions: &[Spec<'_>]) -> Self {
+        Self::start_on("127.0.0.1:0".parse().unwrap(), runtime, config, functions)
+    }
+
+    /// As [`Env::start_with`], with the socket bound to `addr`.
+    fn start_on(
+        addr: SocketAddr,
+        runtime: RuntimeConfig,
+        config: UdpConfig,
+        functions: &[Spec<'_>],
+    ) -> Self {
         let functions: Vec<NodeFunction> = functions
             .iter()
             .map(|(name, wat, tune)| {
@@ -55,7 +65,7 @@ impl Env {
                 NodeFunction { config, module: wat.as_bytes().to_vec(), route: format!("/{name}") }
             })
             .collect();
-        let udp = UdpConfig { addr: "127.0.0.1:0".parse().unwrap(), ..config };
+        let udp = UdpConfig { addr, ..config };
         let node =
             Node::start(NodeConfig { runtime, http: None, udp: Some(udp) }, &functions).unwrap();
         let (runtime, metrics) = (Arc::clone(node.runtime()), Arc::clone(node.metrics()));
@@ -163,6 +173,42 @@ fn builtin_functions_answer_over_rpc() {
     assert_eq!(client.ping(b"ping!", opts()).unwrap(), b"ping!");
     env.settled();
     assert_eq!(env.metrics.requests("spin", "ok"), 1);
+}
+
+/// A node bound to every address answers from the address each request was sent to: a client
+/// whose connected socket addresses it at 127.0.0.2 drops a reply from 127.0.0.1, the kernel's
+/// pick for its route back. Every reply path: the worker's outbox (inline), a runtime thread's
+/// own send (threads), the receive thread's batch (a pong, a refusal), a replay.
+#[test]
+fn a_node_bound_to_every_address_answers_from_the_one_each_request_was_sent_to() {
+    for layout in [Layout::Inline, Layout::Threads] {
+        let runtime = RuntimeConfig { workers: 1, layout, ..Default::default() };
+        let any = "0.0.0.0:0".parse().unwrap();
+        let env = Env::start_on(any, runtime, UdpConfig::default(), &[("echo", ECHO, &nothing)]);
+        let port = env.addr.port();
+        for ip in ["127.0.0.2", "127.0.0.1"] {
+            let to: SocketAddr = format!("{ip}:{port}").parse().unwrap();
+            let mut client = RpcClient::connect(to).unwrap();
+            let once = opts().with_timeout(Duration::from_secs(5));
+            let r = client.call(env.id("echo"), b"hi", once).unwrap();
+            assert_eq!((r.status, &r.payload[..]), (Status::Ok, &b"hi"[..]), "{layout:?} {ip}");
+            assert_eq!(client.ping(b"ping!", once).unwrap(), b"ping!", "{layout:?} {ip}");
+            let r = client.call(9_999, &[0; 64], once).unwrap();
+            assert_eq!(r.status, Status::UnknownFunction, "{layout:?} {ip}");
+            // The same request again is answered from the duplicate cache.
+            let raw = UdpSocket::bind("127.0.0.1:0").unwrap();
+            raw.connect(to).unwrap();
+            raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let echo = request(7, env.id("echo"), Flags::NONE, b"again");
+            for replayed in [false, true] {
+                raw.send(&echo).unwrap();
+                let (header, payload) = recv_response(&raw);
+                assert_eq!(payload, b"again", "{layout:?} {ip}");
+                assert_eq!(header.flags.contains(Flags::REPLAYED), replayed, "{layout:?} {ip}");
+            }
+        }
+        env.settled();
+    }
 }
 
 #[test]

@@ -23,7 +23,6 @@
 //! sent after each batch it reads.
 
 use std::cell::RefCell;
-use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -34,7 +33,7 @@ use luge_runtime::Ingress;
 
 use super::Shared;
 use super::receiver::Receiver;
-use super::sys::{self, SendBatch};
+use super::sys::{self, ReplyTo, SendBatch};
 
 /// Responses queued before the outbox is sent regardless.
 const MAX_QUEUED: usize = 32;
@@ -67,16 +66,16 @@ impl Outbox {
     }
 }
 
-/// Queues `bytes` for `peer` when this thread is the worker reading `shared`'s socket (sent by
+/// Queues `bytes` for `to` when this thread is the worker reading `shared`'s socket (sent by
 /// [`flush`] or when the outbox is full or old); whether it did — if not, the caller sends it.
-pub(super) fn queue(shared: &Shared, bytes: &[u8], peer: SocketAddr) -> bool {
+pub(super) fn queue(shared: &Shared, bytes: &[u8], to: ReplyTo) -> bool {
     OUTBOX.with(|cell| {
         let Ok(mut slot) = cell.try_borrow_mut() else { return false };
         let Some(out) = slot.as_mut() else { return false };
         if !std::ptr::eq(Arc::as_ptr(&out.shared), shared) {
             return false;
         }
-        out.batch.push(peer).extend_from_slice(bytes);
+        out.batch.push(to).extend_from_slice(bytes);
         let now = Instant::now();
         let oldest = *out.oldest.get_or_insert(now);
         if out.batch.len() >= MAX_QUEUED || now.duration_since(oldest) >= MAX_HOLD {

@@ -135,13 +135,14 @@ impl Receiver {
     fn datagram(&mut self, i: usize, (received, arrived): (Instant, Instant)) {
         let shared = Arc::clone(&self.shared);
         let Some((data, peer, truncated)) = self.batch.get(i) else { return };
+        let local = self.batch.local(i);
         bump(&shared.counters.datagrams);
         let decoded = if truncated {
             Err(DecodeError::TooLarge { len: data.len().max(MAX_DATAGRAM + 1) })
         } else {
             decode(data)
         };
-        let Some(peer) = peer.filter(|&p| usable(p)) else {
+        let Some(to) = peer.filter(|&p| usable(p)).map(|peer| ReplyTo { peer, local }) else {
             // Nowhere to answer: count what is wrong with it, otherwise ignore it.
             if let Err(e) = decoded {
                 shared.metrics.malformed(Protocol::Rpc, e.label());
@@ -156,9 +157,9 @@ impl Receiver {
                 bump(&shared.counters.malformed);
                 // `reply_to_invalid` answers only datagrams at least as long as the reply.
                 if let Some(reply) = reply_to_invalid(data, &e) {
-                    if shared.budget().take(peer.ip(), received).is_ok() {
+                    if shared.budget().take(to.peer.ip(), received).is_ok() {
                         bump(&shared.counters.invalid_replies);
-                        let buf = self.out.push(peer);
+                        let buf = self.out.push(to);
                         if reply.message().encode(buf).is_err() {
                             self.out.pop();
                         }
@@ -170,7 +171,7 @@ impl Receiver {
             Ok(Message::Ping(ping)) => {
                 bump(&shared.counters.pings);
                 let pong = Message::Pong(Echo { flags: Flags::NONE, ..ping });
-                let buf = self.out.push(peer);
+                let buf = self.out.push(to);
                 if pong.encode(buf).is_err() {
                     self.out.pop();
                 }
@@ -180,7 +181,7 @@ impl Receiver {
                 // Copy what outlives the borrow of the batch buffer.
                 let header = request.header;
                 let payload = request.payload.to_vec();
-                self.request(&shared, peer, (header, len), payload, (received, arrived));
+                self.request(&shared, to, (header, len), payload, (received, arrived));
             }
         }
     }
@@ -191,7 +192,7 @@ impl Receiver {
     /// the reply budgets are spent.
     fn refuse(
         &mut self,
-        peer: SocketAddr,
+        to: ReplyTo,
         (request_id, request_len): (u64, usize),
         status: Status,
         message: &str,
@@ -201,7 +202,7 @@ impl Receiver {
             bump(&self.shared.counters.refusals_too_short);
             return;
         }
-        if self.shared.budget().take(peer.ip(), now).is_err() {
+        if self.shared.budget().take(to.peer.ip(), now).is_err() {
             bump(&self.shared.counters.refusals_limited);
             return;
         }
@@ -209,7 +210,7 @@ impl Receiver {
         // Nothing waited: only a refusal for load signals anything.
         header.flags = header.flags.with_load(load_of(status, Duration::ZERO, Duration::ZERO));
         let payload = truncate_utf8(message, reply_room(request_len));
-        let buf = self.out.push(peer);
+        let buf = self.out.push(to);
         if Message::Response(Response { header, payload }).encode(buf).is_err() {
             self.out.pop();
         }
@@ -218,12 +219,13 @@ impl Receiver {
     fn request(
         &mut self,
         shared: &Arc<Shared>,
-        peer: SocketAddr,
+        to: ReplyTo,
         (header, len): (RequestHeader, usize),
         payload: Vec<u8>,
         (received, arrived): (Instant, Instant),
     ) {
         let id = header.request_id;
+        let peer = to.peer;
         let counters = &shared.counters;
         if header.flags.contains(Flags::RETRANSMIT) {
             bump(&counters.retransmits);
@@ -245,14 +247,14 @@ impl Receiver {
                         return;
                     }
                     bump(&counters.replayed);
-                    self.out.push(peer).extend_from_slice(bytes);
+                    self.out.push(to).extend_from_slice(bytes);
                     return;
                 }
                 Seen::Full => {
                     drop(dedup);
                     bump(&counters.overloaded);
                     let message = "too many requests in flight";
-                    self.refuse(peer, (id, len), Status::Overloaded, message, received);
+                    self.refuse(to, (id, len), Status::Overloaded, message, received);
                     return;
                 }
             }
@@ -264,7 +266,7 @@ impl Receiver {
                 shared.dedup().abandon(peer, id);
                 bump(&counters.unknown_function);
                 let message = format!("no function with id {}", header.function);
-                self.refuse(peer, (id, len), Status::UnknownFunction, &message, received);
+                self.refuse(to, (id, len), Status::UnknownFunction, &message, received);
                 return;
             }
         };
@@ -275,7 +277,7 @@ impl Receiver {
             let failure = Failure::Rejected(Rejection::ShuttingDown);
             let message = failure.to_string();
             shared.gate.refuse_call(&function, failure, arrived, (Some(peer), Some(id)));
-            self.refuse(peer, (id, len), Status::ShuttingDown, &message, received);
+            self.refuse(to, (id, len), Status::ShuttingDown, &message, received);
             return;
         }
         let fields = match header.fields() {
@@ -285,7 +287,7 @@ impl Receiver {
                 shared.metrics.malformed(Protocol::Rpc, e.label());
                 bump(&counters.bad_request);
                 let message = format!("bad request: {e}");
-                self.refuse(peer, (id, len), Status::BadRequest, &message, received);
+                self.refuse(to, (id, len), Status::BadRequest, &message, received);
                 return;
             }
         };
@@ -308,7 +310,7 @@ impl Receiver {
         let asked = Flags(header.flags.0 & (Flags::STAGES.0 | Flags::READINESS.0));
         let callback_shared = Arc::clone(shared);
         shared.gate.submit(call, move |outcome| {
-            callback_shared.answer(peer, (id, len, asked), deadline, outcome)
+            callback_shared.answer(to, (id, len, asked), deadline, outcome)
         });
     }
 }

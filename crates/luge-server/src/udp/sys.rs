@@ -2,20 +2,50 @@
 //! reusable batch of buffers (with each datagram's kernel receive time when `SO_TIMESTAMPNS` is
 //! on), a `recvmsg` of a stream socket with the receive time of what it read (the HTTP front
 //! end's connections), `sendmmsg` of a batch of replies, a non-blocking `sendto`, an eventfd
-//! and a `poll` on a socket and one (the receive thread's wait while it stands by), and
-//! conversions between [`SocketAddr`] and `sockaddr_storage`. Every `unsafe` block of the UDP
-//! front end is here.
+//! and a `poll` on a socket and one (the receive thread's wait while it stands by),
+//! conversions between [`SocketAddr`] and `sockaddr_storage`, and the local address a datagram
+//! was sent to (`IP_PKTINFO`/`IPV6_PKTINFO`), read on receipt and set as the source of its
+//! reply. Every `unsafe` block of the UDP front end is here.
 
 use std::io;
 use std::mem::{MaybeUninit, size_of, zeroed};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, SystemTime};
 
-/// Room for one control message per datagram: a `SCM_TIMESTAMPNS` (a `timespec`) needs
-/// `CMSG_SPACE(16)` = 32 bytes on 64-bit Linux; 64 leaves margin. `u64`s keep it aligned for
-/// `cmsghdr`.
-const CONTROL_WORDS: usize = 8;
+/// Room for the control messages of one datagram: a `SCM_TIMESTAMPNS` (a `timespec`) needs
+/// `CMSG_SPACE(16)` = 32 bytes on 64-bit Linux, an `IPV6_PKTINFO` `CMSG_SPACE(20)` = 40; 128
+/// leaves margin. `u64`s keep it aligned for `cmsghdr`.
+const CONTROL_WORDS: usize = 16;
+
+/// The local address a datagram was sent to, on a socket bound to a wildcard address
+/// ([`enable_local_addresses`]): its reply leaves from it ([`ReplyTo`]). Without it the kernel
+/// picks the source by its route to the client, which on a host with several addresses may not
+/// be the one the client sent to, and a client's connected socket drops such a reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Local {
+    ip: IpAddr,
+    /// The interface it came in on: kept for IPv6 link-local addresses only (they mean nothing
+    /// without it); 0 (any) otherwise, so the reply follows the routing table.
+    ifindex: u32,
+}
+
+/// Where a reply goes: the datagram's source, and the local address it was sent to when the
+/// socket learns it ([`Local`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReplyTo {
+    /// The client.
+    pub peer: SocketAddr,
+    /// The reply's source address, if the socket is bound to a wildcard one.
+    pub local: Option<Local>,
+}
+
+impl From<SocketAddr> for ReplyTo {
+    /// A reply whose source the kernel picks (a socket bound to one address).
+    fn from(peer: SocketAddr) -> Self {
+        Self { peer, local: None }
+    }
+}
 
 /// A zeroed `sockaddr_storage`.
 fn empty_storage() -> libc::sockaddr_storage {
@@ -95,11 +125,21 @@ pub(crate) fn from_storage(
 
 /// `setsockopt(SOL_SOCKET, opt, value)` for an integer option.
 pub fn set_int_option(fd: RawFd, opt: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    set_option(fd, libc::SOL_SOCKET, opt, value)
+}
+
+/// `setsockopt(level, opt, value)` for an integer option.
+fn set_option(
+    fd: RawFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: `value` is a live `c_int` and we pass its exact size; the kernel only reads it.
     let rc = unsafe {
         libc::setsockopt(
             fd,
-            libc::SOL_SOCKET,
+            level,
             opt,
             std::ptr::from_ref(&value).cast(),
             size_of::<libc::c_int>() as libc::socklen_t,
@@ -150,22 +190,34 @@ pub fn wait_readable(socket: RawFd, event: RawFd, timeout: Duration) -> (bool, b
     (polled[0].revents != 0, polled[1].revents != 0)
 }
 
-/// `sendto(fd, buf, flags, addr)`: returns the bytes sent.
-pub fn send_to(fd: RawFd, buf: &[u8], addr: SocketAddr, flags: libc::c_int) -> io::Result<usize> {
+/// Sends `buf` to `to.peer` (from `to.local` when set) with `sendmsg(flags)`: returns the bytes
+/// sent.
+pub fn send_to(
+    fd: RawFd,
+    buf: &[u8],
+    to: impl Into<ReplyTo>,
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    let to = to.into();
     let mut storage = empty_storage();
-    let len = to_storage(addr, &mut storage);
-    // SAFETY: `buf` and `storage` are live for the call, with the lengths passed; the kernel
-    // only reads them.
-    let rc = unsafe {
-        libc::sendto(
-            fd,
-            buf.as_ptr().cast(),
-            buf.len(),
-            flags,
-            std::ptr::from_ref(&storage).cast(),
-            len,
-        )
-    };
+    let len = to_storage(to.peer, &mut storage);
+    let mut control = [0u64; CONTROL_WORDS];
+    let control_len = to.local.map_or(0, |local| write_local(&mut control, local));
+    let mut iov = libc::iovec { iov_base: buf.as_ptr().cast_mut().cast(), iov_len: buf.len() };
+    // SAFETY: an all-zero `msghdr` is a valid value (null pointers, zero lengths).
+    let mut hdr: libc::msghdr = unsafe { zeroed() };
+    hdr.msg_name = std::ptr::from_mut(&mut storage).cast();
+    hdr.msg_namelen = len;
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    if control_len > 0 {
+        hdr.msg_control = control.as_mut_ptr().cast();
+        hdr.msg_controllen = control_len;
+    }
+    // SAFETY: `hdr` points at `storage`, one iovec over `buf` and `control`, all live for the
+    // call with the lengths given; the kernel only reads them (`buf` is never written through
+    // the iovec's `*mut`).
+    let rc = unsafe { libc::sendmsg(fd, &hdr, flags) };
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc as usize) }
 }
 
@@ -174,6 +226,18 @@ pub fn send_to(fd: RawFd, buf: &[u8], addr: SocketAddr, flags: libc::c_int) -> i
 /// [`RecvBatch::kernel_time`] and [`recv_with_time`].
 pub fn enable_receive_timestamps(fd: RawFd) -> io::Result<()> {
     set_int_option(fd, libc::SO_TIMESTAMPNS, 1)
+}
+
+/// Asks the kernel to tell, with every datagram received on `fd`, the local address it was sent
+/// to ([`RecvBatch::local`]), so that its reply can leave from it. For a socket bound to a
+/// wildcard address (`0.0.0.0`, `::`); `ipv6`: the socket is `AF_INET6` (IPv4 clients of a
+/// dual-stack socket are told with `IP_PKTINFO`, IPv6 ones with `IPV6_PKTINFO`).
+pub fn enable_local_addresses(fd: RawFd, ipv6: bool) -> io::Result<()> {
+    if ipv6 {
+        set_option(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1)?;
+    }
+    // On an `AF_INET6` socket: for its IPv4 clients (an IPv6-only socket never uses it).
+    set_option(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1)
 }
 
 /// A reusable `recvmmsg` batch: `capacity` buffers of `buf_len` bytes with their source
@@ -281,21 +345,41 @@ impl RecvBatch {
         // SAFETY: `headers[i]` is a header the kernel just filled: its `msg_control` points into
         // `controls[i]` (live, aligned for `cmsghdr`) and its `msg_controllen` is the length the
         // kernel wrote, at most that buffer's size.
-        unsafe { control_time(&self.headers[i].msg_hdr) }
+        unsafe { controls(&self.headers[i].msg_hdr) }.time
+    }
+
+    /// The local address datagram `i` of the last batch was sent to, if the socket is told
+    /// ([`enable_local_addresses`]).
+    pub fn local(&self, i: usize) -> Option<Local> {
+        if i >= self.received {
+            return None;
+        }
+        // SAFETY: as in `kernel_time`.
+        unsafe { controls(&self.headers[i].msg_hdr) }.local
     }
 }
 
-/// The `SCM_TIMESTAMPNS` receive time among the control messages of `hdr`, if there is one and
-/// none was cut off (`MSG_CTRUNC`).
+/// What the control messages of a received datagram (or stream read) told.
+#[derive(Default)]
+struct Controls {
+    /// `SCM_TIMESTAMPNS`: when the kernel received it.
+    time: Option<SystemTime>,
+    /// `IP_PKTINFO` / `IPV6_PKTINFO`: the local address it was sent to.
+    local: Option<Local>,
+}
+
+/// The receive time (`SCM_TIMESTAMPNS`) and local address (`IP_PKTINFO`, `IPV6_PKTINFO`) among
+/// the control messages of `hdr`; nothing if any was cut off (`MSG_CTRUNC`).
 ///
 /// # Safety
 ///
 /// `hdr` must be a header `recvmsg`/`recvmmsg` just filled: `msg_control` points into a live
 /// buffer aligned for `cmsghdr` and `msg_controllen` is the length the kernel wrote, at most
 /// that buffer's size.
-unsafe fn control_time(hdr: &libc::msghdr) -> Option<SystemTime> {
+unsafe fn controls(hdr: &libc::msghdr) -> Controls {
+    let mut found = Controls::default();
     if hdr.msg_flags & libc::MSG_CTRUNC != 0 {
-        return None;
+        return found;
     }
     // SAFETY: by this function's contract `msg_control`/`msg_controllen` describe the control
     // data the kernel wrote; `CMSG_FIRSTHDR`/`CMSG_NXTHDR` stay within it and return null past
@@ -306,23 +390,89 @@ unsafe fn control_time(hdr: &libc::msghdr) -> Option<SystemTime> {
         // control buffer.
         let c = unsafe { &*cmsg };
         let len = c.cmsg_len as usize;
-        if c.cmsg_level == libc::SOL_SOCKET
-            && c.cmsg_type == libc::SCM_TIMESTAMPNS
-            // SAFETY: `CMSG_LEN` only computes a length.
-            && len >= unsafe { libc::CMSG_LEN(size_of::<libc::timespec>() as u32) } as usize
-        {
-            // SAFETY: the kernel wrote a `timespec` as this message's data (its type and length
-            // say so); it may be unaligned, hence `read_unaligned`.
-            let ts: libc::timespec =
-                unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
-            let secs = u64::try_from(ts.tv_sec).ok()?;
-            let nanos = u32::try_from(ts.tv_nsec).ok().filter(|n| *n < 1_000_000_000)?;
-            return SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos));
+        // SAFETY: `CMSG_LEN` only computes a length.
+        let fits = |size: usize| len >= unsafe { libc::CMSG_LEN(size as u32) } as usize;
+        match (c.cmsg_level, c.cmsg_type) {
+            (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) if fits(size_of::<libc::timespec>()) => {
+                // SAFETY: the kernel wrote a `timespec` as this message's data (its type and
+                // length say so); it may be unaligned, hence `read_unaligned`.
+                let ts: libc::timespec =
+                    unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+                found.time = timespec_time(&ts);
+            }
+            (libc::IPPROTO_IP, libc::IP_PKTINFO) if fits(size_of::<libc::in_pktinfo>()) => {
+                // SAFETY: as above, an `in_pktinfo`.
+                let info: libc::in_pktinfo =
+                    unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+                // `ipi_spec_dst`: the local address (for a unicast datagram, its destination).
+                let ip = Ipv4Addr::from(info.ipi_spec_dst.s_addr.to_ne_bytes());
+                found.local = Some(Local { ip: IpAddr::V4(ip), ifindex: 0 });
+            }
+            (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) if fits(size_of::<libc::in6_pktinfo>()) => {
+                // SAFETY: as above, an `in6_pktinfo`.
+                let info: libc::in6_pktinfo =
+                    unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+                let ip = Ipv6Addr::from(info.ipi6_addr.s6_addr);
+                let ifindex = if ip.is_unicast_link_local() { info.ipi6_ifindex } else { 0 };
+                found.local = Some(Local { ip: IpAddr::V6(ip), ifindex });
+            }
+            _ => {}
         }
         // SAFETY: as for `CMSG_FIRSTHDR`, with `cmsg` a header inside this buffer.
         cmsg = unsafe { libc::CMSG_NXTHDR(hdr, cmsg) };
     }
-    None
+    found
+}
+
+/// A kernel `timespec` as a wall-clock time; `None` if out of range.
+fn timespec_time(ts: &libc::timespec) -> Option<SystemTime> {
+    let secs = u64::try_from(ts.tv_sec).ok()?;
+    let nanos = u32::try_from(ts.tv_nsec).ok().filter(|n| *n < 1_000_000_000)?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+}
+
+/// Writes into `control` the control message that makes a reply leave from `local`; returns
+/// its length (`CMSG_SPACE` of the `in_pktinfo` or `in6_pktinfo`). An IPv4 address goes as
+/// `IP_PKTINFO`, also on an `AF_INET6` socket answering an IPv4 client (the kernel takes it
+/// there), an IPv6 one as `IPV6_PKTINFO`.
+fn write_local(control: &mut [u64; CONTROL_WORDS], local: Local) -> usize {
+    *control = [0; CONTROL_WORDS];
+    // SAFETY: an all-zero `msghdr` is valid; it only describes `control` to the macros below.
+    let mut hdr: libc::msghdr = unsafe { zeroed() };
+    hdr.msg_control = control.as_mut_ptr().cast();
+    hdr.msg_controllen = size_of::<[u64; CONTROL_WORDS]>();
+    // SAFETY: `hdr` describes `control` (live, writable, aligned for `cmsghdr`, 128 bytes);
+    // `CMSG_FIRSTHDR` of a buffer that large is its start, and each message written below
+    // (`CMSG_SPACE` ≤ 40 bytes) fits in it. `CMSG_DATA` points inside it; the payload is
+    // written unaligned.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&hdr);
+        match local.ip {
+            IpAddr::V4(ip) => {
+                let info = libc::in_pktinfo {
+                    ipi_ifindex: 0,
+                    ipi_spec_dst: libc::in_addr { s_addr: u32::from_ne_bytes(ip.octets()) },
+                    ipi_addr: libc::in_addr { s_addr: 0 },
+                };
+                (*cmsg).cmsg_level = libc::IPPROTO_IP;
+                (*cmsg).cmsg_type = libc::IP_PKTINFO;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<libc::in_pktinfo>() as u32) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast(), info);
+                libc::CMSG_SPACE(size_of::<libc::in_pktinfo>() as u32) as usize
+            }
+            IpAddr::V6(ip) => {
+                let info = libc::in6_pktinfo {
+                    ipi6_addr: libc::in6_addr { s6_addr: ip.octets() },
+                    ipi6_ifindex: local.ifindex,
+                };
+                (*cmsg).cmsg_level = libc::IPPROTO_IPV6;
+                (*cmsg).cmsg_type = libc::IPV6_PKTINFO;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<libc::in6_pktinfo>() as u32) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast(), info);
+                libc::CMSG_SPACE(size_of::<libc::in6_pktinfo>() as u32) as usize
+            }
+        }
+    }
 }
 
 /// Reads what a stream socket has (non-blocking: `WouldBlock` when nothing) into `buf`, with the
@@ -350,7 +500,7 @@ pub(crate) fn recv_with_time(
     }
     // SAFETY: `recvmsg` just filled `hdr`; its control buffer is `control`, live, aligned for
     // `cmsghdr` (`u64`s), and `msg_controllen` is what the kernel wrote, at most its size.
-    let time = unsafe { control_time(&hdr) };
+    let time = unsafe { controls(&hdr) }.time;
     Ok((rc as usize, time))
 }
 
@@ -360,6 +510,9 @@ pub struct SendBatch {
     bufs: Vec<Vec<u8>>,
     addrs: Vec<libc::sockaddr_storage>,
     addr_lens: Vec<libc::socklen_t>,
+    /// Each reply's source-address control message ([`write_local`]), if it has one.
+    controls: Vec<[u64; CONTROL_WORDS]>,
+    control_lens: Vec<usize>,
     iovecs: Vec<libc::iovec>,
     headers: Vec<libc::mmsghdr>,
     len: usize,
@@ -382,6 +535,8 @@ impl SendBatch {
             bufs: Vec::new(),
             addrs: Vec::new(),
             addr_lens: Vec::new(),
+            controls: Vec::new(),
+            control_lens: Vec::new(),
             iovecs: Vec::new(),
             headers: Vec::new(),
             len: 0,
@@ -398,16 +553,22 @@ impl SendBatch {
         self.len == 0
     }
 
-    /// A cleared buffer for the next reply to `peer`; fill it and it is sent on `flush`.
-    pub fn push(&mut self, peer: SocketAddr) -> &mut Vec<u8> {
+    /// A cleared buffer for the next reply to `to` (a client's address, or a [`ReplyTo`] that
+    /// also names the reply's source); fill it and it is sent on `flush`.
+    pub fn push(&mut self, to: impl Into<ReplyTo>) -> &mut Vec<u8> {
+        let to = to.into();
         if self.len == self.bufs.len() {
             self.bufs.push(Vec::new());
             self.addrs.push(empty_storage());
             self.addr_lens.push(0);
+            self.controls.push([0; CONTROL_WORDS]);
+            self.control_lens.push(0);
         }
         let i = self.len;
         self.len += 1;
-        self.addr_lens[i] = to_storage(peer, &mut self.addrs[i]);
+        self.addr_lens[i] = to_storage(to.peer, &mut self.addrs[i]);
+        self.control_lens[i] =
+            to.local.map_or(0, |local| write_local(&mut self.controls[i], local));
         let buf = &mut self.bufs[i];
         buf.clear();
         buf
@@ -438,13 +599,18 @@ impl SendBatch {
             h.msg_hdr.msg_namelen = self.addr_lens[i];
             h.msg_hdr.msg_iov = std::ptr::from_mut(&mut self.iovecs[i]);
             h.msg_hdr.msg_iovlen = 1;
+            if self.control_lens[i] > 0 {
+                h.msg_hdr.msg_control = self.controls[i].as_mut_ptr().cast();
+                h.msg_hdr.msg_controllen = self.control_lens[i];
+            }
             self.headers.push(h);
         }
         let mut sent = 0;
         let mut failed = 0;
         while sent < n {
-            // SAFETY: `headers[sent..n]` are initialised and point into `addrs`, `iovecs` and
-            // `bufs`, which are not modified until the loop ends; the kernel only reads them.
+            // SAFETY: `headers[sent..n]` are initialised and point into `addrs`, `iovecs`,
+            // `bufs` and `controls`, which are not modified until the loop ends; the kernel only
+            // reads them.
             let rc = unsafe {
                 libc::sendmmsg(
                     fd,
