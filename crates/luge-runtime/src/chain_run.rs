@@ -27,7 +27,8 @@ impl Runtime {
     /// Submits a request to a chain: its stages run one after the other under the chain's one
     /// deadline (`options.deadline`, else the chain's), each in its own sandbox; `callback`
     /// gets the one outcome — the last stage's stdout, or the first failure — with every
-    /// stage's report. `options.expected` is not used (each stage has its own estimate).
+    /// stage's report. `options.expected` is not used (each stage has its own estimate);
+    /// `options.delivery` is set aside from the chain's deadline once, as for a function.
     pub fn submit_chain(
         self: &Arc<Self>,
         chain: &Arc<Chain>,
@@ -38,12 +39,15 @@ impl Runtime {
         let now = Instant::now();
         let received = options.received.map_or(now, |r| r.min(now));
         let relative = options.deadline.unwrap_or(chain.config.relative_deadline);
+        // The front end's delivery of the chain's answer is set aside once, as for a function's
+        // (`scheduled_deadline`): the stages are budgeted to end that much earlier.
+        let scheduled = crate::runtime::scheduled_deadline(relative, options.delivery);
         let run = Run {
             runtime: Arc::clone(self),
             chain: Arc::clone(chain),
             received,
             // A library caller may pass any duration (`Duration::MAX`).
-            deadline: luge_proto::instant_after(received, relative),
+            deadline: luge_proto::instant_after(received, scheduled),
             trace: options.trace,
             stages: Vec::with_capacity(chain.stages.len()),
             callback: Box::new(callback),
@@ -57,7 +61,8 @@ struct Run {
     runtime: Arc<Runtime>,
     chain: Arc<Chain>,
     received: Instant,
-    /// The chain's absolute deadline.
+    /// When the chain's last stage must end: its absolute deadline, less the front end's
+    /// delivery set aside (`SubmitOptions::delivery`).
     deadline: Instant,
     /// The chain's trace context: stage k runs under `trace.stage(k)`.
     trace: Option<luge_proto::TraceContext>,

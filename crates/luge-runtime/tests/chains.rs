@@ -132,6 +132,41 @@ fn admission_sees_the_work_of_the_stages_still_to_run() {
     assert_eq!(call_chain(&rt, "roomy", b"x").result.as_deref(), Ok(&b"x"[..]));
 }
 
+/// The front end's delivery is set aside from a chain's deadline as from a function's: a chain
+/// whose stages fit its deadline but not its deadline less the delivery is refused.
+#[test]
+fn a_chain_sets_aside_the_front_ends_delivery() {
+    let rt = runtime();
+    let mut slow = FunctionConfig::new("slow-echo");
+    slow.expected_execution = Some(Duration::from_millis(50));
+    rt.register(slow, ECHO.as_bytes()).unwrap();
+    rt.register_chain(chain("c", &["echo", "slow-echo"], Duration::from_millis(80))).unwrap();
+    let c = rt.chain("c").unwrap();
+    let call = |delivery| {
+        let (tx, rx) = mpsc::channel();
+        let options = SubmitOptions { delivery, ..SubmitOptions::default() };
+        rt.submit_chain(&c, b"x".to_vec(), options, move |o| tx.send(o).unwrap());
+        rx.recv_timeout(Duration::from_secs(60)).unwrap().result
+    };
+    assert_eq!(call(Duration::ZERO).as_deref(), Ok(&b"x"[..]));
+    // 80 ms less 20 ms (a quarter, the most set aside) leaves 60 ms: still room for 50 ms.
+    assert_eq!(call(Duration::from_millis(20)).as_deref(), Ok(&b"x"[..]));
+    // 35 ms asked, 20 ms set aside (a quarter at most): the same.
+    assert_eq!(call(Duration::from_millis(35)).as_deref(), Ok(&b"x"[..]));
+    let mut tight = FunctionConfig::new("tight-echo");
+    tight.expected_execution = Some(Duration::from_millis(70));
+    rt.register(tight, ECHO.as_bytes()).unwrap();
+    rt.register_chain(chain("t", &["echo", "tight-echo"], Duration::from_millis(80))).unwrap();
+    let t = rt.chain("t").unwrap();
+    let (tx, rx) = mpsc::channel();
+    let options = SubmitOptions { delivery: Duration::from_millis(20), ..SubmitOptions::default() };
+    rt.submit_chain(&t, b"x".to_vec(), options, move |o| tx.send(o).unwrap());
+    let outcome = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    // 70 ms of later work does not fit 60 ms: refused at the first stage, nothing ran.
+    assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
+    assert_eq!(outcome.timing.executed, Duration::ZERO);
+}
+
 #[test]
 fn a_deadline_passed_mid_chain_is_missed_naming_the_stage() {
     let rt = runtime();
