@@ -857,6 +857,40 @@ async fn metrics_health_and_routes() {
     }
 }
 
+/// An admin `PUT` keeps every function and chain reachable at its default path `/<name>`, as a
+/// manifest does: no route may be another's path, and no name may be one whose path is
+/// another's route.
+#[tokio::test]
+async fn admin_puts_keep_every_name_reachable_at_its_path() {
+    let node = node();
+    let c = client();
+    let put = |url: String, body: &'static str| {
+        let c = c.clone();
+        async move { send(&c, Method::PUT, &url, &[], body).await }
+    };
+    let chain = r#"{"stages":["echo"],"relative_deadline_us":100000,"route":"/echo"}"#;
+    let taken = put(node.admin_url("/admin/chains/c"), chain).await;
+    assert_error(&taken, 400, "bad_request", "route `/echo` is the path of `echo`");
+    assert!(node.runtime.chain("c").is_none(), "a refused PUT leaves nothing behind");
+    let taken = put(node.admin_url("/admin/functions/f?route=/echo"), NOOP).await;
+    assert_error(&taken, 400, "bad_request", "route `/echo` is the path of `echo`");
+    assert!(node.runtime.function("f").is_none());
+    assert_ok(&post(&c, &node, "/echo", "still echo").await, b"still echo");
+    // A function routed at `/c`: a chain (or function) named `c` would never be reached there.
+    let routed = put(node.admin_url("/admin/functions/f?route=/c"), NOOP).await;
+    assert_eq!(routed.status, StatusCode::CREATED, "{}", routed.text());
+    let chain = r#"{"stages":["echo"],"relative_deadline_us":100000}"#;
+    let shadowed = put(node.admin_url("/admin/chains/c"), chain).await;
+    assert_error(&shadowed, 400, "bad_request", "`/c` is already the route of `f`");
+    assert!(node.runtime.chain("c").is_none());
+    let shadowed = put(node.admin_url("/admin/functions/c"), NOOP).await;
+    assert_error(&shadowed, 400, "bad_request", "`/c` is already the route of `f`");
+    assert!(node.runtime.function("c").is_none());
+    // Its own name as its route is fine.
+    let own = put(node.admin_url("/admin/functions/g?route=/g"), NOOP).await;
+    assert_eq!(own.status, StatusCode::CREATED, "{}", own.text());
+}
+
 #[tokio::test]
 async fn admin_api_lists_adds_and_removes_functions() {
     let node = node();

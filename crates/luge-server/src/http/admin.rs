@@ -51,9 +51,11 @@ pub(super) async fn admin_resource(
             Ok(()) => admin_chains::put(shared, name, request).await,
             Err(reason) => shared.bad_put(name, reason),
         },
-        (Method::DELETE, Resource::Function) => shared.removed(name, rt.unregister(name).is_ok()),
+        (Method::DELETE, Resource::Function) => {
+            shared.removed(name, || rt.unregister(name).is_ok())
+        }
         (Method::DELETE, Resource::Chain) => {
-            shared.removed(name, rt.unregister_chain(name).is_ok())
+            shared.removed(name, || rt.unregister_chain(name).is_ok())
         }
         _ => shared.method_not_allowed("GET, PUT, DELETE"),
     }
@@ -112,13 +114,21 @@ impl Shared {
         }
     }
 
-    /// The answer to `DELETE` of the function or chain `name`: its routes go too; 204, or 404
-    /// when nothing was `removed`.
-    pub(super) fn removed(&self, name: &str, removed: bool) -> Response<Full<Bytes>> {
-        if !removed {
+    /// The answer to `DELETE` of the function or chain `name`, which `remove` unregisters: its
+    /// routes go too, under the routes' lock taken before it (a `PUT` of the same name in
+    /// between keeps the route it was given); 204, or 404 when nothing was removed.
+    pub(super) fn removed(
+        &self,
+        name: &str,
+        remove: impl FnOnce() -> bool,
+    ) -> Response<Full<Bytes>> {
+        let mut routes = self.routes_mut();
+        if !remove() {
+            drop(routes);
             return unknown_function(self, name);
         }
-        self.routes_mut().retain(|_, f| f != name);
+        routes.retain(|_, f| f != name);
+        drop(routes);
         tracing::info!(name, "removed");
         self.respond(StatusCode::NO_CONTENT, &self.local_meta("ok"), None, Bytes::new())
     }
@@ -250,9 +260,12 @@ pub(super) async fn put_function(
     // A route taken already is refused before the module is compiled and registered: the
     // function would be callable by name until the check after registration undid it. (That
     // check stays, for a route taken meanwhile.)
-    if let Some(other) = query.route.as_ref().and_then(|route| route_owner(shared, route, name)) {
-        let route = query.route.as_deref().unwrap_or_default();
-        return bad(format!("route `{route}` already belongs to `{other}`"));
+    let conflict = {
+        let routes = shared.routes.read().unwrap_or_else(|p| p.into_inner());
+        route_conflict(shared, &routes, query.route.as_deref(), name)
+    };
+    if let Some(reason) = conflict {
+        return bad(reason);
     }
     let runtime = Arc::clone(&shared.runtime);
     let registered = tokio::task::spawn_blocking(move || runtime.register(config, &module)).await;
@@ -270,24 +283,11 @@ pub(super) async fn put_function(
             return shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string());
         }
     };
-    let route = match query.route {
-        Some(route) => {
-            let mut routes = shared.routes_mut();
-            match owner_of(shared, routes.get(&route), name) {
-                Some(other) => {
-                    drop(routes);
-                    let _ = shared.runtime.unregister(name);
-                    return bad(format!("route `{route}` already belongs to `{other}`"));
-                }
-                None => {
-                    routes.insert(route.clone(), name.to_owned());
-                }
-            }
-            route
-        }
-        None => {
-            let routes = shared.routes.read().unwrap_or_else(|p| p.into_inner());
-            Shared::route_of(&routes, name)
+    let route = match shared.take_route(query.route, name) {
+        Ok(route) => route,
+        Err(reason) => {
+            let _ = shared.runtime.unregister(name);
+            return bad(reason);
         }
     };
     tracing::info!(function = name, id = function.id.0, route, "function registered");
@@ -298,10 +298,50 @@ pub(super) async fn put_function(
     response
 }
 
-/// Who other than `name` holds `route` now, if anyone.
-fn route_owner(shared: &Shared, route: &str, name: &str) -> Option<String> {
-    let routes = shared.routes.read().unwrap_or_else(|p| p.into_inner());
-    owner_of(shared, routes.get(route), name)
+/// Why `name` may not be reached at `route` (its explicit route, if it asks for one) given
+/// `routes` — the same rules as a manifest's: the route is another function's or chain's
+/// explicit route, or another's default path `/<other>` (which it would shadow); or `name`'s
+/// own default path `/<name>` is another's explicit route (it would never reach `name`).
+/// `None`: no conflict.
+pub(super) fn route_conflict(
+    shared: &Shared,
+    routes: &HashMap<String, String>,
+    route: Option<&str>,
+    name: &str,
+) -> Option<String> {
+    let registered = |other: &str| {
+        shared.runtime.function(other).is_some() || shared.runtime.chain(other).is_some()
+    };
+    if let Some(route) = route {
+        if let Some(other) = owner_of(shared, routes.get(route), name) {
+            return Some(format!("route `{route}` already belongs to `{other}`"));
+        }
+        if let Some(other) = route.strip_prefix('/').filter(|o| *o != name && registered(o)) {
+            return Some(format!("route `{route}` is the path of `{other}`"));
+        }
+    }
+    let own = format!("/{name}");
+    owner_of(shared, routes.get(&own), name)
+        .map(|other| format!("`{own}` is already the route of `{other}`"))
+}
+
+impl Shared {
+    /// Gives the just-registered `name` its explicit `route` (if any) under the routes' lock,
+    /// checked again there ([`route_conflict`]: taken meanwhile); the route it is reported at,
+    /// or why it cannot have it (the caller unregisters it).
+    pub(super) fn take_route(&self, route: Option<String>, name: &str) -> Result<String, String> {
+        let mut routes = self.routes_mut();
+        if let Some(reason) = route_conflict(self, &routes, route.as_deref(), name) {
+            return Err(reason);
+        }
+        Ok(match route {
+            Some(route) => {
+                routes.insert(route.clone(), name.to_owned());
+                route
+            }
+            None => Self::route_of(&routes, name),
+        })
+    }
 }
 
 /// The owner `holder` of a route, if it is not `name` and still registered — a function or a

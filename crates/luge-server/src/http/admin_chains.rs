@@ -40,14 +40,17 @@ pub(super) async fn put(
         Ok(spec) => spec,
         Err(e) => return bad(format!("bad chain declaration: {e}")),
     };
-    if let Some(route) = &spec.route {
-        if let Err(e) = check_route(route) {
-            return bad(e.to_string());
-        }
-        let owner = shared.routes.read().unwrap_or_else(|p| p.into_inner()).get(route).cloned();
-        if let Some(other) = owner.filter(|o| o != name) {
-            return bad(format!("route `{route}` already belongs to `{other}`"));
-        }
+    if let Some(route) = &spec.route
+        && let Err(e) = check_route(route)
+    {
+        return bad(e.to_string());
+    }
+    let conflict = {
+        let routes = shared.routes.read().unwrap_or_else(|p| p.into_inner());
+        admin::route_conflict(shared, &routes, spec.route.as_deref(), name)
+    };
+    if let Some(reason) = conflict {
+        return bad(reason);
     }
     // The bound every deadline has (a function's, a request's header or datagram field).
     if spec.relative_deadline_us > MAX_HEADER_US {
@@ -65,12 +68,13 @@ pub(super) async fn put(
         }
         Err(e) => return bad(e.to_string()),
     };
-    let route = match spec.route {
-        Some(route) => {
-            shared.routes_mut().insert(route.clone(), name.to_owned());
-            route
+    // Checked again under the routes' lock: a route taken meanwhile.
+    let route = match shared.take_route(spec.route, name) {
+        Ok(route) => route,
+        Err(reason) => {
+            let _ = shared.runtime.unregister_chain(name);
+            return bad(reason);
         }
-        None => format!("/{name}"),
     };
     tracing::info!(chain = name, id = chain.id.0, route, "chain registered");
     let mut response = shared.json(StatusCode::CREATED, &info(&chain, route));
