@@ -278,7 +278,8 @@ pub struct FunctionConfig {
     /// Owning tenant.
     pub tenant: u32,
     /// Use the expected execution a request brings (RPC field / HTTP header) instead of the
-    /// estimator's (trusted only where the tenant's config allows).
+    /// estimator's (off by default: a client could otherwise claim a tiny estimate to jump
+    /// ahead).
     pub trust_client_estimate: bool,
     /// What becomes of a request that can no longer meet its deadline: answered at once
     /// (`Kill`: 503 shed before it runs, 504 once it ran past its deadline) or demoted to the

@@ -463,6 +463,10 @@ async fn a_connection_over_the_cap_is_answered_503_at_once() {
     assert_error(&answer, 503, "overloaded", "connections full");
     assert_eq!(answer.header("connection"), Some("close"));
     assert_eq!(answer.header("retry-after"), Some("1"));
+    // Every Luge header, as on every response (`docs/http.md` §4).
+    for name in ["luge-request-id", "luge-execution-ns", "luge-queueing-ns", "luge-readiness-ns"] {
+        assert!(answer.header(name).is_some(), "{name} missing");
+    }
     let mut rest = Vec::new();
     assert_eq!(over.read_to_end(&mut rest).await.unwrap(), 0, "closed after the answer");
     let mut refused = 1;
@@ -641,6 +645,7 @@ async fn request_bodies_held_at_once_are_bounded() {
     let answer = exchange(&node, &post(30_000, b'y')).await;
     assert_error(&answer, 503, "overloaded", "request buffers full");
     assert_eq!(answer.header("connection"), Some("close"));
+    assert_eq!(answer.header("luge-load"), Some("255"), "a refusal for load");
     // A small one still fits.
     assert_ok(&exchange(&node, &post(1_000, b'z')).await, b"");
     // The first body completes and is answered — its bytes returned before the answer went

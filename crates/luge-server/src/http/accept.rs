@@ -56,7 +56,7 @@ pub(super) const PER_CLIENT_BODY: &str =
 /// closes the connection.
 pub(super) fn over_cap_response(request_id: u64, retry_after_secs: u32, body: &str) -> String {
     format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\nluge-request-id: {request_id}\r\nluge-execution-ns: 0\r\nluge-queueing-ns: 0\r\nluge-outcome: overloaded\r\nretry-after: {retry_after_secs}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\nluge-request-id: {request_id}\r\nluge-execution-ns: 0\r\nluge-queueing-ns: 0\r\nluge-readiness-ns: 0\r\nluge-outcome: overloaded\r\nretry-after: {retry_after_secs}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     )
 }

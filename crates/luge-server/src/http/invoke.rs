@@ -76,7 +76,11 @@ pub(super) async fn invoke(
                 tracing::debug!(function = name, status = 503, "{failure}");
                 let outcome = shared.gate.refuse(&function, failure, received);
                 drain(rest);
-                return close(shared.render(outcome));
+                let mut response = shared.render(outcome);
+                // A refusal for load: the signal says so, as on every such refusal (§4).
+                let refused = HeaderValue::from(u16::from(luge_proto::LOAD_REFUSED));
+                response.headers_mut().insert(LOAD, refused);
+                return close(response);
             }
             Err(BodyError::Unreadable(e)) => return shared.unreadable(e),
         }
