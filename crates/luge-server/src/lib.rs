@@ -21,6 +21,7 @@ pub use crate::http::{
     AdminConfig, AdminToken, HTTP_BLOCKING_THREADS, HttpConfig, HttpError, HttpServer,
     MIN_TOKEN_LEN, check_route, fuzz_request_head,
 };
+pub use crate::log_limit::count_log_backlog_drops;
 pub use crate::metrics::{Answer, Metrics, Protocol};
 pub use crate::node::{Node, NodeChain, NodeConfig, NodeError, NodeFunction, ShutdownReport};
 pub use crate::otlp::OtlpError;

@@ -108,6 +108,23 @@ pub(crate) fn admit(kind: LogKind) -> Option<u64> {
     }
 }
 
+/// What counts the log lines the process's log writer dropped because its output blocked
+/// ([`count_log_backlog_drops`]).
+static BACKLOG_DROPS: OnceLock<Box<dyn Fn() -> u64 + Send + Sync>> = OnceLock::new();
+
+/// Tells the node how many log lines the process's writer has dropped so far because its output
+/// (stderr: a full pipe, a slow log agent) did not keep up — `luge serve` writes its log from a
+/// thread of its own with a bounded backlog, so that no worker ever blocks on a log line. Shown
+/// as `luge_log_lines_suppressed_total{kind="backlog"}`. The first call wins.
+pub fn count_log_backlog_drops(dropped: impl Fn() -> u64 + Send + Sync + 'static) {
+    let _ = BACKLOG_DROPS.set(Box::new(dropped));
+}
+
+/// Log lines the process's writer dropped so far (0 if nothing counts them).
+pub(crate) fn backlog_drops() -> u64 {
+    BACKLOG_DROPS.get().map_or(0, |dropped| dropped())
+}
+
 /// Lines of `kind` suppressed so far (process-wide).
 pub(crate) fn suppressed(kind: LogKind) -> u64 {
     LIMITS[kind as usize].suppressed.load(Ordering::Relaxed)

@@ -345,11 +345,13 @@ impl Metrics {
         self.render_udp(&mut out);
         out.push_str(
             "# HELP luge_log_lines_suppressed_total Log lines dropped by the rate limits, by \
-             kind: repeated failures (udp_receive, udp_send, internal, accept), guest_stderr.\n# TYPE luge_log_lines_suppressed_total counter\n",
+             kind: repeated failures (udp_receive, udp_send, internal, accept), guest_stderr, \
+             and backlog (written to an output that did not keep up).\n# TYPE luge_log_lines_suppressed_total counter\n",
         );
         let stderr = ("guest_stderr", luge_runtime::stderr_lines_suppressed());
+        let backlog = ("backlog", log_limit::backlog_drops());
         let server = LogKind::ALL.map(|kind| (kind.label(), log_limit::suppressed(kind)));
-        for (kind, n) in server.into_iter().chain([stderr]) {
+        for (kind, n) in server.into_iter().chain([stderr, backlog]) {
             let _ = writeln!(out, "luge_log_lines_suppressed_total{{kind=\"{kind}\"}} {n}");
         }
         let _ = writeln!(

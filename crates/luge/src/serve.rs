@@ -118,19 +118,33 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the tracing subscriber (`RUST_LOG` filters; `info` by default).
-pub fn init_logging(format: LogFormat) {
+/// Log lines waiting for stderr at most; past it, lines are dropped and counted
+/// (`luge_log_lines_suppressed_total{kind="backlog"}`).
+const LOG_BACKLOG_LINES: usize = 8192;
+
+/// Installs the tracing subscriber (`RUST_LOG` filters; `info` by default). Lines are written to
+/// stderr by a thread of their own (`tracing-appender`), so that a worker or a front end never
+/// blocks on a stderr that does not keep up (a full pipe, a stalled log agent): at most
+/// [`LOG_BACKLOG_LINES`] wait, the rest are dropped and counted. Keep the guard until the end:
+/// dropping it writes what is still queued.
+pub fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(LOG_BACKLOG_LINES)
+        .thread_name("luge-log")
+        .finish(std::io::stderr());
+    let dropped = writer.error_counter();
+    luge_server::count_log_backlog_drops(move || dropped.dropped_lines() as u64);
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+    guard
 }
 
 /// Blocks SIGINT and SIGTERM in the calling thread (and so in every thread it spawns later),
@@ -157,7 +171,8 @@ pub(crate) fn wait_for_signal(set: &libc::sigset_t) -> i32 {
 
 /// Runs `luge serve` until a signal arrives.
 pub fn run(args: ServeArgs) -> Result<()> {
-    init_logging(args.log_format);
+    // Held until `serve` returns: what is queued is written before the process exits.
+    let _log = init_logging(args.log_format);
     let signals = block_signals();
     let mut manifest = match &args.manifest {
         Some(path) => Manifest::load(path)?,

@@ -54,6 +54,48 @@ fn serve_invoke_and_stop() {
     assert_eq!(server.stop(), 0, "SIGTERM must be a clean exit");
 }
 
+/// A stderr that does not keep up (here a pipe nobody reads, as a stalled log agent) never stalls
+/// requests: log lines queue up to a bound and the rest are dropped and counted in /metrics.
+#[test]
+fn a_stderr_that_blocks_does_not_stall_requests() {
+    let server = Server::start_logging(&["--request-log", "all"], &cache(), "info");
+    // Each answered request logs a line: 12 000 of them are more than a pipe (64 KiB) and the
+    // backlog (8 192 lines) hold.
+    let out = Command::new(LUGE)
+        .args(["bench", "run", "--target", &format!("udp://{}", server.rpc)])
+        .args(["--admin", &server.admin, "--function", "noop", "--payload="])
+        .args(["--workload", "fixed,rate=100000,deadline=10s", "--mode", "closed:4"])
+        .args(["--max-requests", "12000", "--duration", "60s", "--timeout", "5s"])
+        .args(["--quiet", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["completed"], 12000, "{report}");
+    let metrics = http_get(&server.http, "/metrics");
+    let dropped = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("luge_log_lines_suppressed_total{kind=\"backlog\"} "))
+        .and_then(|n| n.parse::<u64>().ok())
+        .expect("the backlog's drops are counted");
+    assert!(dropped > 0, "a pipe nobody reads cannot have taken every line");
+    // What was queued is written once the pipe is read: the log is whole lines.
+    let log = server.stop_with_log();
+    assert!(log.contains("luge::request"), "request lines were written");
+}
+
+/// The body of `GET path` from the HTTP listener at `base` (`http://IP:PORT`).
+fn http_get(base: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: l\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
 /// An open-file limit too low for a connection flood (the open connections and as many being
 /// refused, 2 × 16 384 + 320 by default) is warned about at start, with what it wants.
 #[test]
