@@ -389,6 +389,9 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Schedules `ev` at `at`. Every time the engine computes saturates (`saturating_add`): a
+    /// workload whose times or executions reach `u64::MAX` ns piles its events there instead
+    /// of wrapping the clock backwards.
     fn push(&mut self, at: Nanos, ev: Ev) {
         self.heap.push(Reverse((at, self.seq, ev)));
         self.seq += 1;
@@ -491,8 +494,8 @@ impl<'a> Sim<'a> {
         self.wakeups += 1;
         let wakeup = self.cfg.overheads.wakeup;
         (wakeup > 0).then(|| {
-            self.groups[g].waking_until = self.now + wakeup;
-            self.now + wakeup
+            self.groups[g].waking_until = self.now.saturating_add(wakeup);
+            self.now.saturating_add(wakeup)
         })
     }
 
@@ -520,7 +523,9 @@ impl<'a> Sim<'a> {
     /// The estimate of stage `k` of `job`, and whether it rests on knowledge.
     fn estimate(&self, job: &Job, k: u8) -> (Nanos, bool) {
         match self.cfg.estimator {
-            EstimatorMode::Oracle => (job.stage_execution(k) + self.start_cost(), true),
+            EstimatorMode::Oracle => {
+                (job.stage_execution(k).saturating_add(self.start_cost()), true)
+            }
             EstimatorMode::Median256 => {
                 (self.estimator.estimate(job.function), self.estimator.samples(job.function) > 0)
             }
@@ -530,7 +535,8 @@ impl<'a> Sim<'a> {
     /// The estimated work of `job`'s stages after `k` (known estimates only, as admission
     /// refuses on knowledge only).
     fn work_after(&self, job: &Job, k: u8) -> Nanos {
-        (k + 1..job.stages).map(|j| self.estimate(job, j)).filter(|e| e.1).map(|e| e.0).sum()
+        let known = (k + 1..job.stages).map(|j| self.estimate(job, j)).filter(|e| e.1);
+        known.map(|e| e.0).fold(0, Nanos::saturating_add)
     }
 
     /// Hands request `id` (a job's stage) to its group's policy; a busy dispatcher sees it when
@@ -570,7 +576,7 @@ impl<'a> Sim<'a> {
         let inspected = self.groups[g].policy.stats().workers_inspected - before;
         let cost =
             self.cfg.overheads.dispatch_base + self.cfg.overheads.dispatch_per_worker * inspected;
-        self.groups[g].busy_until = self.now + cost;
+        self.groups[g].busy_until = self.now.saturating_add(cost);
         self.apply(g, cost)
     }
 
@@ -596,7 +602,7 @@ impl<'a> Sim<'a> {
         let actions = std::mem::take(&mut self.out);
         let base = self.groups[g].first_worker;
         let size = self.groups[g].policy.workers();
-        let at = self.now + delay;
+        let at = self.now.saturating_add(delay);
         for a in &actions {
             match *a {
                 // Informational: the request reaches its worker with its `Run`.
@@ -623,7 +629,7 @@ impl<'a> Sim<'a> {
                     {
                         let epoch = cur.epoch;
                         self.push(
-                            at + self.cfg.overheads.preempt_delivery,
+                            at.saturating_add(self.cfg.overheads.preempt_delivery),
                             Ev::PreemptDeliver { w, epoch },
                         );
                     }
@@ -660,11 +666,11 @@ impl<'a> Sim<'a> {
             + o.context_switch
             + if *runs == 0 { o.sandbox_start } else { o.preempt_resume };
         *runs += 1;
-        self.worker_busy += start_cost - handoff;
+        self.worker_busy = self.worker_busy.saturating_add(start_cost - handoff);
         self.epoch += 1;
         let epoch = self.epoch;
         self.current[w] = Some(Current { req, epoch, started: None, preempt_on_start: false });
-        self.push(at + start_cost, Ev::Started { w, epoch });
+        self.push(at.saturating_add(start_cost), Ev::Started { w, epoch });
     }
 
     fn started(&mut self, w: usize, epoch: u64) -> Result<(), SimError> {
@@ -682,7 +688,7 @@ impl<'a> Sim<'a> {
             return self.preempt_deliver(w, epoch);
         }
         let left = self.jobs[i].stage_execution(k).saturating_sub(req.executed);
-        self.push(self.now + left, Ev::Complete { w, epoch });
+        self.push(self.now.saturating_add(left), Ev::Complete { w, epoch });
         Ok(())
     }
 
@@ -693,8 +699,9 @@ impl<'a> Sim<'a> {
         let (i, k) = job_of(id);
         let job = self.jobs[i];
         let execution = job.stage_execution(k);
-        self.worker_busy += execution.saturating_sub(cur.req.executed);
-        self.estimator.observe(job.function, execution + self.start_cost());
+        self.worker_busy =
+            self.worker_busy.saturating_add(execution.saturating_sub(cur.req.executed));
+        self.estimator.observe(job.function, execution.saturating_add(self.start_cost()));
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;
         // The next request of its batch starts there at once, without a hand-off.
@@ -724,12 +731,12 @@ impl<'a> Sim<'a> {
             return Ok(());
         };
         let ran = self.now - started;
-        let executed = cur.req.executed + ran;
+        let executed = cur.req.executed.saturating_add(ran);
         let id = cur.req.id;
         self.current[w] = None;
         // The batch behind it never starts: the policy takes it back.
         self.follow[w].clear();
-        self.worker_busy += ran;
+        self.worker_busy = self.worker_busy.saturating_add(ran);
         self.records[job_of(id).0].preemptions += 1;
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;

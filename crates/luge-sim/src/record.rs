@@ -44,7 +44,7 @@ pub struct Record {
 impl Record {
     /// Response time, if completed.
     pub fn latency(&self) -> Option<Nanos> {
-        self.completion.map(|c| c - self.arrival)
+        self.completion.map(|c| c.saturating_sub(self.arrival))
     }
 
     /// True when it completed by its absolute deadline.

@@ -80,3 +80,26 @@ fn a_chains_later_stages_are_notified_like_arrivals() {
     // Each stage waits for the next period's end (1, 2, 3, 4 ms) and a wake-up.
     assert!(r.completion.unwrap() >= 4 * MS + 20 * US, "{r:?}");
 }
+
+/// Times near `u64::MAX` (a trace's or a heavy-tailed distribution's) saturate: the clock never
+/// runs backwards and no latency wraps to a small, plausible number.
+#[test]
+fn huge_executions_saturate_instead_of_wrapping_the_clock() {
+    let huge = u64::MAX / 2;
+    let jobs = [
+        job(0, huge, u64::MAX, 1),
+        job(10, huge, u64::MAX, 1),
+        job(20, huge, u64::MAX, 2),
+        job(30, 10 * US, u64::MAX, 1),
+    ];
+    let mut cfg = machine(0, true);
+    cfg.overheads = Overheads::default();
+    let out = simulate(&cfg, &jobs).unwrap();
+    for r in &out.records {
+        if let Some(completion) = r.completion {
+            assert!(completion >= r.arrival, "{r:?}");
+            assert!(r.latency().unwrap() >= 10 * US, "{r:?}");
+        }
+    }
+    assert!(out.end >= huge, "the clock went past the first huge run");
+}

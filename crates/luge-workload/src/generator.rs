@@ -72,16 +72,21 @@ pub struct Generator {
     now: f64,
 }
 
+/// The latest arrival, and the longest execution and relative deadline, a generator emits:
+/// 2^62 ns (~146 years). A synthetic stream ends there; a trace's or a distribution's larger
+/// values are cut to it, so that sums of a few of them (a simulator's clock plus an execution)
+/// cannot overflow.
+pub const MAX_TIME: Nanos = 1 << 62;
+
 impl Generator {
     /// A generator positioned at the workload's first arrival.
     pub fn new(spec: &WorkloadSpec) -> Self {
         let mut seeds = SplitMix64::new(spec.seed);
         let service_rng = Rng::seed_from_u64(seeds.next_u64());
         let mut arrival_rng = Rng::seed_from_u64(seeds.next_u64());
-        let per_ns = |rate: f64| {
-            let r = rate / 1e9;
-            (r.is_finite() && r > 0.0).then_some(r)
-        };
+        // A rate whose mean gap is past `MAX_TIME` (or not a number) has no arrivals to give.
+        let usable = |r: f64| r.is_finite() && r > 0.0 && 1.0 / r <= MAX_TIME as f64;
+        let per_ns = |rate: f64| Some(rate / 1e9).filter(|&r| usable(r));
         let clock = match &spec.arrivals {
             ArrivalProcess::Poisson { rate } => match per_ns(rate.per_second(spec.dist.mean())) {
                 Some(rate) => Clock::Poisson { rate },
@@ -91,6 +96,9 @@ impl Generator {
                 match per_ns(rate.per_second(spec.dist.mean())) {
                     Some(avg) if *on > 0 && *off > 0 => {
                         let (high, low) = ArrivalProcess::mmpp_rates(avg, *on, *off, *low);
+                        if !usable(high) {
+                            return Self::stopped(spec, service_rng, arrival_rng);
+                        }
                         let sojourns = [*on as f64, *off as f64];
                         let p_high = sojourns[0] / (sojourns[0] + sojourns[1]);
                         let state = usize::from(arrival_rng.next_f64() >= p_high);
@@ -112,8 +120,30 @@ impl Generator {
         }
     }
 
-    /// The next arrival instant of a synthetic process (ns, f64), or `None`.
+    /// A generator with no arrivals.
+    fn stopped(spec: &WorkloadSpec, service_rng: Rng, arrival_rng: Rng) -> Self {
+        Self {
+            dist: spec.dist.clone(),
+            deadline: spec.deadline,
+            service_rng,
+            arrival_rng,
+            clock: Clock::Stopped,
+            now: 0.0,
+        }
+    }
+
+    /// The next arrival instant of a synthetic process (ns, f64), or `None` — also once the
+    /// stream passes [`MAX_TIME`].
     fn next_instant(&mut self) -> Option<f64> {
+        let next = self.next_unbounded();
+        if next.is_some_and(|t| t <= MAX_TIME as f64) {
+            return next;
+        }
+        self.clock = Clock::Stopped;
+        None
+    }
+
+    fn next_unbounded(&mut self) -> Option<f64> {
         match &mut self.clock {
             Clock::Poisson { rate } => {
                 self.now += self.arrival_rng.exponential(1.0 / *rate);
@@ -134,6 +164,9 @@ impl Generator {
                 // Memoryless: drop the partial gap at the state change and redraw in the new
                 // state.
                 self.now += *left;
+                if self.now.is_nan() || self.now > MAX_TIME as f64 {
+                    return None;
+                }
                 *state ^= 1;
                 *left = self.arrival_rng.exponential(sojourns[*state]);
             },
@@ -162,10 +195,12 @@ impl Iterator for Generator {
                 (row_class.unwrap_or(sampled), e)
             }
         };
+        let (at, execution) = (at.min(MAX_TIME), execution.min(MAX_TIME));
         let class_deadline = self.dist.classes().get(usize::from(class)).and_then(|c| c.deadline);
         let relative_deadline = row
             .and_then(|r| r.relative_deadline)
-            .unwrap_or_else(|| self.deadline.relative_deadline(class_deadline, execution));
+            .unwrap_or_else(|| self.deadline.relative_deadline(class_deadline, execution))
+            .min(MAX_TIME);
         let function = row.and_then(|r| r.function).unwrap_or(FunctionId(u32::from(class)));
         Some(Arrival { at, function, class, execution, relative_deadline })
     }
@@ -203,6 +238,29 @@ mod tests {
         let m = xs.iter().sum::<f64>() / n;
         let var = xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n;
         (m, var.sqrt() / m)
+    }
+
+    /// Rates too low for the parser, given directly, end the stream instead of hanging (a
+    /// bursty process switching states for ever before its first arrival) or overflowing.
+    #[test]
+    fn streams_end_at_the_largest_time_they_can_give() {
+        for arrivals in ["poisson", "onoff", "mmpp"] {
+            let mut s = spec(&format!("fixed,arrivals={arrivals},rate=1000,seed=3"));
+            let tiny = Rate::PerSecond(1e-300);
+            match &mut s.arrivals {
+                ArrivalProcess::Poisson { rate } | ArrivalProcess::Mmpp { rate, .. } => {
+                    *rate = tiny
+                }
+                ArrivalProcess::Trace(_) => unreachable!(),
+            }
+            assert!(s.generate(10).is_empty(), "{arrivals}: no arrival in any lifetime");
+            // One arrival in ~30 years: a few, then the end, every one at most `MAX_TIME`.
+            s.arrivals = ArrivalProcess::Poisson { rate: Rate::PerSecond(1e-9) };
+            let a = s.generate(1_000);
+            assert!(!a.is_empty() && a.len() < 1_000, "{arrivals}: {}", a.len());
+            assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
+            assert!(a.iter().all(|x| x.at <= MAX_TIME));
+        }
     }
 
     #[test]

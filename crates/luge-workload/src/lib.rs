@@ -38,8 +38,8 @@ pub use crate::dist::{
     ServiceDist,
 };
 pub use crate::error::WorkloadError;
-pub use crate::generator::{Arrival, Generator};
+pub use crate::generator::{Arrival, Generator, MAX_TIME};
 pub use crate::mix::{Mix, MixClass};
 pub use crate::rng::Rng;
-pub use crate::spec::WorkloadSpec;
+pub use crate::spec::{MIN_RATE_PER_SECOND, WorkloadSpec};
 pub use crate::trace::{Trace, TraceRow};

@@ -17,7 +17,7 @@
 //! | `truncate` | cap of the conditional law X \| X ≤ cap (exponential, lognormal) | off |
 //! | `deadline` | `Kx`, a duration (`5ms`), or `class:Kx` ([`DeadlineRule`]) | `class:10x` |
 //! | `arrivals` | `poisson`, `onoff`, `mmpp`, or `trace:PATH` (a CSV trace, read when parsed) | `poisson` |
-//! | `rate` | requests per second | — |
+//! | `rate` | requests per second (at least [`MIN_RATE_PER_SECOND`], 0.001, also as `load` gives it) | — |
 //! | `load`, `workers` | target utilisation ρ of W workers: rate = ρ·W / mean | `load=0.5,workers=1` |
 //! | `on`, `off` | mean high / low sojourn of `onoff` / `mmpp` | `10ms`, `30ms` |
 //! | `low` | low-state rate / average rate of `mmpp` (`onoff` has 0) | 0 |
@@ -321,9 +321,26 @@ impl FromStr for WorkloadSpec {
                 ArrivalProcess::Trace(Trace::load(&path)?)
             }
         };
+        // A rate so low that an arrival is not expected for ages makes a bursty process
+        // switch states without end before its first arrival (and overflows the time).
+        if let ArrivalProcess::Poisson { rate } | ArrivalProcess::Mmpp { rate, .. } = &arrivals {
+            let per_second = rate.per_second(dist.mean());
+            if per_second.is_nan() || per_second < MIN_RATE_PER_SECOND {
+                return Err(WorkloadError::bad_value(
+                    if matches!(rate, Rate::Load { .. }) { "load" } else { "rate" },
+                    format!(
+                        "{per_second:e} requests/s is below the least the generator takes, \
+                         {MIN_RATE_PER_SECOND} (one a quarter of an hour)"
+                    ),
+                ));
+            }
+        }
         Ok(Self { dist, deadline, arrivals, seed })
     }
 }
+
+/// The lowest arrival rate a spec may ask for (per second): one request in ~17 minutes.
+pub const MIN_RATE_PER_SECOND: f64 = 1e-3;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
@@ -365,6 +382,21 @@ mod tests {
         let back: WorkloadSpec = text.parse().unwrap_or_else(|e| panic!("`{text}`: {e}"));
         assert_eq!(&back, spec, "{text}");
         assert_eq!(back.to_string(), text);
+    }
+
+    /// Rates so low that no arrival is expected for ages are refused, naming the key.
+    #[test]
+    fn vanishing_rates_are_refused() {
+        for (text, key) in [
+            ("fixed,arrivals=onoff,rate=1e-300", "rate"),
+            ("fixed,rate=0.0001", "rate"),
+            ("fixed,load=1e-300", "load"),
+            ("exponential,arrivals=mmpp,load=1e-12", "load"),
+        ] {
+            let err = text.parse::<WorkloadSpec>().unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains("below"), "{text}: {err}");
+        }
+        assert!("fixed,rate=0.001".parse::<WorkloadSpec>().is_ok());
     }
 
     #[test]
