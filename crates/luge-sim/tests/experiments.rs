@@ -29,6 +29,14 @@ fn every_experiment_runs_in_quick_mode() {
         assert!(names.iter().any(|n| n.ends_with(".svg")), "{}: no plot", exp.name());
         let csv = std::fs::read_to_string(opts.out_dir.join("results.csv")).unwrap();
         assert!(csv.lines().count() >= 3, "{}: csv has no data rows", exp.name());
+        // Unquoted CSV: every row has the header's columns (a label with a comma, or a row
+        // with a field too few, shifts every column after it).
+        let columns = |line: &str| line.split(',').count();
+        let mut lines = csv.lines();
+        let header = columns(lines.next().unwrap());
+        for row in lines {
+            assert_eq!(columns(row), header, "{}: {row}", exp.name());
+        }
     }
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -32,7 +32,8 @@ const LUGE: Contender = Contender {
     admission: Admission::DEADLINE,
 };
 const PROTECT: Contender = Contender {
-    label: "sledgescale (Luge admission, protect admitted)",
+    // No comma: a label is a field of `results.csv`.
+    label: "sledgescale (Luge admission; protect admitted)",
     policy: PolicyKind::SledgeScale,
     admission: Admission { protect_admitted: true, ..Admission::DEADLINE },
 };
@@ -147,7 +148,7 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
         );
         let _ = writeln!(
             t.csv,
-            "high-bimodal,short_p99_vs_srpt,{load},,,,,,{}",
+            "high-bimodal,short_p99_vs_srpt,{load},,,,,,,{}",
             short_p99(luge).map_or(String::new(), |v| format!("{v:.1}"))
         );
     }
