@@ -519,13 +519,16 @@ fn run_load_sweep(
 
 /// The sustainable load `s` of a policy and its ratio to SledgeScale's `ss`, as printed: the
 /// bisection stops at ρ = 1 (`max_sustainable`), so a load that met the target there is a lower
-/// bound (`≥ 1.000`), and a ratio with such a load above it a lower bound too (`≥ 1.92×`).
+/// bound (`≥ 1.000`), and a ratio with such a load above it a lower bound too (`≥ 1.92×`), or
+/// below it an upper bound (`≤ 0.85×`).
 fn sustainable_cells(s: f64, ss: Option<f64>) -> (String, String) {
     let at_top = |v: f64| v >= SUSTAINABLE_TOP;
     let load = if at_top(s) { format!("≥ {s:.3}") } else { format!("{s:.3}") };
     let ratio = match ss {
         Some(_) if at_top(s) && ss.is_some_and(at_top) => "— (both ≥ the top)".into(),
         Some(v) if s > 0.0 && at_top(v) => format!("≥ {:.2}×", v / s),
+        // This policy's load is a lower bound, SledgeScale's is not: the ratio is at most this.
+        Some(v) if at_top(s) => format!("≤ {:.2}×", v / s),
         Some(v) if s > 0.0 => format!("{:.2}×", v / s),
         Some(_) => "∞ (never meets it)".into(),
         None => "—".into(),
@@ -646,6 +649,7 @@ mod tests {
         assert_eq!(cell(0.52, Some(1.0)), ("0.520".into(), "≥ 1.92×".into()));
         assert_eq!(cell(1.0, Some(1.0)), ("≥ 1.000".into(), "— (both ≥ the top)".into()));
         assert_eq!(cell(0.5, Some(0.75)), ("0.500".into(), "1.50×".into()));
+        assert_eq!(cell(1.0, Some(0.85)), ("≥ 1.000".into(), "≤ 0.85×".into()));
         assert_eq!(cell(0.0, Some(0.75)).1, "∞ (never meets it)");
         assert_eq!(cell(0.5, None).1, "—");
     }
