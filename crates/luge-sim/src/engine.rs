@@ -427,6 +427,16 @@ impl<'a> Sim<'a> {
                 return Err(self.broke(g, &v));
             }
         }
+        // Every request ends completed, refused or shed, exactly once, whether or not the
+        // contract is checked: one left pending would be counted as refused in the report.
+        if let Some(i) = self.records.iter().position(|r| r.outcome == Outcome::Pending) {
+            let what = format!("job {i} was never answered (its events ran out)");
+            return Err(SimError::Contract {
+                policy: self.groups[0].policy.name(),
+                at: self.now,
+                what,
+            });
+        }
         Ok(())
     }
 

@@ -93,6 +93,11 @@ impl Mix {
                 return Err(format!("duplicate class name `{}`", c.name));
             }
         }
+        // Weights are relative: each finite, but their sum must be too (two of 1e308 made every
+        // class's share 0, and the workload silently empty).
+        if !classes.iter().map(|c| c.weight).sum::<f64>().is_finite() {
+            return Err("the weights' sum is not a finite number: scale them down".to_owned());
+        }
         Ok(Self { classes })
     }
 
@@ -180,6 +185,10 @@ fn validate_class(c: &MixClass) -> Result<(), String> {
     if c.execution > c.execution_max {
         return Err(format!("execution range of `{}` has lo > hi", c.name));
     }
+    // As a spec's `deadline=` is: a request due the instant it arrives cannot be met.
+    if c.deadline == Some(0) {
+        return Err(format!("deadline of `{}` must be positive", c.name));
+    }
     Ok(())
 }
 
@@ -213,6 +222,7 @@ mod tests {
             ("a 10 1\na 20 1\n", 2, "duplicate"),
             ("a 30..20 1\n", 1, "lo > hi"),
             ("a 10 x\n", 1, "weight"),
+            ("a 10 1 0\n", 1, "deadline of `a` must be positive"),
         ];
         for (text, line, needle) in cases {
             let err = Mix::parse(text, Path::new("m.mix")).unwrap_err();
@@ -221,6 +231,8 @@ mod tests {
             assert!(msg.starts_with(&format!("m.mix:{line}: ")), "{msg}");
             assert!(msg.contains(needle), "{msg}");
         }
+        let huge = Mix::parse("a 10 1e308\nb 20 1e308\n", Path::new("h.mix")).unwrap_err();
+        assert!(huge.to_string().contains("weights' sum"), "{huge}");
         let empty = Mix::parse("# nothing\n", Path::new("e.mix")).unwrap_err();
         assert!(empty.to_string().contains("at least one class"), "{empty}");
     }

@@ -187,10 +187,14 @@ impl Trace {
                         );
                     }
                     Column::Deadline(unit) => {
-                        row.relative_deadline = Some(
-                            parse_decimal_ns(cell, unit)
-                                .map_err(|e| bad(format!("deadline: {e}")))?,
-                        );
+                        let deadline = parse_decimal_ns(cell, unit)
+                            .map_err(|e| bad(format!("deadline: {e}")))?;
+                        // As a spec's `deadline=` is: due the instant it arrives, it cannot
+                        // be met.
+                        if deadline == 0 {
+                            return Err(bad("deadline: must be positive".to_owned()));
+                        }
+                        row.relative_deadline = Some(deadline);
                     }
                 }
             }
@@ -284,6 +288,7 @@ mod tests {
             ("arrival_us,class\n1,70000\n", 2, "class"),
             ("arrival_us\n\n,\n", 3, "2 cell(s)"),
             ("arrival_us,function\n,1\n", 2, "empty arrival"),
+            ("arrival_us,deadline_us\n1,0\n", 2, "deadline: must be positive"),
         ];
         for (text, line, needle) in cases {
             let err = Trace::parse(text, Path::new("t.csv")).unwrap_err();
