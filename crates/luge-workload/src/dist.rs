@@ -546,6 +546,26 @@ impl ServiceDist {
         }
     }
 
+    /// Draws one execution time of class `class`: the law conditioned on the class (for trace
+    /// rows that give a class but no execution; a class the distribution lacks draws from the
+    /// whole law). Consumes one `u64` of `rng`.
+    pub fn sample_in_class(&self, class: u16, rng: &mut Rng) -> Nanos {
+        let to_ns = |x: f64| (x.round() as Nanos).max(1);
+        let i = usize::from(class);
+        match &self.model {
+            Model::Mix { lo, hi, cumulative } if i < cumulative.len() => {
+                let v = rng.next_f64();
+                to_ns(lo[i] + v * (hi[i] - lo[i]))
+            }
+            // Class 0 is at most the median (quantiles up to ½), class 1 above it.
+            Model::Continuous { law, cap_p } if i < 2 => {
+                let q = 0.5 * (rng.next_open01() + f64::from(class));
+                to_ns(law.quantile(q * cap_p))
+            }
+            _ => self.sample(rng).1,
+        }
+    }
+
     /// The class an execution time of `execution` ns belongs to (for trace rows that give an
     /// execution but no class): the median split for continuous laws; for mixes the class whose
     /// range is nearest (the first one on ties).

@@ -190,10 +190,11 @@ impl Iterator for Generator {
         let row_class = row.and_then(|r| r.class);
         let (class, execution) = match row.and_then(|r| r.execution) {
             Some(e) => (row_class.unwrap_or_else(|| self.dist.classify(e)), e.max(1)),
-            None => {
-                let (sampled, e) = self.dist.sample(&mut self.service_rng);
-                (row_class.unwrap_or(sampled), e)
-            }
+            // A row's class without an execution: drawn from that class's part of the law.
+            None => match row_class {
+                Some(class) => (class, self.dist.sample_in_class(class, &mut self.service_rng)),
+                None => self.dist.sample(&mut self.service_rng),
+            },
         };
         let (at, execution) = (at.min(MAX_TIME), execution.min(MAX_TIME));
         let class_deadline = self.dist.classes().get(usize::from(class)).and_then(|c| c.deadline);
@@ -397,6 +398,24 @@ mod tests {
         );
         assert_eq!((r.expected, r.class, r.executed), (80, 2, 0));
         assert_eq!(x.to_oracle_request(RequestId(1)).expected, 100);
+    }
+
+    /// A row that gives a class but no execution is given an execution of that class, for
+    /// mixes (each class its range) and continuous laws (each its side of the median) alike.
+    #[test]
+    fn a_rows_class_draws_an_execution_of_that_class() {
+        let mut text = String::from("arrival_us,class\n");
+        for i in 0..2_000 {
+            text.push_str(&format!("{i},{}\n", i % 2));
+        }
+        let trace = Trace::parse(&text, Path::new("t.csv")).unwrap();
+        for preset in [crate::Preset::EdgeRtBimodal, crate::Preset::Exponential] {
+            let mut s = WorkloadSpec::new(ServiceDist::preset(preset)).with_seed(5);
+            s.arrivals = ArrivalProcess::Trace(trace.clone());
+            for a in s.generator() {
+                assert_eq!(s.dist.classify(a.execution), a.class, "{preset:?} {a:?}");
+            }
+        }
     }
 
     #[test]

@@ -21,7 +21,8 @@
 //!     when the execution is sampled, else the distribution's
 //!     [`classify`](crate::ServiceDist::classify) of the given execution.
 //!   - `execution_ns` or `execution_us` — execution time; default: sampled from the spec's
-//!     distribution.
+//!     distribution — from the row's class's part of it when the row gives a class
+//!     ([`sample_in_class`](crate::ServiceDist::sample_in_class)).
 //!   - `deadline_ns` or `deadline_us` — the *relative* deadline; default: the spec's
 //!     [`DeadlineRule`](crate::DeadlineRule).
 //! - Every data line has exactly as many comma-separated cells as the header; cells are trimmed;
