@@ -29,6 +29,7 @@ mod engine;
 mod error;
 mod ingress;
 mod limits;
+mod line_limit;
 mod notify;
 mod outcome;
 mod ready;
@@ -52,6 +53,7 @@ pub use crate::config::{CodeOpt, FunctionConfig, Layout, Limits, RuntimeConfig, 
 pub use crate::error::{Error, RegisterError, RegistrationLimit};
 pub use crate::ingress::{Driver, Ingress};
 pub use crate::limits::RegistrationLimits;
+pub use crate::line_limit::LineLimit;
 pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, StageReport, Timing, TrapKind};
 pub use crate::registry::Function;
 pub use crate::reply::Ticket;

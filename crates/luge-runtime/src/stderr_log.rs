@@ -7,53 +7,25 @@
 //! ([`stderr_lines_suppressed`], which the server reports as
 //! `luge_log_lines_suppressed_total{kind="guest_stderr"}`), and the next line written is
 //! preceded by one line saying how many were dropped. Only lines whose level is enabled count.
-//! Lock-free: three relaxed atomics, shared by every worker.
+//! Lock-free ([`LineLimit`]), shared by every worker.
 
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Instant;
+use crate::line_limit::LineLimit;
 
 /// Lines of guest stderr written per second at most (over all functions and workers).
 pub(crate) const LINES_PER_SEC: u32 = 10;
 
-/// The second (since [`epoch`]) that [`WRITTEN`] counts lines for.
-static WINDOW: AtomicU64 = AtomicU64::new(0);
-/// Lines written in that second.
-static WRITTEN: AtomicU32 = AtomicU32::new(0);
-/// Lines dropped since the last one written.
-static PENDING: AtomicU64 = AtomicU64::new(0);
-/// Lines dropped in all.
-static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
-
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
-}
+/// The limit every worker's guest stderr shares.
+static LIMIT: LineLimit = LineLimit::new();
 
 /// Lines of guest stderr dropped by the rate limit since the process started.
 pub fn stderr_lines_suppressed() -> u64 {
-    SUPPRESSED.load(Ordering::Relaxed)
+    LIMIT.suppressed()
 }
 
 /// Whether a line may be written now: `Some(k)`, `k` being the lines dropped since the last
 /// one written, or `None` (dropped and counted).
 fn admit() -> Option<u64> {
-    let second = epoch().elapsed().as_secs();
-    let window = WINDOW.load(Ordering::Relaxed);
-    if second != window
-        && WINDOW.compare_exchange(window, second, Ordering::Relaxed, Ordering::Relaxed).is_ok()
-    {
-        WRITTEN.store(0, Ordering::Relaxed);
-    }
-    if WRITTEN.fetch_add(1, Ordering::Relaxed) < LINES_PER_SEC {
-        Some(PENDING.swap(0, Ordering::Relaxed))
-    } else {
-        // Saturate rather than wrap under a flood that lasts for ages.
-        WRITTEN.store(LINES_PER_SEC, Ordering::Relaxed);
-        PENDING.fetch_add(1, Ordering::Relaxed);
-        SUPPRESSED.fetch_add(1, Ordering::Relaxed);
-        None
-    }
+    LIMIT.admit(LINES_PER_SEC)
 }
 
 /// Logs the stderr `text` of request `request_id` to `function`, within the rate limit.

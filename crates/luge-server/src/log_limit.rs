@@ -14,11 +14,11 @@
 //!
 //! Use [`log_limited!`]:
 //! `log_limited!(LogKind::UdpReceive, tracing::Level::WARN, "udp: recvmmsg failed: {e}")`.
-//! Process-wide and lock-free (three relaxed atomics per kind).
+//! Process-wide and lock-free (a [`LineLimit`] per kind).
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Instant;
+
+use luge_runtime::LineLimit;
 
 /// Lines of one kind written per second at most.
 pub(crate) const LINES_PER_SEC: u32 = 10;
@@ -52,60 +52,13 @@ impl LogKind {
     }
 }
 
-/// One kind's state.
-struct Limit {
-    /// The second (since [`epoch`]) the count below is for.
-    window: AtomicU64,
-    /// Lines written in that second.
-    written: AtomicU32,
-    /// Lines suppressed since the last line written.
-    pending: AtomicU64,
-    /// Lines suppressed in all.
-    suppressed: AtomicU64,
-}
-
-impl Limit {
-    const fn new() -> Self {
-        Self {
-            window: AtomicU64::new(0),
-            written: AtomicU32::new(0),
-            pending: AtomicU64::new(0),
-            suppressed: AtomicU64::new(0),
-        }
-    }
-}
-
-static LIMITS: [Limit; LogKind::ALL.len()] = [const { Limit::new() }; LogKind::ALL.len()];
-
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
-}
+static LIMITS: [LineLimit; LogKind::ALL.len()] = [const { LineLimit::new() }; LogKind::ALL.len()];
 
 /// Whether a line of `kind` may be written now: `Some(k)` if so, `k` being the lines
 /// suppressed since the last one written (to report first); `None` if it is suppressed.
 /// Called by [`log_limited!`] only when the line's level is enabled.
 pub(crate) fn admit(kind: LogKind) -> Option<u64> {
-    let limit = &LIMITS[kind as usize];
-    let second = epoch().elapsed().as_secs();
-    let window = limit.window.load(Ordering::Relaxed);
-    if second != window
-        && limit
-            .window
-            .compare_exchange(window, second, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    {
-        limit.written.store(0, Ordering::Relaxed);
-    }
-    if limit.written.fetch_add(1, Ordering::Relaxed) < LINES_PER_SEC {
-        Some(limit.pending.swap(0, Ordering::Relaxed))
-    } else {
-        // Saturate rather than wrap under a flood that lasts for ages.
-        limit.written.store(LINES_PER_SEC, Ordering::Relaxed);
-        limit.pending.fetch_add(1, Ordering::Relaxed);
-        limit.suppressed.fetch_add(1, Ordering::Relaxed);
-        None
-    }
+    LIMITS[kind as usize].admit(LINES_PER_SEC)
 }
 
 /// What counts the log lines the process's log writer dropped because its output blocked
@@ -127,7 +80,7 @@ pub(crate) fn backlog_drops() -> u64 {
 
 /// Lines of `kind` suppressed so far (process-wide).
 pub(crate) fn suppressed(kind: LogKind) -> u64 {
-    LIMITS[kind as usize].suppressed.load(Ordering::Relaxed)
+    LIMITS[kind as usize].suppressed()
 }
 
 /// Writes a `tracing` event at `$level` (a `tracing::Level` constant) unless lines of `$kind`
