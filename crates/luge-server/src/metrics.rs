@@ -148,10 +148,13 @@ pub struct Answer {
 ///
 /// The per-request path ([`record`](Self::record)) takes a shared read lock to find the
 /// function's cells by name (no allocation) and updates them with relaxed atomics, so the front
-/// ends never wait for each other; only a function's first request takes the write lock.
+/// ends never wait for each other; only a function's first request takes the write lock. Readers
+/// of every function (a scrape, the status page) hold the lock only to copy the cells' handles,
+/// never while they format: a first request waiting for the write lock would otherwise hold up
+/// every request's `record` behind it (the lock prefers writers) for the length of a scrape.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    functions: RwLock<BTreeMap<String, FunctionMetrics>>,
+    functions: RwLock<BTreeMap<String, Arc<FunctionMetrics>>>,
     malformed: Mutex<BTreeMap<(Protocol, &'static str), u64>>,
     /// The counters of the UDP-RPC front ends reporting here (normally one), rendered summed.
     udp: Mutex<Vec<Arc<UdpCounters>>>,
@@ -215,9 +218,15 @@ impl Metrics {
             .map_or(0, |f| f.requests[o].iter().map(|n| n.load(Ordering::Relaxed)).sum())
     }
 
+    /// Every function's cells, copied out under the lock (see the type's doc).
+    fn snapshot(&self) -> Vec<(String, Arc<FunctionMetrics>)> {
+        let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
+        functions.iter().map(|(name, m)| (name.clone(), Arc::clone(m))).collect()
+    }
+
     /// Every function's counters so far, by name (the status page's snapshot).
     pub(crate) fn counters(&self) -> BTreeMap<String, FunctionCounters> {
-        let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
+        let functions = self.snapshot();
         let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
         functions
             .iter()
@@ -254,7 +263,7 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric, with gauges read from `runtime`.
     pub fn render(&self, runtime: &Runtime) -> String {
-        let functions = self.functions.read().unwrap_or_else(|p| p.into_inner());
+        let functions = self.snapshot();
         let mut out = String::new();
         out.push_str(
             "# HELP luge_requests_total Requests answered, by function, outcome and protocol.\n",
