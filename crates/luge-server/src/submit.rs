@@ -6,9 +6,10 @@
 //! deadline and scheduling happen. When the runtime answers, the gate records the outcome in the
 //! metrics and the request log and hands the [`Outcome`] back to the front end, which only renders it (HTTP status and
 //! headers, or an RPC status and fields; both from the one table in `status`). A request refused
-//! before it reaches the runtime (unknown function, body too large, …) gets its outcome from
+//! before it reaches the runtime (body too large, draining, …) gets its outcome from
 //! [`Gate::refuse`] and is recorded the same way, so the metrics count every request once,
-//! whichever protocol carried it and wherever it was refused.
+//! whichever protocol carried it and wherever it was refused — but for one naming no function,
+//! counted only as malformed input (a per-function count of made-up names would be unbounded).
 //!
 //! Time is defined once for both protocols, by the runtime's [`Timing`]: everything counts from
 //! [`Call::received`] (the datagram's arrival, the end of the HTTP request head), and
