@@ -416,10 +416,7 @@ impl<'a> Sim<'a> {
                 Ev::Started { w, epoch } => self.started(w, epoch)?,
                 Ev::Complete { w, epoch } => self.complete(w, epoch)?,
                 Ev::PreemptDeliver { w, epoch } => self.preempt_deliver(w, epoch)?,
-                Ev::Tick { g } => {
-                    self.groups[g].ticks.remove(&at);
-                    self.feed(g, Event::Tick, self.cfg.overheads.tick)?;
-                }
+                Ev::Tick { g } => self.tick(g, at)?,
             }
         }
         for (g, group) in self.groups.iter().enumerate() {
@@ -547,6 +544,23 @@ impl<'a> Sim<'a> {
     fn work_after(&self, job: &Job, k: u8) -> Nanos {
         let known = (k + 1..job.stages).map(|j| self.estimate(job, j)).filter(|e| e.1);
         known.map(|e| e.0).fold(0, Nanos::saturating_add)
+    }
+
+    /// A timer tick of group `g` due at `at`: the dispatcher is a serial server, so a tick that
+    /// finds it busy waits for it, and handling one (`Overheads::tick`) keeps it busy — arrivals
+    /// meanwhile wait, as they do for each other.
+    fn tick(&mut self, g: usize, at: Nanos) -> Result<(), SimError> {
+        self.groups[g].ticks.remove(&at);
+        let busy = self.groups[g].busy_until;
+        if busy > self.now {
+            if self.groups[g].ticks.insert(busy) {
+                self.push(busy, Ev::Tick { g });
+            }
+            return Ok(());
+        }
+        let cost = self.cfg.overheads.tick;
+        self.groups[g].busy_until = self.now.saturating_add(cost);
+        self.feed(g, Event::Tick, cost)
     }
 
     /// Hands request `id` (a job's stage) to its group's policy; a busy dispatcher sees it when

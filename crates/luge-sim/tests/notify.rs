@@ -103,3 +103,20 @@ fn huge_executions_saturate_instead_of_wrapping_the_clock() {
     }
     assert!(out.end >= huge, "the clock went past the first huge run");
 }
+
+/// Ticks occupy the dispatcher like arrivals do (a serial server per group): an arrival during
+/// a tick's handling waits for it.
+#[test]
+fn a_tick_keeps_the_dispatcher_busy() {
+    let mut cfg = SimConfig::new(PolicyKind::Shinjuku, 1);
+    cfg.check_contract = true;
+    cfg.overheads = Overheads { tick: 50 * US, ..Overheads::NONE };
+    cfg.policy_config.admission = Admission::NONE;
+    // A long run whose first quantum ends at 15 µs (a tick then, busy until 65 µs), and an
+    // arrival at 20 µs: dispatched at 65 µs, once that tick is handled; the tick due at 30 µs
+    // waited too and preempts the long run when handled, at 115 µs. (With ticks that kept no
+    // one waiting, the arrival was dispatched at 20 µs and started at 80 µs.)
+    let jobs = [job(0, MS, 100 * MS, 1), job(20 * US, 10 * US, 100 * MS, 1)];
+    let out = simulate(&cfg, &jobs).unwrap();
+    assert_eq!(out.records[1].first_start, Some(115 * US), "{:?}", out.records);
+}
