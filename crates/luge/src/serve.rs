@@ -171,9 +171,11 @@ pub(crate) fn wait_for_signal(set: &libc::sigset_t) -> i32 {
 
 /// Runs `luge serve` until a signal arrives.
 pub fn run(args: ServeArgs) -> Result<()> {
+    // First, so that every thread started after it — the log writer's too — leaves SIGINT and
+    // SIGTERM to `wait_for_signal`: a thread that took one would end the process at once.
+    let signals = block_signals();
     // Held until `serve` returns: what is queued is written before the process exits.
     let _log = init_logging(args.log_format);
-    let signals = block_signals();
     let mut manifest = match &args.manifest {
         Some(path) => Manifest::load(path)?,
         None => Manifest::builtin(),

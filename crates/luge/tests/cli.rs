@@ -54,6 +54,28 @@ fn serve_invoke_and_stop() {
     assert_eq!(server.stop(), 0, "SIGTERM must be a clean exit");
 }
 
+/// A second SIGTERM while the node drains is not fatal: every thread, the log writer's
+/// included, leaves the signals to the one that waits for them, and the drain completes.
+#[test]
+fn a_second_signal_while_draining_is_not_fatal() {
+    let server = Server::start(&[], &cache());
+    let http = server.http.clone();
+    // ~0.5 s of guest work, still running when the signals come.
+    let long = std::thread::spawn(move || {
+        Command::new(LUGE)
+            .args(["invoke", "spin", "--data", "200000000", "--deadline-us", "5000000"])
+            .args(["--url", &http])
+            .output()
+            .unwrap()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    server.signal();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(server.stop(), 0, "killed by the second signal");
+    let out = long.join().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// A stderr that does not keep up (here a pipe nobody reads, as a stalled log agent) never stalls
 /// requests: log lines queue up to a bound and the rest are dropped and counted in /metrics.
 #[test]

@@ -106,6 +106,11 @@ impl Server {
         log
     }
 
+    /// Sends SIGTERM without waiting.
+    pub fn signal(&self) {
+        terminate(self.child.as_ref().unwrap());
+    }
+
     /// Sends SIGTERM and waits (at most 20 s) for the exit code.
     pub fn stop(mut self) -> i32 {
         let mut child = self.child.take().unwrap();
