@@ -32,10 +32,16 @@ use std::time::Duration;
 /// Length of the CPU-share window (and of a tenant's burst of CPU).
 pub const CPU_WINDOW: Duration = Duration::from_secs(1);
 
-/// The fixed point of a CPU share's charge per ns of CPU: 2^20, so that rounding costs a
-/// tenant at most a millionth of its share's charge whatever the share and the worker count
-/// (at 2^10, 0.9 of 128 workers was charged 8 for 8.89: 11 % more CPU than its share).
-const CPU_SCALE_BITS: u32 = 20;
+/// The fixed point of a CPU share's charge per ns of CPU: 2^32ths, rounded up, so that a
+/// tenant is never charged less than its share's due, and at most 2^-32 × share × workers of it
+/// more (at 2^10, truncated, 0.9 of 128 workers was charged 8 for 8.89: 11 % more CPU than its
+/// share).
+const CPU_SCALE_BITS: u32 = 32;
+
+/// The longest GCRA interval or lead kept (ns): a quarter of the clock's range, so that a rate
+/// so low that its interval, or its burst's lead, would be longer still admits once and then
+/// refuses (an unbounded lead would admit everything).
+const MAX_GCRA_NS: u64 = u64::MAX / 4;
 
 /// A tenant and its limits (`None`: no limit).
 #[derive(Debug, Clone, PartialEq)]
@@ -192,13 +198,13 @@ impl Tenants {
         for c in configs {
             c.check()?;
             let rate = c.rate_per_sec.map(|r| {
-                let interval = (1e9 / r).max(1.0) as u64;
+                let interval = ((1e9 / r).max(1.0) as u64).min(MAX_GCRA_NS);
                 let burst = c.burst.map_or_else(|| r.ceil().max(1.0) as u64, u64::from);
-                (interval, interval.saturating_mul(burst.saturating_sub(1)))
+                (interval, interval.saturating_mul(burst.saturating_sub(1)).min(MAX_GCRA_NS))
             });
             let cpu_scale = c.cpu_share.map(|s| {
                 let one = (1u64 << CPU_SCALE_BITS) as f64;
-                (one / (s * workers.max(1) as f64)).round().max(1.0) as u64
+                (one / (s * workers.max(1) as f64)).ceil().max(1.0) as u64
             });
             let tenant = Tenant {
                 config: c.clone(),
@@ -411,14 +417,25 @@ mod tests {
         assert!(t.admit(1, 0, 60 * MS).is_ok(), "1.05 windows less 0.06 s is under one");
     }
 
-    /// A rate so low that its interval overflows admits once, then refuses: it never wraps to
-    /// no limit.
+    /// A rate so low that its interval (or its burst's lead) overflows admits at most its burst
+    /// (its lead capped at a quarter of the clock's range), then refuses: it never wraps, or
+    /// saturates, to no limit.
     #[test]
-    fn a_vanishing_rate_admits_once() {
-        let t = one(TenantConfig { rate_per_sec: Some(1e-11), ..TenantConfig::new(1, "a") });
-        assert!(t.admit(1, 0, S).unwrap().is_some());
-        for later in [S, 2 * S, 1_000 * S] {
-            assert_eq!(t.admit(1, 0, later).unwrap_err(), TenantLimit::Rate);
+    fn a_vanishing_rate_admits_its_burst_then_refuses() {
+        let cases = [(1e-11, None, 1), (1e-11, Some(2), 2), (5e-5, Some(1_000_000), 230_585)];
+        for (rate, burst, most) in cases {
+            let config =
+                TenantConfig { rate_per_sec: Some(rate), burst, ..TenantConfig::new(1, "a") };
+            let t = one(config);
+            let admitted = (0..300_000).take_while(|_| t.admit(1, 0, S).is_ok()).count();
+            assert_eq!(admitted, most, "{rate} {burst:?}");
+            for later in [S, 2 * S, 1_000 * S] {
+                assert_eq!(
+                    t.admit(1, 0, later).unwrap_err(),
+                    TenantLimit::Rate,
+                    "{rate} {burst:?}"
+                );
+            }
         }
     }
 
