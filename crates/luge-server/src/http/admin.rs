@@ -114,20 +114,24 @@ impl Shared {
         }
     }
 
-    /// The answer to `DELETE` of the function or chain `name`, which `remove` unregisters: its
-    /// routes go too, under the routes' lock taken before it (a `PUT` of the same name in
-    /// between keeps the route it was given); 204, or 404 when nothing was removed.
+    /// The answer to `DELETE` of the function or chain `name`, which `remove` unregisters
+    /// (outside the routes' lock: unregistering frees the module, and every HTTP call looks its
+    /// route up under that lock): its routes go too — unless a `PUT` registered the name again
+    /// meanwhile, whose route stays; 204, or 404 when nothing was removed.
     pub(super) fn removed(
         &self,
         name: &str,
         remove: impl FnOnce() -> bool,
     ) -> Response<Full<Bytes>> {
-        let mut routes = self.routes_mut();
         if !remove() {
-            drop(routes);
             return unknown_function(self, name);
         }
-        routes.retain(|_, f| f != name);
+        let mut routes = self.routes_mut();
+        // A PUT registers before it takes its route, under this lock: a name registered now is
+        // that PUT's, and so are its routes.
+        if self.runtime.function(name).is_none() && self.runtime.chain(name).is_none() {
+            routes.retain(|_, f| f != name);
+        }
         drop(routes);
         tracing::info!(name, "removed");
         self.respond(StatusCode::NO_CONTENT, &self.local_meta("ok"), None, Bytes::new())
