@@ -414,8 +414,13 @@ fn bind(addr: SocketAddr, share: bool, config: &UdpConfig) -> Result<UdpSocket, 
     }
     // Bound to every address: each reply leaves from the address its request was sent to
     // (`sys::Local`), which the kernel's route to the client may not pick.
-    if addr.ip().is_unspecified() {
-        sys::enable_local_addresses(fd, addr.is_ipv6()).map_err(UdpError::Socket)?;
+    if addr.ip().is_unspecified()
+        && let Err(e) = sys::enable_local_addresses(fd, addr.is_ipv6())
+    {
+        tracing::warn!(
+            "udp: cannot learn each datagram's local address ({e}): replies leave from the \
+             address the kernel picks, which a client that sent to another one drops"
+        );
     }
     if config.busy_poll {
         socket.set_nonblocking(true).map_err(UdpError::Socket)?;

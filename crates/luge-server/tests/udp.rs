@@ -178,36 +178,52 @@ fn builtin_functions_answer_over_rpc() {
 /// A node bound to every address answers from the address each request was sent to: a client
 /// whose connected socket addresses it at 127.0.0.2 drops a reply from 127.0.0.1, the kernel's
 /// pick for its route back. Every reply path: the worker's outbox (inline), a runtime thread's
-/// own send (threads), the receive thread's batch (a pong, a refusal), a replay.
+/// own send (threads), the receive thread's batch (a pong, a refusal), a replay. IPv4 on
+/// `0.0.0.0`; on `::` (dual stack) an IPv4 client (mapped) and an IPv6 one — where the machine
+/// has IPv6 (a container may have none: that part is then left out, and says so).
 #[test]
 fn a_node_bound_to_every_address_answers_from_the_one_each_request_was_sent_to() {
-    for layout in [Layout::Inline, Layout::Threads] {
-        let runtime = RuntimeConfig { workers: 1, layout, ..Default::default() };
-        let any = "0.0.0.0:0".parse().unwrap();
-        let env = Env::start_on(any, runtime, UdpConfig::default(), &[("echo", ECHO, &nothing)]);
-        let port = env.addr.port();
-        for ip in ["127.0.0.2", "127.0.0.1"] {
-            let to: SocketAddr = format!("{ip}:{port}").parse().unwrap();
-            let mut client = RpcClient::connect(to).unwrap();
-            let once = opts().with_timeout(Duration::from_secs(5));
-            let r = client.call(env.id("echo"), b"hi", once).unwrap();
-            assert_eq!((r.status, &r.payload[..]), (Status::Ok, &b"hi"[..]), "{layout:?} {ip}");
-            assert_eq!(client.ping(b"ping!", once).unwrap(), b"ping!", "{layout:?} {ip}");
-            let r = client.call(9_999, &[0; 64], once).unwrap();
-            assert_eq!(r.status, Status::UnknownFunction, "{layout:?} {ip}");
-            // The same request again is answered from the duplicate cache.
-            let raw = UdpSocket::bind("127.0.0.1:0").unwrap();
-            raw.connect(to).unwrap();
-            raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let echo = request(7, env.id("echo"), Flags::NONE, b"again");
-            for replayed in [false, true] {
-                raw.send(&echo).unwrap();
-                let (header, payload) = recv_response(&raw);
-                assert_eq!(payload, b"again", "{layout:?} {ip}");
-                assert_eq!(header.flags.contains(Flags::REPLAYED), replayed, "{layout:?} {ip}");
+    let ipv6 = UdpSocket::bind("[::1]:0").is_ok();
+    if !ipv6 {
+        eprintln!("no IPv6 loopback here: the `::` cases are left out");
+    }
+    let cases: &[(&str, &[&str])] = if ipv6 {
+        &[("0.0.0.0:0", &["127.0.0.2", "127.0.0.1"]), ("[::]:0", &["127.0.0.2", "[::1]"])]
+    } else {
+        &[("0.0.0.0:0", &["127.0.0.2", "127.0.0.1"])]
+    };
+    for (bind, clients) in cases {
+        for layout in [Layout::Inline, Layout::Threads] {
+            let runtime = RuntimeConfig { workers: 1, layout, ..Default::default() };
+            let any = bind.parse().unwrap();
+            let env =
+                Env::start_on(any, runtime, UdpConfig::default(), &[("echo", ECHO, &nothing)]);
+            let port = env.addr.port();
+            for ip in *clients {
+                let to: SocketAddr = format!("{ip}:{port}").parse().unwrap();
+                let what = format!("{bind} {layout:?} {ip}");
+                let mut client = RpcClient::connect(to).unwrap();
+                let once = opts().with_timeout(Duration::from_secs(5));
+                let r = client.call(env.id("echo"), b"hi", once).unwrap();
+                assert_eq!((r.status, &r.payload[..]), (Status::Ok, &b"hi"[..]), "{what}");
+                assert_eq!(client.ping(b"ping!", once).unwrap(), b"ping!", "{what}");
+                let r = client.call(9_999, &[0; 64], once).unwrap();
+                assert_eq!(r.status, Status::UnknownFunction, "{what}");
+                // The same request again is answered from the duplicate cache.
+                let local = if to.is_ipv6() { "[::1]:0" } else { "127.0.0.1:0" };
+                let raw = UdpSocket::bind(local).unwrap();
+                raw.connect(to).unwrap();
+                raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let echo = request(7, env.id("echo"), Flags::NONE, b"again");
+                for replayed in [false, true] {
+                    raw.send(&echo).unwrap();
+                    let (header, payload) = recv_response(&raw);
+                    assert_eq!(payload, b"again", "{what}");
+                    assert_eq!(header.flags.contains(Flags::REPLAYED), replayed, "{what}");
+                }
             }
+            env.settled();
         }
-        env.settled();
     }
 }
 

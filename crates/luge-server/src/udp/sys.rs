@@ -414,7 +414,10 @@ unsafe fn controls(hdr: &libc::msghdr) -> Controls {
                     unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
                 let ip = Ipv6Addr::from(info.ipi6_addr.s6_addr);
                 let ifindex = if ip.is_unicast_link_local() { info.ipi6_ifindex } else { 0 };
-                found.local = Some(Local { ip: IpAddr::V6(ip), ifindex });
+                // A multicast destination is no source the kernel takes: the kernel picks.
+                if !ip.is_multicast() {
+                    found.local = Some(Local { ip: IpAddr::V6(ip), ifindex });
+                }
             }
             _ => {}
         }
