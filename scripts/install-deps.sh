@@ -6,20 +6,27 @@
 # balancer scripts/cluster.sh puts in front of several nodes (crates/luge/tests/cluster.rs); and wrk
 # and nginx, the load generator and the HTTP server `luge bench peers` measures Luge against.
 #
-# Idempotent: checks each package with `dpkg -s` and runs apt-get only when something is missing.
+# Also procps (pgrep: scripts/fuzz.sh reads the fuzzer's memory) and git (a build names its
+# commit).
+#
+# Idempotent: checks each package is installed (not merely known to dpkg: a removed package keeps
+# its configuration) and runs apt-get only when something is missing. Services the packages
+# bring (nginx, haproxy) are not started: only their binaries are used, and a package whose
+# service failed to start (port 80 taken, no IPv6 for nginx's default site) would fail the
+# install.
 # As root it installs what is missing; as any other user with packages missing it fails with a
 # clear message (it never calls sudo on its own).
 set -euo pipefail
 
-PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 wabt make)
+PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 wabt make git)
 # What only the tests need; `LUGE_DEPS=build` (the container's builder stage) leaves it out.
 if [ "${LUGE_DEPS:-all}" != build ]; then
-    PACKAGES+=(chromium haproxy wrk nginx-light)
+    PACKAGES+=(chromium haproxy wrk nginx-light procps)
 fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
-    if ! dpkg -s "$pkg" >/dev/null 2>&1; then
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
         missing+=("$pkg")
     fi
 done
@@ -38,8 +45,15 @@ fi
 
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# No service starts during the install (Debian's policy-rc.d protocol: 101 = not allowed), unless
+# the machine has a policy of its own.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 # Refresh the package lists only if apt has never fetched them (fresh container images ship none).
-if [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e '^lock$' -e '^partial$' || true)" ]; then
+if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then
     apt-get update
 fi
 if ! apt-get install -y --no-install-recommends "${missing[@]}"; then

@@ -9,6 +9,14 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 cargo --version
+# CI checks formatting and lints: both components must be there (rustup's default profile has
+# them; a minimal one does not, and CI cannot download them).
+for component in fmt clippy; do
+    if ! cargo "$component" --version >/dev/null 2>&1; then
+        echo "setup: cargo $component not found; add it (rustup component add ${component/fmt/rustfmt})" >&2
+        exit 1
+    fi
+done
 "$(dirname "$0")/install-deps.sh"
 # The C functions (wasm and native builds, inputs, expected outputs): the runtime's byte-equality
 # test reads functions/build/. Incremental; a few seconds from clean.

@@ -146,6 +146,8 @@ fn the_status_page_shows_a_function_just_called_and_updates() {
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
+            // A container's /dev/shm is often 64 MB, where chromium crashes; /tmp instead.
+            "--disable-dev-shm-usage",
             "--disable-quic",
             "--no-first-run",
             "--disable-background-networking",

@@ -478,7 +478,12 @@ fn malformed_datagrams_are_counted_answered_when_attributable_and_harmless() {
 #[test]
 fn oversized_datagrams_are_answered_too_large_over_ipv6() {
     // IPv6 carries UDP payloads up to 65 527 bytes, more than MAX_DATAGRAM (§5).
-    let Ok(probe) = UdpSocket::bind("[::1]:0") else { return };
+    // A container may have no IPv6 loopback: then there is nothing to send it over (said, not
+    // silently passed).
+    let Ok(probe) = UdpSocket::bind("[::1]:0") else {
+        eprintln!("no IPv6 loopback here: oversized IPv6 datagrams are not tested");
+        return;
+    };
     drop(probe);
     let config = NodeConfig {
         runtime: RuntimeConfig { workers: 1, ..Default::default() },
