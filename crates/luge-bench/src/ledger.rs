@@ -187,11 +187,12 @@ impl Ledger {
         self.lock().stray += 1;
     }
 
-    /// The send of `seq` failed: no response will come.
+    /// The send of `seq` failed (`Send`, `Connect`): no response will come, and the request
+    /// never reached a socket — it is not counted as sent, nor in the send lag.
     pub(crate) fn fail(&self, seq: u64, kind: ErrorKind) {
         let mut state = self.lock();
         if let Some(p) = state.pending.remove(&seq) {
-            let sample = Self::unanswered(seq, &p, kind);
+            let sample = Sample { sent_ns: None, ..Self::unanswered(seq, &p, kind) };
             self.record_locked(&mut state, sample);
         }
     }

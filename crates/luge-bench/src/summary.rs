@@ -327,8 +327,9 @@ impl Recorder {
             if let Some(r) = s.server_readiness_ns {
                 self.readiness.record(r as f64);
                 if let (Some(q), Some(e)) = (s.server_queueing_ns, s.server_execution_ns) {
+                    // The node's figures are input: added as floats, they cannot overflow.
                     self.readiness_sum.0 += r as f64;
-                    self.readiness_sum.1 += (q + e) as f64;
+                    self.readiness_sum.1 += q as f64 + e as f64;
                 }
             }
         } else {
@@ -431,6 +432,19 @@ mod tests {
             nominal_execution_ns: exec_us * 1_000,
             deadline_ns: 10 * exec_us * 1_000,
         }
+    }
+
+    /// The node's figures are input: the largest it can send (it saturates its durations at
+    /// `u64::MAX`) are summed without overflowing.
+    #[test]
+    fn the_largest_figures_a_node_reports_do_not_overflow() {
+        let huge = Sample {
+            server_execution_ns: Some(u64::MAX),
+            server_queueing_ns: Some(u64::MAX),
+            ..ok(1, 0, 10, 5)
+        };
+        let s = Summary::from_samples(&[huge, ok(2, 0, 10, 5)], |_| None);
+        assert!(s.readiness_share.is_some_and(|share| share >= 0.0), "{s:?}");
     }
 
     fn close(got: Option<f64>, want: f64) -> bool {

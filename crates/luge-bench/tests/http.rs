@@ -153,6 +153,8 @@ fn status_without_outcome_and_refused_connections() {
     accounted(&r);
     assert_eq!(r.summary.errors_by_kind.get("connect"), Some(&r.summary.planned));
     assert_eq!(r.summary.latency_us.p50, None);
+    // Nothing reached a socket: none sent, none sent too late.
+    assert_eq!((r.summary.sent, r.summary.sent_too_late), (0, 0));
 }
 
 #[test]
@@ -304,6 +306,23 @@ fn connections_the_server_closes_are_replaced() {
         assert_eq!(accepted.load(Ordering::SeqCst), s.planned - s.errors);
         assert_eq!(r.stray_responses, 0);
     }
+}
+
+/// Bytes past an answer (here a second answer to one request) close the connection before it is
+/// used again: the leftover is never taken for the next request's answer. Every request gets
+/// its own first answer, on a connection of its own; nothing is stray.
+#[test]
+fn bytes_past_an_answer_retire_the_connection() {
+    let doubled = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok\
+                    HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+    let (addr, accepted) = raw_server(doubled, usize::MAX);
+    let r = run(config(addr, "fixed,rate=200,seed=11", "/ok")).unwrap();
+    accounted(&r);
+    let s = &r.summary;
+    assert!(s.planned > 20, "premise: the run sent");
+    assert_eq!(s.errors, 0, "{:?}", s.errors_by_kind);
+    assert_eq!(r.stray_responses, 0, "the leftover was never parsed as an answer");
+    assert_eq!(accepted.load(Ordering::SeqCst), s.planned, "a connection per request");
 }
 
 /// A connection closed in the middle of an answer, or answered with something that is not

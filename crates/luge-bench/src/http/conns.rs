@@ -393,7 +393,11 @@ fn service(conns: &Conns, slot: &mut Slot, scratch: &mut [u8], ledger: &Ledger) 
             Parsed::Invalid => return fail(slot, ledger),
             Parsed::Complete { len, reply, close } => {
                 slot.buf.drain(..len.min(slot.buf.len()));
-                let reusable = !close && !eof;
+                // One request is outstanding per connection: bytes past its answer (a body
+                // longer than its length, a second answer) mean the framing is off. The
+                // connection is closed before it is offered again — once checked in, the
+                // pacer may write the next request on it, which the leftover would then answer.
+                let reusable = !close && !eof && slot.buf.is_empty();
                 if !reusable {
                     slot.conn.closed.store(true, Ordering::SeqCst);
                 }
