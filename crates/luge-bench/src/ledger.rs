@@ -197,6 +197,16 @@ impl Ledger {
         }
     }
 
+    /// The connection `seq` was sent on broke before its answer (`Transport`): no response, so no
+    /// latency; nothing if it was answered or timed out already (not a stray: nothing arrived).
+    pub(crate) fn lost(&self, seq: u64, kind: ErrorKind) {
+        let mut state = self.lock();
+        if let Some(p) = state.pending.remove(&seq) {
+            let sample = Self::unanswered(seq, &p, kind);
+            self.record_locked(&mut state, sample);
+        }
+    }
+
     /// A planned request that was never sent.
     pub(crate) fn unsent(&self, p: &Planned, intended_ns: u64) {
         let sample = Sample {

@@ -338,6 +338,8 @@ fn broken_answers_are_transport_errors() {
         assert!(r.summary.planned > 20, "premise: the run sent");
         assert_eq!(r.summary.errors_by_kind.get("transport"), Some(&r.summary.planned));
         assert_eq!(accepted.load(Ordering::SeqCst), r.summary.planned);
+        // No answer, so no latency (a CSV row without one), though each was sent.
+        assert!(r.samples.iter().all(|s| s.latency_ns.is_none() && s.sent_ns.is_some()));
         // Each failed once: a second report would show as a stray answer.
         assert_eq!(r.stray_responses, 0);
     }

@@ -34,7 +34,6 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token};
 
 use super::wire::{Parsed, parse_response};
-use crate::calibrate::Reply;
 use crate::error::BenchError;
 use crate::ledger::Ledger;
 use crate::sample::ErrorKind;
@@ -429,8 +428,7 @@ fn fail(slot: &Slot, ledger: &Ledger) -> bool {
     slot.conn.closed.store(true, Ordering::SeqCst);
     let seq = slot.conn.seq.swap(NONE, Ordering::SeqCst);
     if seq != NONE {
-        let reply = Reply { error: Some(ErrorKind::Transport), ..Reply::default() };
-        ledger.complete(seq, ledger.now_ns(), reply);
+        ledger.lost(seq, ErrorKind::Transport);
     }
     false
 }
