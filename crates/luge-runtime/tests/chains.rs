@@ -42,12 +42,26 @@ fn chain(name: &str, stages: &[&str], deadline: Duration) -> ChainConfig {
 }
 
 fn call_chain(rt: &Arc<Runtime>, name: &str, payload: &[u8]) -> Outcome {
+    call_chain_with(rt, name, payload, SubmitOptions::default())
+}
+
+fn call_chain_with(
+    rt: &Arc<Runtime>,
+    name: &str,
+    payload: &[u8],
+    options: SubmitOptions,
+) -> Outcome {
     let chain = rt.chain(name).unwrap();
     let (tx, rx) = mpsc::channel();
-    rt.submit_chain(&chain, payload.to_vec(), SubmitOptions::default(), move |o| {
-        tx.send(o).unwrap();
-    });
+    rt.submit_chain(&chain, payload.to_vec(), options, move |o| tx.send(o).unwrap());
     rx.recv_timeout(Duration::from_secs(60)).unwrap()
+}
+
+/// Registers `name`, an echo declared to need `expected`.
+fn declared_echo(rt: &Runtime, name: &str, expected: Duration) {
+    let mut config = FunctionConfig::new(name);
+    config.expected_execution = Some(expected);
+    rt.register(config, ECHO.as_bytes()).unwrap();
 }
 
 fn call(rt: &Runtime, name: &str, payload: &[u8]) -> Vec<u8> {
@@ -116,9 +130,7 @@ fn admission_sees_the_work_of_the_stages_still_to_run() {
     let rt = runtime();
     // The second stage is declared to need 50 ms: a 20 ms chain cannot fit, and is refused at
     // its first stage before anything runs.
-    let mut slow = FunctionConfig::new("slow-echo");
-    slow.expected_execution = Some(Duration::from_millis(50));
-    rt.register(slow, ECHO.as_bytes()).unwrap();
+    declared_echo(&rt, "slow-echo", Duration::from_millis(50));
     let c = rt.register_chain(chain("c", &["echo", "slow-echo"], Duration::from_millis(20)));
     let c = c.unwrap();
     assert_eq!(c.work_after(0), Duration::from_millis(50));
@@ -137,34 +149,25 @@ fn admission_sees_the_work_of_the_stages_still_to_run() {
 #[test]
 fn a_chain_sets_aside_the_front_ends_delivery() {
     let rt = runtime();
-    let mut slow = FunctionConfig::new("slow-echo");
-    slow.expected_execution = Some(Duration::from_millis(50));
-    rt.register(slow, ECHO.as_bytes()).unwrap();
+    declared_echo(&rt, "slow-echo", Duration::from_millis(50));
+    declared_echo(&rt, "tight-echo", Duration::from_millis(70));
     rt.register_chain(chain("c", &["echo", "slow-echo"], Duration::from_millis(80))).unwrap();
-    let c = rt.chain("c").unwrap();
-    let call = |delivery| {
-        let (tx, rx) = mpsc::channel();
-        let options = SubmitOptions { delivery, ..SubmitOptions::default() };
-        rt.submit_chain(&c, b"x".to_vec(), options, move |o| tx.send(o).unwrap());
-        rx.recv_timeout(Duration::from_secs(60)).unwrap().result
-    };
-    assert_eq!(call(Duration::ZERO).as_deref(), Ok(&b"x"[..]));
-    // 80 ms less 20 ms (a quarter, the most set aside) leaves 60 ms: still room for 50 ms.
-    assert_eq!(call(Duration::from_millis(20)).as_deref(), Ok(&b"x"[..]));
-    // 35 ms asked, 20 ms set aside (a quarter at most): the same.
-    assert_eq!(call(Duration::from_millis(35)).as_deref(), Ok(&b"x"[..]));
-    let mut tight = FunctionConfig::new("tight-echo");
-    tight.expected_execution = Some(Duration::from_millis(70));
-    rt.register(tight, ECHO.as_bytes()).unwrap();
     rt.register_chain(chain("t", &["echo", "tight-echo"], Duration::from_millis(80))).unwrap();
-    let t = rt.chain("t").unwrap();
-    let (tx, rx) = mpsc::channel();
-    let options = SubmitOptions { delivery: Duration::from_millis(20), ..SubmitOptions::default() };
-    rt.submit_chain(&t, b"x".to_vec(), options, move |o| tx.send(o).unwrap());
-    let outcome = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    let call = |name, delivery| {
+        let options = SubmitOptions { delivery, ..SubmitOptions::default() };
+        call_chain_with(&rt, name, b"x", options)
+    };
+    let ms = Duration::from_millis;
+    assert_eq!(call("c", Duration::ZERO).result.as_deref(), Ok(&b"x"[..]));
+    // 80 ms less 20 ms (a quarter, the most set aside) leaves 60 ms: still room for 50 ms.
+    assert_eq!(call("c", ms(20)).result.as_deref(), Ok(&b"x"[..]));
+    // 35 ms asked, 20 ms set aside (a quarter at most): the same.
+    assert_eq!(call("c", ms(35)).result.as_deref(), Ok(&b"x"[..]));
     // 70 ms of later work does not fit 60 ms: refused at the first stage, nothing ran.
+    let outcome = call("t", ms(20));
     assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
     assert_eq!(outcome.timing.executed, Duration::ZERO);
+    assert_eq!(call("t", Duration::ZERO).result.as_deref(), Ok(&b"x"[..]), "it fits without");
 }
 
 #[test]
