@@ -6,8 +6,8 @@
 # balancer scripts/cluster.sh puts in front of several nodes (crates/luge/tests/cluster.rs); and wrk
 # and nginx, the load generator and the HTTP server `luge bench peers` measures Luge against.
 #
-# Also procps (pgrep: scripts/fuzz.sh reads the fuzzer's memory) and git (a build names its
-# commit).
+# For the tests also procps (pgrep: scripts/fuzz.sh reads the fuzzer's memory) and git (a build
+# names its commit, which a test checks).
 #
 # Idempotent: checks each package is installed (not merely known to dpkg: a removed package keeps
 # its configuration) and runs apt-get only when something is missing. Services the packages
@@ -18,10 +18,10 @@
 # clear message (it never calls sudo on its own).
 set -euo pipefail
 
-PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 wabt make git)
+PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 wabt make)
 # What only the tests need; `LUGE_DEPS=build` (the container's builder stage) leaves it out.
 if [ "${LUGE_DEPS:-all}" != build ]; then
-    PACKAGES+=(chromium haproxy wrk nginx-light procps)
+    PACKAGES+=(chromium haproxy wrk nginx-light procps git)
 fi
 
 missing=()

@@ -190,19 +190,22 @@ impl Ledger {
     /// The send of `seq` failed (`Send`, `Connect`): no response will come, and the request
     /// never reached a socket — it is not counted as sent, nor in the send lag.
     pub(crate) fn fail(&self, seq: u64, kind: ErrorKind) {
-        let mut state = self.lock();
-        if let Some(p) = state.pending.remove(&seq) {
-            let sample = Sample { sent_ns: None, ..Self::unanswered(seq, &p, kind) };
-            self.record_locked(&mut state, sample);
-        }
+        self.end_unanswered(seq, kind, false);
     }
 
     /// The connection `seq` was sent on broke before its answer (`Transport`): no response, so no
     /// latency; nothing if it was answered or timed out already (not a stray: nothing arrived).
     pub(crate) fn lost(&self, seq: u64, kind: ErrorKind) {
+        self.end_unanswered(seq, kind, true);
+    }
+
+    /// Records `seq`, if still in flight, as ended without an answer (`kind`); `sent`: it
+    /// reached a socket.
+    fn end_unanswered(&self, seq: u64, kind: ErrorKind, sent: bool) {
         let mut state = self.lock();
         if let Some(p) = state.pending.remove(&seq) {
             let sample = Self::unanswered(seq, &p, kind);
+            let sample = Sample { sent_ns: sample.sent_ns.filter(|_| sent), ..sample };
             self.record_locked(&mut state, sample);
         }
     }
