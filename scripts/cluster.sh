@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts a small Luge cluster on this machine: N `luge serve` nodes (1 worker each) behind
 # HAProxy, which weights them by their load-balancer agents (`luge serve --agent`: HAProxy
-# agent-check, `up <w>%` from each node's queue, `drain` while it drains) and health-checks them
+# agent-check, `ready up <w>%` from each node's queue, `drain` while it drains) and health-checks them
 # on /healthz (which overload never fails, so a node answering 503s is weighted down, not
 # ejected). Runs in the foreground until Ctrl-C (or SIGTERM), then stops everything.
 #

@@ -1,4 +1,4 @@
-//! The load-balancer agent (HAProxy agent-check) end to end: `up 100%` when idle, a weight that
+//! The load-balancer agent (HAProxy agent-check) end to end: `ready up 100%` when idle, a weight that
 //! falls as requests queue, and `drain` while the node drains — never `down` for load.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
@@ -54,13 +54,13 @@ fn the_agent_weights_the_node_by_its_queue_and_drains_it() {
     let config = NodeConfig { runtime, http: Some(http), udp: None };
     let node = Node::start(config, &[spin]).unwrap();
     let agent = node.http().unwrap().agent_addr().unwrap();
-    assert_eq!(ask(agent), "up 100%\n");
+    assert_eq!(ask(agent), "ready up 100%\n");
     // A balancer that sends something first (HAProxy's `agent-send`) still gets the line.
     let mut stream = TcpStream::connect(agent).unwrap();
     std::io::Write::write_all(&mut stream, b"hello luge\n").unwrap();
     let mut line = String::new();
     stream.read_to_string(&mut line).unwrap();
-    assert_eq!(line, "up 100%\n");
+    assert_eq!(line, "ready up 100%\n");
     // One running, three queued behind it on the one worker: 100 / (1 + 3). Sent over HTTP,
     // so the front end (and its agent) drains while they finish.
     let http = node.http_addr().unwrap();
@@ -70,7 +70,7 @@ fn the_agent_weights_the_node_by_its_queue_and_drains_it() {
             std::thread::spawn(move || common::exchange(http, "POST", "/spin", &[], "200000000"))
         })
         .collect();
-    assert_eq!(ask_until(agent, |l| l == "up 25%\n"), "up 25%\n");
+    assert_eq!(ask_until(agent, |l| l == "ready up 25%\n"), "ready up 25%\n");
     // Draining (the requests still run): `drain`, not `down`.
     let stopping = std::thread::spawn(move || node.shutdown());
     assert_eq!(ask_until(agent, |l| l == "drain\n"), "drain\n");
@@ -101,9 +101,9 @@ fn agent_exchanges_in_progress_are_bounded() {
             .map(|_| {
                 let mut stream = TcpStream::connect(agent).unwrap();
                 stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                let mut line = [0u8; 8];
+                let mut line = [0u8; 14];
                 stream.read_exact(&mut line).unwrap();
-                assert_eq!(&line, b"up 100%\n");
+                assert_eq!(&line, b"ready up 100%\n");
                 stream
             })
             .collect();
@@ -112,7 +112,7 @@ fn agent_exchanges_in_progress_are_bounded() {
         drop(held);
         if in_time {
             assert_eq!(over, "", "one over the bound is closed without a line");
-            assert_eq!(ask_until(agent, |l| !l.is_empty()), "up 100%\n");
+            assert_eq!(ask_until(agent, |l| !l.is_empty()), "ready up 100%\n");
             return;
         }
         eprintln!("round {round}: the connections took {:?}; again", start.elapsed());

@@ -31,7 +31,7 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_admin)]
     admin: Option<AdminAddr>,
     /// Load-balancer agent listen address: answers each connection with HAProxy's agent-check
-    /// line, `up <weight>%` from the node's queue or `drain` [default: the manifest's `agent`,
+    /// line, `ready up <weight>%` from the node's queue or `drain` [default: the manifest's `agent`,
     /// else none].
     #[arg(long)]
     agent: Option<SocketAddr>,

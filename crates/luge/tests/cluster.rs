@@ -119,3 +119,70 @@ fn the_balancer_spreads_requests_and_routes_around_a_dead_node() {
     let after = [cluster.served(1), cluster.served(3)];
     assert_eq!(after[0] + after[1], before[0] + before[2] + 100, "{before:?} → {after:?}");
 }
+
+/// A node drained and restarted on the same address gets its share again: while it drained its
+/// agent said `drain`, which HAProxy keeps as the server's administrative state until an agent
+/// says `ready` — which the restarted node's says with its weight.
+#[test]
+fn a_node_restarted_after_a_drain_is_sent_requests_again() {
+    // Another range than the other test's (same pid, so the two never overlap).
+    let base = 8_000 + (std::process::id() % 120) as u16 * 100;
+    let cluster = Cluster::start(base);
+    for _ in 0..30 {
+        assert_eq!(cluster.hello(), 200);
+    }
+    // Node 2 drains with a ~0.4 s request in flight, long enough for the balancer to ask its
+    // agent (every 100 ms) and be told `drain`.
+    let long = std::thread::spawn(move || post_spin(base + 2));
+    std::thread::sleep(Duration::from_millis(100));
+    // SAFETY: `kill` with a pid the cluster script printed for its child and a valid signal.
+    assert_eq!(unsafe { libc::kill(cluster.nodes[1], libc::SIGTERM) }, 0);
+    assert_eq!(long.join().unwrap(), 200, "the request in flight finished");
+    let start = Instant::now();
+    while std::path::Path::new(&format!("/proc/{}", cluster.nodes[1])).exists() {
+        assert!(start.elapsed() < Duration::from_secs(20), "node 2 did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The same node again, as the script starts it.
+    let mut restarted = Command::new(LUGE)
+        .args(["serve", "--workers", "1", "--admin", "off"])
+        .args(["--http", &format!("127.0.0.1:{}", base + 2)])
+        .args(["--rpc", &format!("127.0.0.1:{}", base + 102)])
+        .args(["--agent", &format!("127.0.0.1:{}", base + 202)])
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", base + 2)).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(20), "node 2 did not come back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The balancer's health check (every 200 ms) and agent (every 100 ms) see it.
+    std::thread::sleep(Duration::from_millis(1_000));
+    let statuses: Vec<u16> = (0..60).map(|_| cluster.hello()).collect();
+    let served = cluster.served(2);
+    // SAFETY: `kill` with the pid of a child this test spawned and a valid signal number.
+    unsafe { libc::kill(restarted.id() as i32, libc::SIGTERM) };
+    let _ = restarted.wait();
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+    assert!(served > 0, "the restarted node was sent nothing: still drained at the balancer");
+}
+
+/// `POST /spin` with ~0.4 s of work (and a deadline it can meet) straight to a node.
+fn post_spin(port: u16) -> u16 {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return 0 };
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let body = "200000000";
+    let request = format!(
+        "POST /spin HTTP/1.1\r\nHost: l\r\nLuge-Deadline-Us: 5000000\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    if stream.write_all(request.as_bytes()).is_err() {
+        return 0;
+    }
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}

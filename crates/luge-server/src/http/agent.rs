@@ -3,10 +3,12 @@
 //! them by their own load instead of by connection counts alone.
 //!
 //! The line is `drain` while the node drains (the balancer sends it nothing new, and lets what
-//! it sent finish), else `up <w>%` with `w = 100 / (1 + q)`, `q` the requests queued per worker:
-//! 100 % idle, 50 % with one queued per worker, never below 1 %. A node that is refusing for
-//! overload is therefore weighted down, never marked down: its 503s and 429s are answers, and a
-//! balancer that ejected it for them would move the overload onto the others.
+//! it sent finish), else `ready up <w>%` with `w = 100 / (1 + q)`, `q` the requests queued per
+//! worker: 100 % idle, 50 % with one queued per worker, never below 1 %. A node that is refusing
+//! for overload is therefore weighted down, never marked down: its 503s and 429s are answers,
+//! and a balancer that ejected it for them would move the overload onto the others. `ready`
+//! because HAProxy keeps a server it was told `drain` in that state until an agent says
+//! `ready`: a node restarted on the same address would otherwise never be sent anything again.
 
 use super::*;
 use crate::log_limit::{LogKind, log_limited};
@@ -24,7 +26,7 @@ fn reply(shared: &Shared) -> String {
         return "drain\n".to_owned();
     }
     let queued: usize = shared.runtime.group_stats().iter().map(|g| g.queued + g.submissions).sum();
-    format!("up {}%\n", weight(queued, shared.runtime.config().workers))
+    format!("ready up {}%\n", weight(queued, shared.runtime.config().workers))
 }
 
 /// Answers every connection until the server's runtime ends, at most [`AGENT_CONNECTIONS`] at a
