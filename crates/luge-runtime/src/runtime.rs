@@ -445,14 +445,9 @@ impl Runtime {
     /// Whether the runtime can take requests now, and if not why (what `/readyz` reports).
     pub fn health(&self) -> Health {
         let inner = &self.inner;
-        if !inner.accepting.load(Ordering::SeqCst) {
-            return Health::NotReady("shutting down");
+        if let Health::NotReady(why) = self.health_ignoring_load() {
+            return Health::NotReady(why);
         }
-        let threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
-        if threads.iter().any(JoinHandle::is_finished) {
-            return Health::NotReady("a runtime thread has stopped");
-        }
-        drop(threads);
         // The dispatchers cannot keep up when their submission queues are nearly full.
         let saturated =
             inner.groups.iter().any(|g| g.submissions.len() * 10 >= g.submissions.capacity() * 9);
@@ -461,6 +456,20 @@ impl Runtime {
         }
         if self.pool_instances() >= u64::from(inner.config.max_sandboxes) {
             return Health::NotReady("saturated: every sandbox slot is in use");
+        }
+        Health::Ready
+    }
+
+    /// [`health`](Self::health) without saturation: not ready only while shutting down or with a
+    /// runtime thread stopped (`/readyz?load=ignore`, for balancers that must not take a node
+    /// out for load: it refuses what it cannot take, at once and cheaply).
+    pub fn health_ignoring_load(&self) -> Health {
+        if !self.inner.accepting.load(Ordering::SeqCst) {
+            return Health::NotReady("shutting down");
+        }
+        let threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        if threads.iter().any(JoinHandle::is_finished) {
+            return Health::NotReady("a runtime thread has stopped");
         }
         Health::Ready
     }

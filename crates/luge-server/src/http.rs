@@ -798,7 +798,7 @@ async fn handle(
         Action::Health => {
             shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(TEXT), "ok".into())
         }
-        Action::Ready => ready(&shared),
+        Action::Ready => ready(&shared, request.uri().query()),
         Action::Metrics => metrics(&shared).await,
         Action::ListFunctions => list_functions(&shared).await,
         Action::Function(name) => admin_resource(&shared, Resource::Function, &name, request).await,
@@ -821,9 +821,19 @@ impl Shared {
 }
 
 /// `GET /readyz`: 200 when this front end and the runtime can take requests (not draining,
-/// every runtime thread alive, not saturated), else 503 with the reason and `Retry-After`.
-fn ready(shared: &Shared) -> Response<Full<Bytes>> {
-    match shared.health() {
+/// every runtime thread alive, not saturated), else 503 with the reason and `Retry-After`. With
+/// the query `load=ignore`, saturation does not count: for a balancer (a Kubernetes Service)
+/// that would take a loaded node out — moving its load onto the others, and with every node
+/// saturated leaving none — where the node itself refuses what it cannot take.
+fn ready(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
+    let ignore_load = query.is_some_and(|q| q.split('&').any(|pair| pair == "load=ignore"));
+    let health = match shared.health() {
+        Health::NotReady(_) if ignore_load && !shared.gate.is_draining() => {
+            shared.runtime.health_ignoring_load()
+        }
+        health => health,
+    };
+    match health {
         Health::Ready => {
             shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(TEXT), "ready".into())
         }

@@ -1306,6 +1306,39 @@ fn the_admin_client_speaks_the_servers_json() {
     assert!(matches!(admin.id_of("greet"), Err(ClientError::Refused { status: 404, .. })));
 }
 
+/// A saturated node (here: its one sandbox slot taken) is not ready, unless asked with
+/// `load=ignore` (Kubernetes' probe in `deploy/`: a Service must not take a loaded node out);
+/// a stopped one is not ready either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_can_leave_load_out() {
+    let config =
+        RuntimeConfig { workers: 1, max_sandboxes: 1, ull_lane: false, ..RuntimeConfig::default() };
+    let node = node_with(config, 1);
+    let c = client();
+    let ready = |query: &'static str| {
+        let (c, url) = (c.clone(), node.url(&format!("/readyz{query}")));
+        async move { send(&c, Method::GET, &url, &[], "").await }
+    };
+    assert_eq!(ready("").await.status, StatusCode::OK);
+    // ~0.4 s in the one slot.
+    let spin = {
+        let (c, url) = (c.clone(), node.url("/spin"));
+        tokio::spawn(async move { send(&c, Method::POST, &url, &[], "200000000").await })
+    };
+    let runtime = Arc::clone(&node.runtime);
+    eventually("the spin holds the slot", || runtime.live_sandboxes() == 1).await;
+    let saturated = ready("").await;
+    assert_eq!(saturated.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(saturated.text().contains("saturated"), "{}", saturated.text());
+    assert_eq!(ready("?load=ignore").await.status, StatusCode::OK);
+    assert_eq!(spin.await.unwrap().status, StatusCode::OK);
+    let runtime = Arc::clone(&node.runtime);
+    tokio::task::spawn_blocking(move || runtime.shutdown()).await.unwrap();
+    let gone = ready("?load=ignore").await;
+    assert_eq!(gone.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(gone.text().contains("shutting down"), "{}", gone.text());
+}
+
 /// `/readyz` says whether the node can take requests: 200 while serving, 503 with the reason
 /// once the runtime behind the listener stops (e.g. a load balancer should drain the node).
 #[tokio::test]

@@ -260,7 +260,14 @@ fn the_kubernetes_manifest_is_served_and_answers_the_probes() {
         let path = must(&get_action, "path");
         let (status, body) = get(&server.http, &path);
         assert_eq!(status, 200, "{probe} {path}: {body}");
+        // A Service must not take a loaded node out (docs/deploy.md, "Probes").
+        if probe == "readinessProbe" {
+            assert_eq!(path, "/readyz?load=ignore", "readiness leaves load out");
+        }
     }
+    // With the host's network, cluster DNS (an OTLP collector's name) needs this policy.
+    assert_eq!(must(&pod_spec(), "hostNetwork"), "true");
+    assert_eq!(must(&pod_spec(), "dnsPolicy"), "ClusterFirstWithHostNet");
     let (status, _) = get(&server.http, "/admin/functions");
     assert_eq!(status, 404, "the function listener serves no admin API");
     assert_eq!(server.stop(), 0);
@@ -472,7 +479,14 @@ fn resources_and_grace_fit_the_manifest() {
     assert!(server_key(&m, "cpus").is_none(), "the kubelet picks the CPUs: no `cpus` list");
     let memory = bytes(&must(&limits, "memory"));
     let pool = integer(&m, "max_sandboxes") * integer(&m, "max_memory_bytes");
-    assert!(memory >= pool + (512 << 20), "pool {pool} + 512 MiB must fit the limit {memory}");
+    // What else is bounded and may all be held at once: HTTP bodies, the UDP duplicate cache.
+    let bodies = integer(&m, "max_buffered_body_bytes");
+    let dedup = luge_server::UdpConfig::default().dedup_bytes as u64;
+    let held = pool + bodies + dedup;
+    assert!(
+        memory >= held + (512 << 20),
+        "pool {pool} + bodies {bodies} + dedup cache {dedup} + 512 MiB must fit the limit {memory}"
+    );
 
     let sleep: u64 =
         must(&block(&block(&container, "preStop"), "sleep"), "seconds").parse().unwrap();
