@@ -53,9 +53,17 @@ stop() {
 trap stop EXIT
 trap 'exit 0' INT TERM
 
+# The nodes' manifest: the built-in functions, and no per-client connection cap — every
+# connection comes from the balancer's one address (docs/manifest.md,
+# `max_connections_per_client`: 0 behind a load balancer).
+printf '[server]\nmax_connections_per_client = 0\n' >"$dir/node.toml"
+for name in noop echo hello fib spin; do
+    printf '\n[[function]]\nname = "%s"\nmodule = "builtin:%s"\n' "$name" "$name" >>"$dir/node.toml"
+done
+
 servers=""
 for i in $(seq 1 "$nodes"); do
-    "$luge" serve --workers 1 --admin off \
+    "$luge" serve --manifest "$dir/node.toml" --workers 1 --admin off \
         --http "127.0.0.1:$((base + i))" --rpc "127.0.0.1:$((base + 100 + i))" \
         --agent "127.0.0.1:$((base + 200 + i))" >"$dir/node$i.out" 2>"$dir/node$i.err" &
     pids+=($!)

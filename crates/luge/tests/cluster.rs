@@ -143,7 +143,8 @@ fn a_node_restarted_after_a_drain_is_sent_requests_again() {
         assert!(start.elapsed() < Duration::from_secs(20), "node 2 did not stop");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The same node again, as the script starts it.
+    // The same node again, on the same addresses (with the built-in functions the script's
+    // manifest also serves).
     let mut restarted = Command::new(LUGE)
         .args(["serve", "--workers", "1", "--admin", "off"])
         .args(["--http", &format!("127.0.0.1:{}", base + 2)])
