@@ -77,10 +77,17 @@ impl Drop for Cluster {
 }
 
 fn post(port: u16, path: &str, body: &str) -> u16 {
+    post_with(port, path, "", body)
+}
+
+/// `POST path` to `port` with `headers` (each ending in CRLF) and `body`: the status code (0 if
+/// the connection failed).
+fn post_with(port: u16, path: &str, headers: &str, body: &str) -> u16 {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return 0 };
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: l\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: l\r\n{headers}Content-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
         body.len()
     );
     if stream.write_all(request.as_bytes()).is_err() {
@@ -172,18 +179,5 @@ fn a_node_restarted_after_a_drain_is_sent_requests_again() {
 
 /// `POST /spin` with ~0.4 s of work (and a deadline it can meet) straight to a node.
 fn post_spin(port: u16) -> u16 {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return 0 };
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let body = "200000000";
-    let request = format!(
-        "POST /spin HTTP/1.1\r\nHost: l\r\nLuge-Deadline-Us: 5000000\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    );
-    if stream.write_all(request.as_bytes()).is_err() {
-        return 0;
-    }
-    let mut text = String::new();
-    let _ = stream.read_to_string(&mut text);
-    text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+    post_with(port, "/spin", "Luge-Deadline-Us: 5000000\r\n", "200000000")
 }
