@@ -1320,18 +1320,28 @@ async fn readyz_can_leave_load_out() {
         async move { send(&c, Method::GET, &url, &[], "").await }
     };
     assert_eq!(ready("").await.status, StatusCode::OK);
-    // ~0.4 s in the one slot.
-    let spin = {
-        let (c, url) = (c.clone(), node.url("/spin"));
-        tokio::spawn(async move { send(&c, Method::POST, &url, &[], "200000000").await })
-    };
-    let runtime = Arc::clone(&node.runtime);
-    eventually("the spin holds the slot", || runtime.live_sandboxes() == 1).await;
-    let saturated = ready("").await;
-    assert_eq!(saturated.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(saturated.text().contains("saturated"), "{}", saturated.text());
-    assert_eq!(ready("?load=ignore").await.status, StatusCode::OK);
-    assert_eq!(spin.await.unwrap().status, StatusCode::OK);
+    // ~0.4 s in the one slot; on a machine so loaded that the spin ends before both questions
+    // are asked, the round is inconclusive and is tried again (at most 5 times).
+    let mut seen = false;
+    for _ in 0..5 {
+        let spin = {
+            let (c, url) = (c.clone(), node.url("/spin"));
+            tokio::spawn(async move { send(&c, Method::POST, &url, &[], "200000000").await })
+        };
+        let runtime = Arc::clone(&node.runtime);
+        eventually("the spin holds the slot", || runtime.live_sandboxes() == 1).await;
+        let (saturated, ignoring) = (ready("").await, ready("?load=ignore").await);
+        let held = node.runtime.live_sandboxes() == 1;
+        assert_eq!(spin.await.unwrap().status, StatusCode::OK);
+        if held {
+            assert_eq!(saturated.status, StatusCode::SERVICE_UNAVAILABLE);
+            assert!(saturated.text().contains("saturated"), "{}", saturated.text());
+            assert_eq!(ignoring.status, StatusCode::OK, "{}", ignoring.text());
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "the spin never held the slot while both were asked");
     let runtime = Arc::clone(&node.runtime);
     tokio::task::spawn_blocking(move || runtime.shutdown()).await.unwrap();
     let gone = ready("?load=ignore").await;

@@ -216,6 +216,9 @@ fn a_node_bound_to_every_address_answers_from_the_one_each_request_was_sent_to()
                 raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
                 let echo = request(7, env.id("echo"), Flags::NONE, b"again");
                 for replayed in [false, true] {
+                    // The answer is cached just after it is sent: a copy arriving in between
+                    // is dropped as in flight (§6), so the replay waits for the cache.
+                    env.settled();
                     raw.send(&echo).unwrap();
                     let (header, payload) = recv_response(&raw);
                     assert_eq!(payload, b"again", "{what}");

@@ -166,10 +166,16 @@ fn a_node_restarted_after_a_drain_is_sent_requests_again() {
         assert!(start.elapsed() < Duration::from_secs(20), "node 2 did not come back");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The balancer's health check (every 200 ms) and agent (every 100 ms) see it.
-    std::thread::sleep(Duration::from_millis(1_000));
-    let statuses: Vec<u16> = (0..60).map(|_| cluster.hello()).collect();
-    let served = cluster.served(2);
+    // The balancer's health check (every 200 ms) and agent (every 100 ms) see it: requests
+    // through the balancer reach it within a few seconds, every one answered.
+    let mut statuses = Vec::new();
+    let mut served = 0;
+    let start = Instant::now();
+    while served == 0 && start.elapsed() < Duration::from_secs(10) {
+        statuses.extend((0..10).map(|_| cluster.hello()));
+        served = cluster.served(2);
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // SAFETY: `kill` with the pid of a child this test spawned and a valid signal number.
     unsafe { libc::kill(restarted.id() as i32, libc::SIGTERM) };
     let _ = restarted.wait();
