@@ -9,7 +9,7 @@ use luge_runtime::{Failure, Rejection};
 
 use std::time::SystemTime;
 
-use super::sys::{RecvBatch, SendBatch};
+use super::sys::{Local, RecvBatch, SendBatch};
 use super::*;
 use crate::arrival::arrival;
 
@@ -121,8 +121,9 @@ impl Receiver {
         for i in 0..n {
             // A request's time in the node starts when the kernel received it: a datagram that
             // waited in the socket buffer has spent part of its deadline already.
-            let arrived = arrival(received, wall, self.batch.kernel_time(i));
-            self.datagram(i, (received, arrived));
+            let (stamp, local) = self.batch.received_with(i);
+            let arrived = arrival(received, wall, stamp);
+            self.datagram(i, (received, arrived), local);
         }
         if !self.out.is_empty() {
             let failed = self.out.flush(self.shared.fd(), libc::MSG_DONTWAIT);
@@ -131,11 +132,15 @@ impl Receiver {
     }
 
     /// Handles datagram `i` of the current batch, read at `received`, which the kernel
-    /// received at `arrived`.
-    fn datagram(&mut self, i: usize, (received, arrived): (Instant, Instant)) {
+    /// received at `arrived`, sent to `local` (when the socket learns it).
+    fn datagram(
+        &mut self,
+        i: usize,
+        (received, arrived): (Instant, Instant),
+        local: Option<Local>,
+    ) {
         let shared = Arc::clone(&self.shared);
         let Some((data, peer, truncated)) = self.batch.get(i) else { return };
-        let local = self.batch.local(i);
         bump(&shared.counters.datagrams);
         let decoded = if truncated {
             Err(DecodeError::TooLarge { len: data.len().max(MAX_DATAGRAM + 1) })

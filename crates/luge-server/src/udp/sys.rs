@@ -339,23 +339,21 @@ impl RecvBatch {
     /// When the kernel received datagram `i` of the last batch (`CLOCK_REALTIME`), if the
     /// socket stamps datagrams ([`enable_receive_timestamps`]) and the stamp fitted.
     pub fn kernel_time(&self, i: usize) -> Option<SystemTime> {
+        self.received_with(i).0
+    }
+
+    /// What the kernel told with datagram `i` of the last batch, read in one pass over its
+    /// control messages: when it received it (as [`kernel_time`](Self::kernel_time)), and the
+    /// local address it was sent to, if the socket is told ([`enable_local_addresses`]).
+    pub fn received_with(&self, i: usize) -> (Option<SystemTime>, Option<Local>) {
         if i >= self.received {
-            return None;
+            return (None, None);
         }
         // SAFETY: `headers[i]` is a header the kernel just filled: its `msg_control` points into
         // `controls[i]` (live, aligned for `cmsghdr`) and its `msg_controllen` is the length the
         // kernel wrote, at most that buffer's size.
-        unsafe { controls(&self.headers[i].msg_hdr) }.time
-    }
-
-    /// The local address datagram `i` of the last batch was sent to, if the socket is told
-    /// ([`enable_local_addresses`]).
-    pub fn local(&self, i: usize) -> Option<Local> {
-        if i >= self.received {
-            return None;
-        }
-        // SAFETY: as in `kernel_time`.
-        unsafe { controls(&self.headers[i].msg_hdr) }.local
+        let found = unsafe { controls(&self.headers[i].msg_hdr) };
+        (found.time, found.local)
     }
 }
 
