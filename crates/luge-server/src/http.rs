@@ -814,9 +814,15 @@ async fn handle(
 
 impl Shared {
     /// What `/readyz` and the status page report: not ready while this front end drains, else
-    /// the runtime's health.
-    fn health(&self) -> Health {
-        if self.gate.is_draining() { Health::NotReady("draining") } else { self.runtime.health() }
+    /// the runtime's health — leaving saturation out with `ignore_load`.
+    fn health(&self, ignore_load: bool) -> Health {
+        if self.gate.is_draining() {
+            Health::NotReady("draining")
+        } else if ignore_load {
+            self.runtime.health_ignoring_load()
+        } else {
+            self.runtime.health()
+        }
     }
 }
 
@@ -827,13 +833,7 @@ impl Shared {
 /// saturated leaving none — where the node itself refuses what it cannot take.
 fn ready(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
     let ignore_load = query.is_some_and(|q| q.split('&').any(|pair| pair == "load=ignore"));
-    let health = match shared.health() {
-        Health::NotReady(_) if ignore_load && !shared.gate.is_draining() => {
-            shared.runtime.health_ignoring_load()
-        }
-        health => health,
-    };
-    match health {
+    match shared.health(ignore_load) {
         Health::Ready => {
             shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(TEXT), "ready".into())
         }

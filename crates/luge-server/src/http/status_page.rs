@@ -28,7 +28,7 @@ pub(super) async fn snapshot(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
     let worker = Arc::clone(shared);
     let taken = tokio::task::spawn_blocking(move || {
         let s = &worker;
-        let health = s.health();
+        let health = s.health(false);
         let http = HttpStatus {
             addr: s.local_addr.to_string(),
             connections: s.open.load(Ordering::SeqCst),
