@@ -241,9 +241,16 @@ impl Gate {
     }
 
     /// The outcome of a request to `target` refused by the front end before submission,
-    /// recorded, under a local id. Its time in the node counts from `received`.
-    pub fn refuse(&self, target: &Target, failure: Failure, received: Instant) -> Outcome {
-        self.refuse_call(target, failure, received, (None, None))
+    /// recorded, under a local id. Its time in the node counts from `received`; it is a span
+    /// of `trace` (from [`traced`](Self::traced)) like a request that ran.
+    pub fn refuse(
+        &self,
+        target: &Target,
+        failure: Failure,
+        received: Instant,
+        trace: Option<Traced>,
+    ) -> Outcome {
+        self.refuse_call(target, failure, received, (None, None), trace)
     }
 
     /// [`refuse`](Self::refuse), with the client's address and own id for the request log.
@@ -253,11 +260,12 @@ impl Gate {
         failure: Failure,
         received: Instant,
         client: (Option<SocketAddr>, Option<u64>),
+        trace: Option<Traced>,
     ) -> Outcome {
         let outcome = self.local(Err(failure), Some(received));
         let (client, client_id) = client;
         let deadline = target.relative_deadline();
-        let request = Request { client, client_id, deadline, received, trace: None };
+        let request = Request { client, client_id, deadline, received, trace };
         self.account(target, &outcome, &request, false);
         outcome
     }

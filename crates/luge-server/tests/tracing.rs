@@ -174,3 +174,22 @@ fn new_traces_are_started_and_sampled_only_when_the_node_exports() {
     assert_eq!(guest_context(&body), Some(ours));
     node.shutdown();
 }
+
+#[test]
+fn a_request_refused_before_it_runs_is_a_span_and_answers_the_callers_trace() {
+    let (node, exporter) = start(Some(0.0));
+    let caller = TraceContext::parse(CALLER).unwrap();
+    // A body over the function's 1 MiB limit: refused 413 by the front end, never submitted.
+    let header = [format!("traceparent: {CALLER}")];
+    let big = "x".repeat((1 << 20) + 1);
+    let answer = common::exchange(node.http_addr().unwrap(), "POST", "/args", &header, &big);
+    assert_eq!(answer.status, 413, "{}", answer.body);
+    let ours = TraceContext::parse(&answer.header("traceparent").expect("a traceparent")).unwrap();
+    assert_eq!((ours.trace_id, ours.sampled), (caller.trace_id, true));
+    let spans = spans(&exporter);
+    let [span] = &spans[..] else { panic!("one span: {spans:?}") };
+    assert_eq!(span.span_context.span_id(), SpanId::from(ours.span_id));
+    assert_eq!(span.parent_span_id, SpanId::from(caller.span_id));
+    assert_eq!(attribute(span, "luge.outcome"), "too_large");
+    node.shutdown();
+}

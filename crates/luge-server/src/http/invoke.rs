@@ -5,6 +5,7 @@
 use super::respond::close;
 use super::*;
 use crate::status::{load_of, rpc_status};
+use crate::trace::Traced;
 use luge_proto::TraceContext;
 
 /// `<method> /<route>`: runs a function.
@@ -26,11 +27,13 @@ pub(super) async fn invoke(
     if request.method() != Method::POST {
         return shared.method_not_allowed("POST");
     }
+    // The trace it runs in, or is refused in: a refusal is a span and answers a `traceparent`.
+    let trace = shared.gate.traced(traceparent(request.headers()));
     if shared.gate.is_draining() {
         // Refused before its body is read; the gate would refuse it after, too.
-        let outcome =
-            shared.gate.refuse(&function, Failure::Rejected(Rejection::ShuttingDown), received);
-        return shared.render(outcome);
+        let failure = Failure::Rejected(Rejection::ShuttingDown);
+        let outcome = shared.gate.refuse(&function, failure, received, trace);
+        return traced(shared.render(outcome), trace);
     }
     let (parts, body) = request.into_parts();
     let (deadline, expected) = match (
@@ -65,7 +68,7 @@ pub(super) async fn invoke(
                     client: Some(client),
                     client_id: None,
                     received,
-                    trace: shared.gate.traced(traceparent(&parts.headers)),
+                    trace,
                     group: None,
                 };
                 return submit(shared, call, (held, buffered)).await;
@@ -74,9 +77,9 @@ pub(super) async fn invoke(
             Err(BodyError::BuffersFull(rest)) => {
                 let failure = Failure::Rejected(Rejection::BuffersFull);
                 tracing::debug!(function = name, status = 503, "{failure}");
-                let outcome = shared.gate.refuse(&function, failure, received);
+                let outcome = shared.gate.refuse(&function, failure, received, trace);
                 drain(rest);
-                let mut response = shared.render(outcome);
+                let mut response = traced(shared.render(outcome), trace);
                 // A refusal for load: the signal says so, as on every such refusal (§4).
                 let refused = HeaderValue::from(u16::from(luge_proto::LOAD_REFUSED));
                 response.headers_mut().insert(LOAD, refused);
@@ -86,7 +89,7 @@ pub(super) async fn invoke(
         }
     };
     let failure = Failure::BadRequest(BadRequest::TooLarge { size, cap });
-    let outcome = shared.gate.refuse(&function, failure, received);
+    let outcome = shared.gate.refuse(&function, failure, received, trace);
     let reason = if declared > cap {
         format!("bad request: request of {declared} bytes exceeds the limit of {cap} bytes")
     } else {
@@ -94,7 +97,7 @@ pub(super) async fn invoke(
     };
     tracing::debug!(request_id = outcome.request_id, function = name, status = 413, "{reason}");
     let meta = Meta { request_id: outcome.request_id, timing: outcome.timing, label: "too_large" };
-    shared.too_large(&meta, rest, reason)
+    traced(shared.too_large(&meta, rest, reason), trace)
 }
 
 /// Submits a read request through the gate and waits for its answer, or for the end of the
@@ -139,6 +142,19 @@ async fn submit(
     let load = load_of(rpc_status(&outcome.result), outcome.timing.queueing(), deadline);
     let mut response = shared.render(outcome);
     response.headers_mut().insert(LOAD, HeaderValue::from(u16::from(load)));
+    with_traceparent(response, trace)
+}
+
+/// `response`, answering the node's span of `trace` (if any) in its `traceparent`.
+fn traced(response: Response<Full<Bytes>>, trace: Option<Traced>) -> Response<Full<Bytes>> {
+    with_traceparent(response, trace.map(|t| t.node))
+}
+
+/// `response` with `trace` (if any) as its `traceparent`.
+fn with_traceparent(
+    mut response: Response<Full<Bytes>>,
+    trace: Option<TraceContext>,
+) -> Response<Full<Bytes>> {
     if let Some(trace) = trace {
         // 55 characters of lower-case hex and dashes: always a valid header value.
         if let Ok(value) = HeaderValue::from_str(&trace.to_string()) {

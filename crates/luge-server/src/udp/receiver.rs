@@ -281,7 +281,9 @@ impl Receiver {
             bump(&counters.shutting_down);
             let failure = Failure::Rejected(Rejection::ShuttingDown);
             let message = failure.to_string();
-            shared.gate.refuse_call(&function, failure, arrived, (Some(peer), Some(id)));
+            // A span when the node samples it, as for a request that runs (no context: below).
+            let trace = shared.gate.traced(None);
+            shared.gate.refuse_call(&function, failure, arrived, (Some(peer), Some(id)), trace);
             self.refuse(to, (id, len), Status::ShuttingDown, &message, received);
             return;
         }
