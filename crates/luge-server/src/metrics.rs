@@ -43,7 +43,9 @@ const PROTOCOLS: [Protocol; 2] = [Protocol::Http, Protocol::Rpc];
 /// half-applied, never lose one.
 #[derive(Debug, Default)]
 struct Histogram {
-    counts: [AtomicU64; BUCKETS.len()],
+    /// One count per bucket of [`BUCKETS`], and one above the last: a snapshot reads them
+    /// alone, so a request observed meanwhile cannot land in the wrong one.
+    counts: [AtomicU64; BUCKETS.len() + 1],
     count: AtomicU64,
     sum_ns: AtomicU64,
 }
@@ -51,9 +53,8 @@ struct Histogram {
 impl Histogram {
     fn observe(&self, d: Duration) {
         let s = d.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|&b| s <= b) {
-            self.counts[i].fetch_add(1, Ordering::Relaxed);
-        }
+        let i = BUCKETS.iter().position(|&b| s <= b).unwrap_or(BUCKETS.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
         let ns = luge_proto::nanos(d);
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
@@ -237,9 +238,7 @@ impl Metrics {
                     .map(|(label, per_protocol)| (*label, per_protocol.iter().map(load).sum()))
                     .filter(|(_, n)| *n > 0)
                     .collect();
-                let mut latency: Vec<u64> = m.latency.counts.iter().map(load).collect();
-                let in_buckets: u64 = latency.iter().sum();
-                latency.push(load(&m.latency.count).saturating_sub(in_buckets));
+                let latency: Vec<u64> = m.latency.counts.iter().map(load).collect();
                 let counters = FunctionCounters {
                     answered: outcomes.values().sum(),
                     outcomes,
@@ -638,6 +637,19 @@ mod tests {
         // the sandbox (5 µs) plus its instantiation (5 µs), as the HTTP headers report them.
         assert_eq!(f.queueing.sum_ns.load(Ordering::Relaxed), n * 5_000);
         assert_eq!(f.readiness.sum_ns.load(Ordering::Relaxed), n * 10_000);
+    }
+
+    #[test]
+    fn a_request_above_the_last_bucket_has_a_count_of_its_own() {
+        let h = Histogram::default();
+        h.observe(Duration::from_secs(11));
+        h.observe(Duration::from_micros(5));
+        let counts: Vec<u64> = h.counts.iter().map(|n| n.load(Ordering::Relaxed)).collect();
+        assert_eq!((counts[0], counts[BUCKETS.len()], counts.iter().sum::<u64>()), (1, 1, 2));
+        let mut out = String::new();
+        h.render(&mut out, "x", "f=\"f\"");
+        assert!(out.contains("x_bucket{f=\"f\",le=\"10\"} 1\n"), "{out}");
+        assert!(out.contains("x_bucket{f=\"f\",le=\"+Inf\"} 2\n"), "{out}");
     }
 
     #[test]
