@@ -291,9 +291,10 @@ struct Shared {
     clients: Arc<Clients>,
     /// Connections per client address on the admin listener (a share of its cap).
     admin_clients: Arc<Clients>,
-    /// Connections being served.
+    /// Connections being served on the function listener (what `max_connections` bounds).
     open: AtomicUsize,
-    /// Requests between the start of their handler and their response.
+    /// Requests on the function listener between the start of their handler and their
+    /// response.
     in_flight: AtomicUsize,
     /// Bytes of function request bodies held (`HttpConfig::max_buffered_body_bytes`).
     bodies: BodyBudget,
@@ -499,7 +500,7 @@ impl HttpServer {
         self.agent_addr
     }
 
-    /// Connections open right now.
+    /// Connections open on the function listener right now.
     pub fn connections(&self) -> usize {
         self.shared.open.load(Ordering::SeqCst)
     }
@@ -534,7 +535,8 @@ impl HttpServer {
         self.driven_by.is_some()
     }
 
-    /// Requests being handled right now: from their arrival (head read) to their response.
+    /// Requests on the function listener being handled right now: from their arrival (head
+    /// read) to their response.
     pub fn in_flight(&self) -> usize {
         self.shared.in_flight.load(Ordering::SeqCst)
     }
@@ -706,7 +708,9 @@ async fn connection(
     slots: (OwnedSemaphorePermit, Option<ClientSlot>),
     plane: Plane,
 ) {
-    let open = Gauge::new(&shared, |s| &s.open);
+    // The function listener's: the admin plane's (an operator's status page among them) are
+    // not what `max_connections` bounds or the status page shows beside it.
+    let open = (plane == Plane::Functions).then(|| Gauge::new(&shared, |s| &s.open));
     let service_shared = Arc::clone(&shared);
     let held = Arc::new(Held { _node: slots.0, _client: slots.1 });
     let service_held = Arc::clone(&held);
@@ -783,7 +787,7 @@ async fn handle(
     received: Instant,
 ) -> Response<Full<Bytes>> {
     // `received`: the request head's arrival; its deadline and queueing count from there.
-    let _in_flight = Gauge::new(&shared, |s| &s.in_flight);
+    let _in_flight = (plane == Plane::Functions).then(|| Gauge::new(&shared, |s| &s.in_flight));
     let path = request.uri().path().to_owned();
     let action = Action::parse(request.method(), &path).on(plane, shared.config.expose_metrics);
     // The status page is the same static HTML on every node: it needs no token (its script

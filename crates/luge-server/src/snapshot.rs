@@ -60,10 +60,12 @@ pub(crate) struct NodeStatus {
 #[derive(Debug, Serialize)]
 pub(crate) struct HttpStatus {
     pub addr: String,
+    /// The function listener's (not the admin listener's, which serves this page).
     pub connections: usize,
     pub max_connections: usize,
     pub max_connections_per_client: usize,
     pub refused_connections: u64,
+    /// The function listener's requests being handled.
     pub in_flight: usize,
     pub header_read_timeout_ms: u64,
     pub body_read_timeout_ms: u64,

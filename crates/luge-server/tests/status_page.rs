@@ -18,7 +18,9 @@ use serde_json::Value;
 
 mod common;
 
-const TOKEN: &str = "status-page-test-token";
+/// With `+`, `/` and `=`, as a base64 token has (`docs/deploy.md` makes them so): the page
+/// must send it as written, not form-decoded.
+const TOKEN: &str = "status+page/test=token";
 
 /// A node serving `echo` over HTTP, its admin listener behind [`TOKEN`].
 fn node() -> Node {
@@ -105,6 +107,19 @@ fn the_status_snapshot_counts_what_was_served() {
     assert!(worker["ready"].is_u64() && worker["ready_bytes"].is_u64(), "{worker}");
     assert!(worker["busy_ns"].as_u64().unwrap() > 0, "{worker}");
     assert_eq!(s["groups"][0]["queued"], 0);
+    // The function listener's gauges: the status request, on the admin listener, is in neither
+    // (0 once the client's keep-alive connection has closed).
+    drop(client);
+    let mut http = s["node"]["http"].clone();
+    for _ in 0..200 {
+        if http["connections"] == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        let body = get(admin(&node), "/admin/status.json", Some(TOKEN)).2;
+        http = serde_json::from_str::<Value>(&body).unwrap()["node"]["http"].clone();
+    }
+    assert_eq!((&http["connections"], &http["in_flight"]), (&0.into(), &0.into()), "{http}");
     node.shutdown();
 }
 
@@ -180,6 +195,7 @@ fn the_status_page_shows_a_function_just_called_and_updates() {
     assert!(!cell(echo, "p99").starts_with('–'), "{echo}");
     let worker = row(&dom, "data-worker=\"0\"");
     assert!(cell(worker, "utilisation").ends_with('%'), "{worker}");
+    assert!(cell(worker, "ready").ends_with("MiB)"), "{worker}");
     assert!(dom.contains(">sledgescale<"), "the node's policy is shown");
     node.shutdown();
 }
