@@ -792,10 +792,18 @@ async fn handle(
     let action = Action::parse(request.method(), &path).on(plane, shared.config.expose_metrics);
     // The status page is the same static HTML on every node: it needs no token (its script
     // sends one, from the page's URL fragment, when it fetches the data).
-    if plane == Plane::Admin && action != Action::StatusPage {
+    if plane == Plane::Admin {
         let token = shared.config.admin.as_ref().and_then(|a| a.token.as_ref());
-        if token.is_some_and(|t| !t.admits(request.headers())) {
-            return shared.unauthorized();
+        match token {
+            Some(t) if action != Action::StatusPage && !t.admits(request.headers()) => {
+                return shared.unauthorized();
+            }
+            // Without a token, the listener is loopback: only a name can let another site's
+            // page in (DNS rebinding; `plane.rs`).
+            None if !plane::addressed_locally(request.headers(), request.uri()) => {
+                return shared.forbidden_host();
+            }
+            _ => {}
         }
     }
     match action {

@@ -1181,13 +1181,17 @@ async fn one_address_cannot_take_every_admin_connection() {
     }
     // The seventeenth from that address is closed at once, with no answer.
     let mut over = from(9).await;
-    let _ = over.write_all(b"GET /admin/functions HTTP/1.1\r\nHost: l\r\n\r\n").await;
+    let _ = over.write_all(b"GET /admin/functions HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
     let mut rest = Vec::new();
     let read = tokio::time::timeout(PATIENCE, over.read_to_end(&mut rest)).await.unwrap();
     assert!(read.is_err() || rest.is_empty(), "answered: {}", String::from_utf8_lossy(&rest));
     // Another address is served.
     let mut other = BufReader::new(from(10).await);
-    other.get_mut().write_all(b"GET /admin/functions HTTP/1.1\r\nHost: l\r\n\r\n").await.unwrap();
+    other
+        .get_mut()
+        .write_all(b"GET /admin/functions HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
     let answer = read_raw(&mut other).await;
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.text());
     drop(slow);
@@ -1257,6 +1261,35 @@ async fn the_admin_api_is_apart_from_the_functions() {
     assert_eq!(post(&c, &node, "/echo", "gone").await.status, StatusCode::NOT_FOUND);
     // 6 paths no plane serves, 10 missing or wrong tokens, 1 call of the removed function.
     assert_eq!(node.metrics.malformed_total(Protocol::Http), 17, "refusals are counted");
+}
+
+/// A tokenless (loopback) admin listener answers only requests addressed to an IP address or
+/// `localhost`: a web page that re-points a name of its own at 127.0.0.1 (DNS rebinding) is
+/// refused. With a token, the name does not matter.
+#[tokio::test]
+async fn a_tokenless_admin_listener_answers_only_local_names() {
+    async fn get(addr: SocketAddr, host: &str, auth: &str) -> Answer {
+        let mut conn = BufReader::new(TcpStream::connect(addr).await.unwrap());
+        let request = format!("GET /admin/functions HTTP/1.1\r\nHost: {host}\r\n{auth}\r\n");
+        conn.get_mut().write_all(request.as_bytes()).await.unwrap();
+        read_raw(&mut conn).await
+    }
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let tokenless = AdminConfig { addr: loopback, ..AdminConfig::default() };
+    let http = HttpConfig { admin: Some(tokenless), ..HttpConfig::default() };
+    let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
+    let admin = node.admin.unwrap();
+    for host in [admin.to_string(), format!("localhost:{}", admin.port())] {
+        assert_eq!(get(admin, &host, "").await.status, 200, "{host}");
+    }
+    let answer = get(admin, "rebound.example:8082", "").await;
+    assert_error(&answer, 403, "forbidden_host", "set a token");
+    assert_eq!(answer.header("connection"), Some("close"));
+
+    let http = HttpConfig { admin: Some(admin_with_token()), ..HttpConfig::default() };
+    let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
+    let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+    assert_eq!(get(node.admin.unwrap(), "node.example", &auth).await.status, 200);
 }
 
 /// A node refuses to start an admin listener reachable beyond loopback without a token.

@@ -111,7 +111,7 @@ fn http_get(base: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let addr = base.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: l\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();

@@ -7,8 +7,14 @@
 //!
 //! The token is compared in constant time (`subtle`), so the time of a refusal does not tell
 //! how much of a guess was right.
+//!
+//! A loopback listener without a token is still reachable from a browser on the operator's
+//! machine: a page of another site can re-point its own name at 127.0.0.1 (DNS rebinding) and
+//! then read and write the admin API as its own origin. The browser sends that name as
+//! `Host`, so such a listener answers only requests addressed to an IP address or to
+//! `localhost` ([`addressed_locally`]); a name of the operator's own needs a token.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use subtle::ConstantTimeEq;
 
@@ -120,7 +126,44 @@ impl Action {
     }
 }
 
+/// Whether a request names its listener by an IP address or `localhost` (`*.localhost`, which
+/// browsers resolve to loopback themselves), in its `Host` header or, without one, its
+/// request target; a request with neither (HTTP/1.0) is not a browser's and passes.
+pub(super) fn addressed_locally(headers: &HeaderMap, uri: &hyper::Uri) -> bool {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        (Some(host), None) => host.to_str().ok(),
+        (None, _) => match uri.authority() {
+            Some(authority) => Some(authority.as_str()),
+            None => return true,
+        },
+        (Some(_), Some(_)) => None,
+    };
+    let Some(Ok(authority)) = host.map(str::parse::<hyper::http::uri::Authority>) else {
+        return false;
+    };
+    let name = authority.host();
+    let bare = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+    let name = name.to_ascii_lowercase();
+    bare.parse::<IpAddr>().is_ok() || name == "localhost" || name.ends_with(".localhost")
+}
+
 impl Shared {
+    /// 403 for a request to a tokenless admin listener under a name ([`addressed_locally`]),
+    /// and the connection closed after it.
+    pub(super) fn forbidden_host(&self) -> Response<Full<Bytes>> {
+        self.metrics.malformed(Protocol::Http, "forbidden_host");
+        let response = self.error(
+            StatusCode::FORBIDDEN,
+            "forbidden_host",
+            "forbidden: an admin listener without a token answers only requests addressed to an \
+             IP address or localhost (a web page could reach it under a name of its own); set a \
+             token (LUGE_ADMIN_TOKEN or admin_token_file) to use other names"
+                .into(),
+        );
+        super::respond::close(response)
+    }
+
     /// 401 with `WWW-Authenticate: Bearer`, and the connection closed after it: a client without
     /// the token cannot keep admin connections open (and the operator's out) by sending
     /// requests on them.
@@ -163,6 +206,39 @@ mod tests {
         assert!(AdminToken::new("short").is_err());
         assert!(AdminToken::new("0123456789 abcdef").is_err());
         assert_eq!(format!("{token:?}"), "AdminToken(<redacted>)");
+    }
+
+    #[test]
+    fn only_addresses_and_localhost_address_a_tokenless_listener() {
+        let none: hyper::Uri = "/admin/functions".parse().unwrap();
+        let with = |host: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+            addressed_locally(&h, &none)
+        };
+        for host in ["127.0.0.1", "127.0.0.1:8082", "[::1]:8082", "[::1]", "10.1.2.3:80"] {
+            assert!(with(host), "{host}");
+        }
+        for host in ["localhost", "LocalHost:8082", "node.localhost:1"] {
+            assert!(with(host), "{host}");
+        }
+        for host in
+            ["evil.example", "evil.example:8082", "127.0.0.1.evil.example", "localhost.evil"]
+        {
+            assert!(!with(host), "{host}");
+        }
+        for host in ["", "a b", "[::1"] {
+            assert!(!with(host), "unparsable {host:?}");
+        }
+        let mut two = HeaderMap::new();
+        two.append(header::HOST, HeaderValue::from_static("127.0.0.1"));
+        two.append(header::HOST, HeaderValue::from_static("evil.example"));
+        assert!(!addressed_locally(&two, &none), "two Host headers");
+        // No Host: the request target's authority, else (HTTP/1.0) nothing to check.
+        let empty = HeaderMap::new();
+        assert!(addressed_locally(&empty, &none));
+        let absolute: hyper::Uri = "http://evil.example/admin/functions".parse().unwrap();
+        assert!(!addressed_locally(&empty, &absolute));
     }
 
     #[test]

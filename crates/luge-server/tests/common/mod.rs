@@ -55,7 +55,7 @@ pub fn exchange(
     stream.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
     let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: l\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).unwrap();
