@@ -57,7 +57,9 @@ pub use crate::line_limit::LineLimit;
 pub use crate::outcome::{BadRequest, Failure, Outcome, Rejection, StageReport, Timing, TrapKind};
 pub use crate::registry::Function;
 pub use crate::reply::Ticket;
-pub use crate::runtime::{Health, PreparedSandbox, Runtime, SubmitOptions, scheduled_deadline};
+pub use crate::runtime::{
+    Health, PreparedSandbox, Runtime, SubmitOptions, ThreadWatch, scheduled_deadline,
+};
 pub use crate::stats::{GroupStats, WorkerStats};
 pub use crate::stderr_log::stderr_lines_suppressed;
 pub use crate::tenants::{CPU_WINDOW, TenantConfig, TenantLimit, TenantStats};

@@ -25,6 +25,9 @@ use crate::tenants::{TenantStats, Tenants};
 use crate::worker;
 
 mod shutdown;
+mod watch;
+
+pub use self::watch::ThreadWatch;
 
 /// Per-request options.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -94,6 +97,8 @@ struct Inner {
     chains: RwLock<Chains>,
     /// Each dispatcher group's workers (what `worker_stats` reads).
     group_workers: Vec<Vec<Arc<WorkerShared>>>,
+    /// A thread serving the runtime from outside it panicked (`watch.rs`).
+    serving_thread_died: AtomicBool,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -179,6 +184,7 @@ impl Runtime {
             next_request: AtomicU64::new(1),
             next_group: AtomicUsize::new(0),
             accepting: AtomicBool::new(true),
+            serving_thread_died: AtomicBool::new(false),
             submitting: AtomicUsize::new(0),
             ticker_stop: AtomicBool::new(false),
             tenants,
@@ -470,6 +476,9 @@ impl Runtime {
         let threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
         if threads.iter().any(JoinHandle::is_finished) {
             return Health::NotReady("a runtime thread has stopped");
+        }
+        if self.inner.serving_thread_died.load(Ordering::SeqCst) {
+            return Health::NotReady("a thread serving the runtime has stopped");
         }
         Health::Ready
     }

@@ -496,9 +496,14 @@ impl UdpServer {
             let receiver = Receiver::new(Arc::clone(shared), &config);
             let name =
                 if count > 1 { format!("luge-udp-recv-{i}") } else { "luge-udp-recv".into() };
+            // A receive thread that panics leaves UDP-RPC silent: the runtime reports it.
+            let watch = server.runtime.watch_thread(name.clone());
             let thread = std::thread::Builder::new()
                 .name(name)
-                .spawn(move || receiver.run())
+                .spawn(move || {
+                    let _watch = watch;
+                    receiver.run();
+                })
                 .map_err(UdpError::Thread)?;
             shared.standby.bind(thread.thread().clone());
             server.threads.push(thread);

@@ -1,0 +1,64 @@
+//! Threads outside the runtime that serve it (a front end's receive threads): one that dies by
+//! a panic makes the runtime not ready, as a stopped thread of its own does, so `/readyz`, the
+//! status page and a load balancer see a node whose UDP-RPC went silent.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::{Inner, Runtime};
+
+/// Held by a thread that serves the runtime from outside it, for the thread's life: dropped by
+/// a panic's unwinding, it marks the runtime not ready ([`Runtime::health`]).
+#[must_use = "a watch reports the thread's panic when it is dropped by it"]
+pub struct ThreadWatch {
+    inner: Arc<Inner>,
+    name: String,
+}
+
+impl std::fmt::Debug for ThreadWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadWatch").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl Drop for ThreadWatch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.inner.serving_thread_died.store(true, Ordering::SeqCst);
+            tracing::error!(thread = self.name, "a thread serving the runtime panicked");
+        }
+    }
+}
+
+impl Runtime {
+    /// A watch for the calling thread, `name`d in the error it logs if the thread panics.
+    pub fn watch_thread(&self, name: impl Into<String>) -> ThreadWatch {
+        ThreadWatch { inner: Arc::clone(&self.inner), name: name.into() }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+mod tests {
+    use crate::{Health, Runtime, RuntimeConfig};
+
+    #[test]
+    fn a_watched_thread_that_panics_makes_the_runtime_not_ready() {
+        let runtime =
+            Runtime::start(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }).unwrap();
+        // A thread that ends normally changes nothing.
+        let watch = runtime.watch_thread("fine");
+        std::thread::spawn(move || drop(watch)).join().unwrap();
+        assert_eq!(runtime.health_ignoring_load(), Health::Ready);
+        let watch = runtime.watch_thread("doomed");
+        let died = std::thread::spawn(move || {
+            let _watch = watch;
+            panic!("a receive thread's bug");
+        });
+        assert!(died.join().is_err());
+        let expected = Health::NotReady("a thread serving the runtime has stopped");
+        assert_eq!(runtime.health_ignoring_load(), expected);
+        assert_eq!(runtime.health(), expected);
+        runtime.shutdown();
+    }
+}
