@@ -144,23 +144,28 @@ fn measure(
     let spin = node.function("spin")?;
     let timeout = Duration::from_secs(if opts.quick { 3 } else { 5 });
     let cal = calibrate_once(calibration, &target, &spin, timeout, opts, "horse")?;
+    let seed = opts.seed + p.trial as u64;
     let short = match p.work {
-        None => node.noop()?,
+        None => Driver::fixed(target.clone(), node.noop()?, seed),
         Some(ns) => {
             // Guest work only: the sandbox's fixed cost is what the lane and ready sandboxes
             // are about, so it is not part of the function's size.
             let k = (ns as f64 / cal.ns_per_iteration).round().max(1.0) as u64;
             let function = node.function(ULL_SPIN)?;
-            Mapping::Fixed { function, payload: k.to_string().into_bytes() }
+            let mapping = Mapping::Fixed { function, payload: k.to_string().into_bytes() };
+            // `spin`'s copy trusts the expected execution a request declares: the true one.
+            Driver::fixed_for(target.clone(), mapping, seed, Duration::from_nanos(ns))?
         }
     };
-    let short = Driver::fixed(target.clone(), short, opts.seed + p.trial as u64);
     let k_long = (LONG.as_nanos() as f64 / cal.ns_per_iteration).round() as u64;
-    let long = Driver::fixed(
+    // Declared as the 2 ms it runs: declared as `fixed`'s 10 µs, `spin` (which trusts it) would
+    // be scheduled as a 10 µs request, and with the lane on be taken for a uLL one.
+    let long = Driver::fixed_for(
         target,
         Mapping::Fixed { function: spin, payload: k_long.to_string().into_bytes() },
-        opts.seed + 1 + p.trial as u64,
-    );
+        seed + 1,
+        LONG,
+    )?;
     let long_rate = load / LONG.as_secs_f64();
     // Warm-up: the estimates settle and, with them, the lane's and the admission's view.
     short.open(rate, duration.min(Duration::from_millis(500)))?;

@@ -131,6 +131,12 @@ pub(crate) struct Driver {
     pub keep_samples: bool,
 }
 
+/// The workload `fixed` (10 µs) scaled to `execution`, with a 100 ms deadline.
+fn fixed_at(execution: Duration) -> Result<WorkloadSpec, BenchError> {
+    let spec = format!("fixed,scale={},deadline=100ms", execution.as_secs_f64() / 10e-6);
+    spec.parse().map_err(|e| BenchError::Scenario(format!("workload `{spec}`: {e}")))
+}
+
 impl Driver {
     /// A driver for a fixed call (`noop`-like): the workload is `fixed` with a 100 ms deadline.
     pub(crate) fn fixed(target: Target, mapping: Mapping, seed: u64) -> Self {
@@ -147,6 +153,19 @@ impl Driver {
             window: 256,
             keep_samples: false,
         }
+    }
+
+    /// [`fixed`](Self::fixed), its requests declaring `execution` as their expected execution
+    /// (the workload `fixed` scaled to it): a function that trusts its clients' estimates
+    /// (`spin`) is then scheduled for what it will run, not for `fixed`'s nominal 10 µs.
+    pub(crate) fn fixed_for(
+        target: Target,
+        mapping: Mapping,
+        seed: u64,
+        execution: Duration,
+    ) -> Result<Self, BenchError> {
+        let workload = fixed_at(execution)?.with_seed(seed);
+        Ok(Self { workload, ..Self::fixed(target, mapping, seed) })
     }
 
     /// The run configuration of `workload` in `mode` for `duration`.
@@ -304,4 +323,22 @@ pub(crate) fn search_rate(
         }
     }
     Ok(Search { p99_target_us: target_us, best, steps })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixed_load_declares_the_execution_it_is_given() {
+        for execution in [Duration::from_millis(2), Duration::from_micros(5)] {
+            let spec = fixed_at(execution).unwrap().with_rate(Rate::PerSecond(1000.0));
+            for a in spec.generate(3) {
+                let declared = Duration::from_nanos(a.execution);
+                assert!(declared.abs_diff(execution) <= Duration::from_nanos(1), "{declared:?}");
+                assert_eq!(a.relative_deadline, 100_000_000, "the deadline is not scaled");
+            }
+        }
+    }
 }
