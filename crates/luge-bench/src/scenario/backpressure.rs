@@ -45,6 +45,8 @@ struct Trial {
     refused_rps: f64,
     /// Requests the node answered, per 200 within the deadline.
     answers_per_good: Option<f64>,
+    /// Answers neither a 200 nor a refusal (a trap, a kill, …).
+    other_answers: u64,
     /// Calls the adaptive window gave up on before sending (half their deadline spent waiting).
     held_back: u64,
     /// Calls with no answer (timeouts, socket errors).
@@ -62,6 +64,8 @@ struct Counts {
     good: AtomicU64,
     ok: AtomicU64,
     refused: AtomicU64,
+    /// Other answers (a trap, a kill, …): answers all the same.
+    other: AtomicU64,
     held_back: AtomicU64,
     lost: AtomicU64,
 }
@@ -210,7 +214,9 @@ async fn trial(
                         Ok(r) if r.class() == StatusClass::Refused => {
                             bump(&counts.refused);
                         }
-                        Ok(_) => {}
+                        Ok(_) => {
+                            bump(&counts.other);
+                        }
                         Err(ClientError::Backpressure { .. }) => {
                             bump(&counts.held_back);
                         }
@@ -236,6 +242,7 @@ async fn trial(
     let elapsed = start.elapsed().as_secs_f64();
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let (good, ok, refused) = (get(&counts.good), get(&counts.ok), get(&counts.refused));
+    let other = get(&counts.other);
     let quantile = |q: f64| (!latency.is_empty()).then(|| latency.value_at_quantile(q) as f64);
     Ok(Trial {
         client,
@@ -243,7 +250,8 @@ async fn trial(
         goodput_rps: good as f64 / elapsed,
         ok_rps: ok as f64 / elapsed,
         refused_rps: refused as f64 / elapsed,
-        answers_per_good: (good > 0).then(|| (ok + refused) as f64 / good as f64),
+        answers_per_good: (good > 0).then(|| (ok + refused + other) as f64 / good as f64),
+        other_answers: other,
         held_back: get(&counts.held_back),
         lost: get(&counts.lost),
         ok_p50_us: quantile(0.5),

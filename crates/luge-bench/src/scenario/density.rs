@@ -214,10 +214,10 @@ fn rows(
                 .iter()
                 .filter_map(|t| {
                     let (p, first) = (t.get(i)?, t.first()?);
-                    Some(match (p.point.p99_us, first.point.p99_us) {
-                        (Some(a), Some(b)) if b > 0.0 => a / b,
-                        _ => f64::INFINITY,
-                    })
+                    // A failed p99 is infinite: ∞ over the first point's, 0 under it, and
+                    // nothing when both failed.
+                    let r = finite(p.point.p99_us) / finite(first.point.p99_us);
+                    (!r.is_nan()).then_some(r)
                 })
                 .collect();
             let mut p99: Vec<f64> = points.iter().map(|p| finite(p.point.p99_us)).collect();
@@ -242,7 +242,10 @@ pub(crate) fn run(
     pin: Option<Pinning>,
     out: &mut Results,
 ) -> Result<(String, serde_json::Value), BenchError> {
-    let copies = opts.given_or(&d.copies, vec![1, 100], vec![1, 100, 1_000, 10_000]);
+    let mut copies = opts.given_or(&d.copies, vec![1, 100], vec![1, 100, 1_000, 10_000]);
+    // Ascending: the ratio column divides by the fewest copies, whatever order was given.
+    copies.sort_unstable();
+    copies.dedup();
     if copies.iter().any(|&n| n == 0 || n > 60_000) {
         return Err(BenchError::Config("copies must be in 1..=60000".into()));
     }
@@ -446,5 +449,14 @@ mod tests {
         let summary = rows(&[1, 10], "cow", &failed);
         assert_eq!(summary[1].p99_ratio, None, "median infinite");
         assert_eq!(summary[1].errors, 2);
+        // A trial whose first point failed: its own row is no ratio, a later finite one is 0×.
+        let first_failed = vec![
+            vec![at(1, None), at(10, Some(100.0))],
+            vec![at(1, Some(100.0)), at(10, Some(300.0))],
+            vec![at(1, Some(100.0)), at(10, Some(200.0))],
+        ];
+        let summary = rows(&[1, 10], "cow", &first_failed);
+        assert_eq!(summary[0].p99_ratio, Some((1.0, 1.0, 1.0)), "two trials of 1×");
+        assert_eq!(summary[1].p99_ratio, Some((2.0, 0.0, 3.0)));
     }
 }

@@ -100,21 +100,28 @@ impl Point {
 /// the median is infinite or there are no trials; with an even count, the mean of the two
 /// middle values).
 pub(crate) fn median<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
-    let mut v: Vec<f64> = trials.iter().map(|t| f(t).unwrap_or(f64::INFINITY)).collect();
-    v.sort_by(f64::total_cmp);
-    middle(&v).filter(|m| m.is_finite())
+    median_or_infinite(trials, f).filter(|m| m.is_finite())
 }
 
-/// `median(over, f) ÷ median(base, f)`; `None` when either is infinite or the base is 0.
+/// [`median`], an infinite one kept (`None` only without trials).
+fn median_or_infinite<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
+    let mut v: Vec<f64> = trials.iter().map(|t| f(t).unwrap_or(f64::INFINITY)).collect();
+    v.sort_by(f64::total_cmp);
+    middle(&v)
+}
+
+/// `median(over, f) ÷ median(base, f)`, where a failed median (an infinite p99) counts: ∞ when
+/// only `over`'s failed or the base is 0, 0 when only the base's failed; `None` when both
+/// failed, both are 0 or either has no trials.
 pub(crate) fn median_ratio<T>(
     over: &[&T],
     base: &[&T],
     f: impl Fn(&T) -> Option<f64>,
 ) -> Option<f64> {
-    match (median(over, &f), median(base, &f)) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    }
+    let (a, b) = (median_or_infinite(over, &f)?, median_or_infinite(base, &f)?);
+    let r = a / b;
+    // ∞/∞ and 0/0 are NaN: nothing to compare.
+    (!r.is_nan()).then_some(r)
 }
 
 /// Runs against one target with one mapping.
@@ -329,6 +336,21 @@ pub(crate) fn search_rate(
 #[allow(clippy::unwrap_used)] // tests: a panic is the failure report
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_median_is_a_ratio_of_infinity_or_zero() {
+        let r = |over: &[Option<f64>], base: &[Option<f64>]| {
+            let (over, base): (Vec<_>, Vec<_>) = (over.iter().collect(), base.iter().collect());
+            median_ratio(&over, &base, |v: &Option<f64>| *v)
+        };
+        assert_eq!(r(&[Some(4.0), Some(6.0), None], &[Some(2.0)]), Some(3.0));
+        assert_eq!(r(&[None, None, Some(1.0)], &[Some(2.0)]), Some(f64::INFINITY));
+        assert_eq!(r(&[Some(1.0)], &[None]), Some(0.0));
+        assert_eq!(r(&[Some(1.0)], &[Some(0.0)]), Some(f64::INFINITY));
+        assert_eq!(r(&[None], &[None]), None);
+        assert_eq!(r(&[Some(0.0)], &[Some(0.0)]), None);
+        assert_eq!(r(&[], &[Some(1.0)]), None);
+    }
 
     #[test]
     fn a_fixed_load_declares_the_execution_it_is_given() {

@@ -22,7 +22,8 @@
 //!    whose client-measured latency — from the intended send time — is within the request's
 //!    deadline, per second) ÷ capacity and ÷ goodput at 1×; the share of 200s within their
 //!    deadline; the share refused (503 on HTTP — `deadline_unreachable`, `shed`, `overloaded`;
-//!    `Overloaded` on UDP-RPC); the share never answered (timeouts: must be 0, every request
+//!    `Overloaded` on UDP-RPC); the share sent and never answered (timeouts and local send or
+//!    connect failures: must be 0, every request
 //!    gets exactly one answer); p50 and p99 latency of the refusals; and the peak `VmRSS` of
 //!    this process during the point ÷ that at the first trial's 1×. The node runs in this
 //!    process, so RSS is the node's plus the load generator's; the generator keeps no
@@ -228,7 +229,8 @@ struct CapacityResult {
     mean_execution_us: Option<f64>,
     planned: u64,
     refused: u64,
-    timeouts: u64,
+    /// Sent and never answered (`Tally::unanswered`).
+    no_answer: u64,
     point: Point,
 }
 
@@ -258,7 +260,7 @@ struct OverloadPoint {
     /// deadline ÷ 200s.
     ok_within_deadline_in_node_share: Option<f64>,
     refused_share: f64,
-    /// Never answered (timeouts) ÷ planned.
+    /// Sent and never answered (timeouts, local send/connect/transport failures) ÷ planned.
     no_answer_share: f64,
     refusal_p50_us: Option<f64>,
     refusal_p99_us: Option<f64>,
@@ -340,7 +342,7 @@ fn capacity_of(
         mean_execution_us: m.tally.mean_execution_us(),
         planned: m.tally.planned,
         refused: m.tally.refused,
-        timeouts: m.tally.timeouts,
+        no_answer: m.tally.unanswered(),
         point: Point::of(&m.report),
     })
 }
@@ -371,7 +373,7 @@ fn point_of(
         ok_within_deadline_share: (t.ok > 0).then(|| t.met as f64 / t.ok as f64),
         ok_within_deadline_in_node_share: (t.ok > 0).then(|| t.server_met as f64 / t.ok as f64),
         refused_share: t.share(t.refused),
-        no_answer_share: t.share(t.timeouts),
+        no_answer_share: t.share(t.unanswered()),
         refusal_p50_us: t.refusal_us(0.5),
         refusal_p99_us: t.refusal_us(0.99),
         refusal_in_node_p50_us: t.refusal_server_us(0.5),

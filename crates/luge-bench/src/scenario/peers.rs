@@ -588,7 +588,9 @@ fn render_mix(
             continue;
         }
         let mut shares: Vec<f64> = of.iter().map(|r| met(r)).collect();
-        let mut short: Vec<f64> = of.iter().filter_map(|r| r.short_p99_us).collect();
+        // An infinite p99 (over 1 % of the class failed) is a failed trial, not a missing one.
+        let mut short: Vec<f64> =
+            of.iter().map(|r| r.short_p99_us.unwrap_or(f64::INFINITY)).collect();
         let mut rates: Vec<f64> = of.iter().map(|r| r.point.throughput_rps).collect();
         let versus = if server == Server::Luge {
             "-".to_owned()

@@ -41,7 +41,8 @@ pub(super) struct StepResult {
     pub(super) planned: u64,
     pub(super) answered: u64,
     pub(super) refused: u64,
-    pub(super) timeouts: u64,
+    /// Sent and never answered (`Tally::unanswered`).
+    pub(super) no_answer: u64,
     pub(super) unsent: u64,
     /// Mean goodput ÷ capacity over the 0.5× phase (its first 50 ms left out).
     pub(super) before_over_capacity: Option<f64>,
@@ -185,7 +186,7 @@ pub(super) fn step(
         planned: t.planned,
         answered: t.answered(),
         refused: t.refused,
-        timeouts: t.timeouts,
+        no_answer: t.unanswered(),
         unsent: t.unsent,
         before_over_capacity: mean(HOLD_BINS.min(step_bin), step_bin),
         after_over_capacity: mean(step_bin, end_bin),

@@ -190,7 +190,8 @@ pub(super) fn summary(
          deadline, per second; `… in node` = the same judged on the time the node reports \
          (queueing + execution: from the datagram's receipt or the HTTP request head's to the \
          answer). Refused = 503 (HTTP `Luge-Outcome` `deadline_unreachable`, `shed`, \
-         `overloaded`) / `Overloaded` (UDP-RPC). No answer = timeouts ({} s), summed over the \
+         `overloaded`) / `Overloaded` (UDP-RPC). No answer = sent and never answered (timeouts of {} s, and \
+         local send, connect or transport failures), summed over the \
          trials. RSS = peak `VmRSS` of this process (node and load generator, which keeps no \
          samples) during the point, ÷ the first trial's 1× point.\n\n\
          **{trials} trial(s)**, one after the other on the same node (each: both mixes' capacity \
@@ -240,7 +241,7 @@ pub(super) fn summary(
             range.map_or("-".into(), |(_, lo, hi)| format!("{}–{}", rps(lo), rps(hi))),
             us(median_of_some(&t, |c| c.mean_execution_us)),
             t.iter().map(|c| c.refused).sum::<u64>().to_string(),
-            t.iter().map(|c| c.timeouts).sum::<u64>().to_string(),
+            t.iter().map(|c| c.no_answer).sum::<u64>().to_string(),
         ]);
     }
     md.push_str(&cap.section("Capacity (closed loop)"));
@@ -286,7 +287,7 @@ pub(super) fn summary(
                 over_good(&p, |p| p.ok_within_deadline_in_node_share)
                     .map_or("-".into(), |(m, _, _)| pct(m)),
                 pct(med(|p| Some(p.refused_share)).unwrap_or(0.0)),
-                p.iter().map(|p| p.timeouts).sum::<u64>().to_string(),
+                p.iter().map(|p| p.timeouts + p.local_failures).sum::<u64>().to_string(),
                 us_or_none(median_of_some(&p, |p| p.refusal_p50_us)),
                 us_or_none(median_of_some(&p, |p| p.refusal_p99_us)),
                 us_or_none(median_of_some(&p, |p| p.refusal_in_node_p50_us)),
@@ -375,7 +376,7 @@ pub(super) fn summary(
             ms_range(over(&s, |s| s.holds_ms)),
             pct_range(over(&s, |s| s.bins_below_share)),
             s.iter().map(|s| s.refused).sum::<u64>().to_string(),
-            s.iter().map(|s| s.timeouts).sum::<u64>().to_string(),
+            s.iter().map(|s| s.no_answer).sum::<u64>().to_string(),
         ]);
     }
     let _ = writeln!(

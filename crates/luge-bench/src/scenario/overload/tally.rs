@@ -144,6 +144,12 @@ impl Tally {
         }
     }
 
+    /// Requests sent and never answered: timeouts, and local send, connect or transport
+    /// failures (a connection the node reset or refused leaves its request unanswered too).
+    pub(super) fn unanswered(&self) -> u64 {
+        self.timeouts + self.local
+    }
+
     /// Requests the server answered (200, a refusal, or another status).
     pub(super) fn answered(&self) -> u64 {
         self.ok + self.refused + self.other_answers
@@ -237,10 +243,12 @@ mod tests {
         t.record(&sample(4, Some(60), Some(ErrorKind::Status(Status::Killed))));
         t.record(&sample(5, None, Some(ErrorKind::Timeout)));
         t.record(&sample(6, None, Some(ErrorKind::Unsent)));
-        assert_eq!((t.planned, t.ok, t.met, t.refused), (7, 2, 1, 2));
+        t.record(&sample(7, None, Some(ErrorKind::Connect)));
+        assert_eq!((t.planned, t.ok, t.met, t.refused), (8, 2, 1, 2));
         assert_eq!(t.server_met, 2, "in the node, both 200s took 175 µs");
-        assert_eq!((t.other_answers, t.timeouts, t.unsent, t.local), (1, 1, 1, 0));
+        assert_eq!((t.other_answers, t.timeouts, t.unsent, t.local), (1, 1, 1, 1));
         assert_eq!(t.answered(), 5);
+        assert_eq!(t.unanswered(), 2, "a timeout and a refused connection; not the unsent one");
         assert_eq!(t.kinds.get("shed"), Some(&1));
         let p50 = t.refusal_us(0.5).unwrap();
         assert!((40.0..=40.1).contains(&p50), "{p50}");
@@ -248,8 +256,8 @@ mod tests {
         assert!((175.0..=175.2).contains(&in_node), "{in_node}");
         assert!((t.mean_execution_us().unwrap() - 175.0).abs() < 1e-9);
         let b = t.bins.unwrap();
-        // One arrival per ms: 7 in bin 0; the one met answer at 0.5 ms, in bin 0.
-        assert_eq!((b.offered, b.met), (vec![7], vec![1]));
+        // One arrival per ms: 8 in bin 0; the one met answer at 0.5 ms, in bin 0.
+        assert_eq!((b.offered, b.met), (vec![8], vec![1]));
         assert_eq!(b.refused, vec![2]);
         assert_eq!(Tally::new(false).unwrap().refusal_us(0.5), None);
     }
