@@ -66,7 +66,7 @@ impl AdminClient {
 
     /// The function `name`, or `None` if there is none.
     pub fn get(&self, name: &str) -> Result<Option<FunctionInfo>, ClientError> {
-        self.get_json(&format!("/admin/functions/{name}"))
+        self.get_json(&format!("/admin/functions/{}", segment(name)))
     }
 
     /// The JSON object at `path`, or `None` on 404.
@@ -103,19 +103,21 @@ impl AdminClient {
 
     /// The chain `name`, or `None` if there is none.
     pub fn chain(&self, name: &str) -> Result<Option<ChainInfo>, ClientError> {
-        self.get_json(&format!("/admin/chains/{name}"))
+        self.get_json(&format!("/admin/chains/{}", segment(name)))
     }
 
     /// Registers chain `name` of registered functions. A name in use is refused (409).
     pub fn add_chain(&self, name: &str, spec: &ChainSpec) -> Result<ChainInfo, ClientError> {
         let body = serde_json::to_vec(spec).map_err(|e| ClientError::Http(Box::new(e)))?;
-        let response = self.send(Method::PUT, &format!("/admin/chains/{name}"), &body)?;
+        let response =
+            self.send(Method::PUT, &format!("/admin/chains/{}", segment(name)), &body)?;
         json(expect(response, 201)?)
     }
 
     /// Removes chain `name`.
     pub fn remove_chain(&self, name: &str) -> Result<(), ClientError> {
-        let response = self.send(Method::DELETE, &format!("/admin/chains/{name}"), &[])?;
+        let response =
+            self.send(Method::DELETE, &format!("/admin/chains/{}", segment(name)), &[])?;
         expect(response, 204).map(drop)
     }
 
@@ -141,14 +143,15 @@ impl AdminClient {
             query.push(format!("on_overrun={}", percent_encode(o)));
         }
         let query = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
-        let response =
-            self.send(Method::PUT, &format!("/admin/functions/{name}{query}"), module)?;
+        let path = format!("/admin/functions/{}{query}", segment(name));
+        let response = self.send(Method::PUT, &path, module)?;
         json(expect(response, 201)?)
     }
 
     /// Removes function `name`.
     pub fn remove(&self, name: &str) -> Result<(), ClientError> {
-        let response = self.send(Method::DELETE, &format!("/admin/functions/{name}"), &[])?;
+        let response =
+            self.send(Method::DELETE, &format!("/admin/functions/{}", segment(name)), &[])?;
         expect(response, 204).map(drop)
     }
 
@@ -176,9 +179,21 @@ fn json<T: serde::de::DeserializeOwned>(response: HttpResponse) -> Result<T, Cli
 
 /// `s` with every byte outside RFC 3986's unreserved set and `/` percent-encoded.
 fn percent_encode(s: &str) -> String {
+    encode(s, b"/")
+}
+
+/// `name` as one path segment: a name the node would refuse (with `?`, `/`, `#`, …) reaches it
+/// as written and is refused, instead of naming another function (`f?x` would be `f`).
+fn segment(name: &str) -> String {
+    encode(name, b"")
+}
+
+/// `s` with every byte but the unreserved ones (RFC 3986) and `keep` percent-encoded.
+fn encode(s: &str, keep: &[u8]) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') || keep.contains(&b)
+        {
             out.push(char::from(b));
         } else {
             out.push_str(&format!("%{b:02X}"));
@@ -195,6 +210,12 @@ mod tests {
     fn routes_are_percent_encoded() {
         assert_eq!(percent_encode("/v1/a b&c=d"), "/v1/a%20b%26c%3Dd");
         assert_eq!(percent_encode("/plain-path_1.x~"), "/plain-path_1.x~");
+    }
+
+    #[test]
+    fn names_are_one_path_segment() {
+        assert_eq!(segment("f?x/y#z"), "f%3Fx%2Fy%23z");
+        assert_eq!(segment("plain-name_1.x~"), "plain-name_1.x~");
     }
 
     #[test]

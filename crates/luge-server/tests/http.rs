@@ -1333,6 +1333,15 @@ fn the_admin_client_speaks_the_servers_json() {
         matches!(&again, Err(ClientError::Refused { status: 409, message }) if message.contains("already registered")),
         "{again:?}"
     );
+    // A name the node refuses is sent as written, not cut at its `?` into another's name.
+    for bad in ["greet?x", "greet/x", "greet#x"] {
+        let removed = admin.remove(bad);
+        assert!(
+            matches!(removed, Err(ClientError::Refused { status: 400 | 404, .. })),
+            "{removed:?}"
+        );
+    }
+    assert_eq!(admin.get("greet").unwrap(), Some(added.clone()), "greet is still there");
     admin.remove("greet").unwrap();
     assert_eq!(admin.get("greet").unwrap(), None);
     assert!(matches!(admin.remove("greet"), Err(ClientError::Refused { status: 404, .. })));
