@@ -393,13 +393,22 @@ impl RpcClient {
         let mut refused = None;
         let mut undecodable = None;
         let deadline = if expect == Expect::Response { opts.deadline } else { None };
+        let mut listen_only = false;
         loop {
             let remaining = opts.timeout.saturating_sub(start.elapsed());
-            let Some((wait, resend)) = opts.wait(attempts, remaining) else { break };
+            let Some((mut wait, resend)) = opts.wait(attempts, remaining) else { break };
             if resend
-                && (attempts == 0
-                    || prepare_retransmit(&mut self.send_buf, deadline, start.elapsed()))
+                && !listen_only
+                && attempts > 0
+                && !prepare_retransmit(&mut self.send_buf, deadline, start.elapsed())
             {
+                // The deadline is spent: no retransmit would be run, so the rest of the time
+                // goes to listening for the answer to what was sent.
+                listen_only = true;
+            }
+            if listen_only {
+                wait = remaining;
+            } else if resend {
                 attempts += 1;
                 match self.socket.send(&self.send_buf) {
                     Ok(_) => {}

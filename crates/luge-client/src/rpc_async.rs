@@ -260,6 +260,20 @@ impl AsyncRpcClient {
         }
     }
 
+    /// A call's answer, `attempts` sends after `start`: counted, and taught to the window.
+    fn answered(&self, reply: Reply, attempts: u32, start: Instant) -> Reply {
+        match reply {
+            Reply::Response(mut r) => {
+                r.attempts = attempts;
+                if let Some(window) = &self.inner.window {
+                    window.observe(r.load, start.elapsed());
+                }
+                Reply::Response(r)
+            }
+            pong => pong,
+        }
+    }
+
     async fn exchange(
         &self,
         id: u64,
@@ -276,12 +290,22 @@ impl AsyncRpcClient {
         let mut attempts = 0u32;
         let mut refused = false;
         let deadline = if expect == Expect::Response { opts.deadline } else { None };
+        let mut listen_only = false;
         loop {
             let remaining = opts.timeout.saturating_sub(start.elapsed());
-            let Some((wait, resend)) = opts.wait(attempts, remaining) else { break };
+            let Some((mut wait, resend)) = opts.wait(attempts, remaining) else { break };
             if resend
-                && (attempts == 0 || prepare_retransmit(&mut datagram, deadline, start.elapsed()))
+                && !listen_only
+                && attempts > 0
+                && !prepare_retransmit(&mut datagram, deadline, start.elapsed())
             {
+                // The deadline is spent: no retransmit would be run, so the rest of the time
+                // goes to listening for the answer to what was sent.
+                listen_only = true;
+            }
+            if listen_only {
+                wait = remaining;
+            } else if resend {
                 attempts += 1;
                 match shared.socket.send(&datagram).await {
                     Ok(_) => {}
@@ -290,18 +314,16 @@ impl AsyncRpcClient {
                 }
             }
             match tokio::time::timeout(wait, &mut rx).await {
-                Ok(Ok(Reply::Response(mut r))) => {
-                    r.attempts = attempts;
-                    if let Some(window) = &self.inner.window {
-                        window.observe(r.load, start.elapsed());
-                    }
-                    return Ok(Reply::Response(r));
-                }
-                Ok(Ok(pong)) => return Ok(pong),
+                Ok(Ok(reply)) => return Ok(self.answered(reply, attempts, start)),
                 // The sender is gone: the receive task stopped.
                 Ok(Err(_)) => return Err(ClientError::Closed),
                 Err(_elapsed) => {}
             }
+        }
+        // An answer delivered as the last wait ran out is an answer, not a timeout (which would
+        // also shrink the window).
+        if let Ok(reply) = rx.try_recv() {
+            return Ok(self.answered(reply, attempts, start));
         }
         if refused || shared.refused.swap(false, Ordering::Relaxed) {
             return Err(ClientError::Io(std::io::ErrorKind::ConnectionRefused.into()));
@@ -321,7 +343,12 @@ async fn receive(shared: Arc<Shared>) {
     let mut buf = vec![0; MAX_DATAGRAM + 1];
     loop {
         match shared.socket.recv(&mut buf).await {
-            Ok(n) => shared.deliver(&buf[..n]),
+            Ok(n) => {
+                // The node answers: an earlier "port unreachable" (a restart) is over, and must
+                // not be blamed on a later call that merely times out.
+                shared.refused.store(false, Ordering::Relaxed);
+                shared.deliver(&buf[..n]);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                 shared.refused.store(true, Ordering::Relaxed);
             }

@@ -137,6 +137,40 @@ fn retransmits_carry_what_is_left_of_the_deadline_and_stop_when_it_is_spent() {
     assert!(deadlines.windows(2).all(|w| w[1] < w[0]), "{deadlines:?}");
 }
 
+/// A backoff of zero with the deadline spent at once: both clients listen for the answer instead
+/// of spinning without reading until the timeout.
+#[tokio::test]
+async fn a_spent_deadline_turns_retransmits_into_listening() {
+    let zero =
+        Backoff { initial: Duration::ZERO, max: Duration::ZERO, factor: 2, max_attempts: 1000 };
+    let opts = CallOptions::default()
+        .with_backoff(zero)
+        .with_timeout(Duration::from_secs(5))
+        .with_deadline(Duration::from_micros(1));
+    let late_server = || {
+        let socket = server_socket();
+        let addr = socket.local_addr().unwrap();
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0; 2048];
+            let (peer, req) = recv_request(&socket, &mut buf);
+            std::thread::sleep(30 * MS);
+            socket.send_to(&response(req.header.request_id, Status::Ok, b"late"), peer).unwrap();
+        });
+        (addr, thread)
+    };
+    let (addr, server) = late_server();
+    let r =
+        tokio::task::spawn_blocking(move || RpcClient::connect(addr).unwrap().call(1, b"", opts))
+            .await
+            .unwrap();
+    assert_eq!(r.unwrap().payload, b"late");
+    server.join().unwrap();
+    let (addr, server) = late_server();
+    let client = AsyncRpcClient::connect(addr).await.unwrap();
+    assert_eq!(client.call(1, b"", opts).await.unwrap().payload, b"late");
+    server.join().unwrap();
+}
+
 #[tokio::test]
 async fn an_unanswered_call_shrinks_the_adaptive_window() {
     let socket = server_socket();
@@ -356,6 +390,33 @@ async fn async_client_times_out_and_cleans_up() {
     assert!(cancelled.is_err());
     assert_eq!(client.outstanding(), 0);
     drop(socket);
+}
+
+/// A "port unreachable" from a node that was down says nothing of a later call once the node
+/// has answered: that call, if unanswered, times out rather than report the old refusal.
+#[tokio::test]
+async fn an_answer_clears_an_earlier_connection_refused() {
+    // A port with nothing behind it; a call cancelled there leaves its refusal unclaimed.
+    let addr = server_socket().local_addr().unwrap();
+    let client = AsyncRpcClient::connect(addr).await.unwrap();
+    let slow = CallOptions::default().with_timeout(Duration::from_secs(10));
+    assert!(tokio::time::timeout(10 * MS, client.call(1, b"", slow)).await.is_err());
+    tokio::time::sleep(20 * MS).await;
+    // The node comes up on that port, answers one call and then loses a datagram.
+    let socket = UdpSocket::bind(addr).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let server = std::thread::spawn(move || {
+        let mut buf = vec![0; 2048];
+        let (peer, req) = recv_request(&socket, &mut buf);
+        socket.send_to(&response(req.header.request_id, Status::Ok, b"up"), peer).unwrap();
+        recv_request(&socket, &mut buf);
+        socket
+    });
+    let opts = || CallOptions::default().with_backoff(fast_backoff(1)).with_timeout(100 * MS);
+    assert_eq!(client.call(1, b"", opts()).await.unwrap().payload, b"up");
+    let err = client.call(1, b"", opts()).await.unwrap_err();
+    assert!(matches!(err, ClientError::Timeout { .. }), "{err}");
+    drop(server.join().unwrap());
 }
 
 #[tokio::test]
