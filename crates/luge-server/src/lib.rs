@@ -22,7 +22,7 @@ pub use crate::http::{
     MIN_TOKEN_LEN, check_route, fuzz_request_head,
 };
 pub use crate::log_limit::count_log_backlog_drops;
-pub use crate::metrics::{Answer, Metrics, Protocol};
+pub use crate::metrics::{Answer, MAX_GONE, Metrics, Protocol};
 pub use crate::node::{Node, NodeChain, NodeConfig, NodeError, NodeFunction, ShutdownReport};
 pub use crate::otlp::OtlpError;
 pub use crate::request_log::{BadRequestLog, RequestLog};

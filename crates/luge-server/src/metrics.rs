@@ -3,7 +3,7 @@
 //! counters; the UDP-RPC front end's own counters (`luge_udp_*_total`, registered by the
 //! front end when it starts); suppressed log lines; gauges read from the runtime at scrape time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -18,6 +18,9 @@ use crate::udp::{UdpCounters, UdpStats};
 /// Upper bounds of the histogram buckets, in seconds (10 µs … 10 s).
 pub(crate) const BUCKETS: [f64; 13] =
     [1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 5e-2, 0.25, 1.0, 10.0];
+
+/// Unregistered functions and chains whose metrics a node keeps ([`Metrics::unregistered`]).
+pub const MAX_GONE: usize = 256;
 
 /// Which front end served a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -156,6 +159,9 @@ pub struct Answer {
 #[derive(Debug, Default)]
 pub struct Metrics {
     functions: RwLock<BTreeMap<String, Arc<FunctionMetrics>>>,
+    /// Unregistered functions and chains whose metrics are kept, oldest first
+    /// ([`unregistered`](Self::unregistered)).
+    gone: Mutex<VecDeque<String>>,
     malformed: Mutex<BTreeMap<(Protocol, &'static str), u64>>,
     /// The counters of the UDP-RPC front ends reporting here (normally one), rendered summed.
     udp: Mutex<Vec<Arc<UdpCounters>>>,
@@ -184,6 +190,27 @@ impl Metrics {
     /// with [`Answer::was_in_flight`]).
     pub fn submitted(&self, function: &str) {
         self.with(function, |f| f.in_flight.fetch_add(1, Ordering::Relaxed));
+    }
+
+    /// `name` was unregistered. Its metrics stay (the status page's "gone" rows, its series in
+    /// /metrics) while it is one of the last [`MAX_GONE`] unregistered; beyond that the oldest
+    /// are forgotten — unless `registered` says the name is back, or a request of it is still
+    /// in flight — so a deploy pipeline that registers `fn-<sha>` and removes the old one
+    /// does not grow /metrics without bound.
+    pub fn unregistered(&self, name: &str, registered: impl Fn(&str) -> bool) {
+        let mut gone = self.gone.lock().unwrap_or_else(|p| p.into_inner());
+        gone.retain(|n| n != name);
+        gone.push_back(name.to_owned());
+        while gone.len() > MAX_GONE {
+            let Some(oldest) = gone.pop_front() else { break };
+            if registered(&oldest) {
+                continue;
+            }
+            let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
+            if functions.get(&oldest).is_some_and(|f| f.in_flight.load(Ordering::Relaxed) == 0) {
+                functions.remove(&oldest);
+            }
+        }
     }
 
     /// Runs `update` on `function`'s cells, creating them on its first request.
@@ -637,6 +664,30 @@ mod tests {
         // the sandbox (5 µs) plus its instantiation (5 µs), as the HTTP headers report them.
         assert_eq!(f.queueing.sum_ns.load(Ordering::Relaxed), n * 5_000);
         assert_eq!(f.readiness.sum_ns.load(Ordering::Relaxed), n * 10_000);
+    }
+
+    #[test]
+    fn only_the_last_unregistered_keep_their_metrics() {
+        let m = Metrics::new();
+        let ok = || outcome(Ok(Vec::new()), 10);
+        let name = |i: usize| format!("fn-{i}");
+        for i in 0..MAX_GONE + 10 {
+            m.record(&name(i), Protocol::Http, &ok(), answer(1000));
+        }
+        m.submitted(&name(1)); // still in flight when it goes
+        let back = name(2); // registered again
+        for i in 0..MAX_GONE + 10 {
+            m.unregistered(&name(i), |n| n == back);
+        }
+        let kept = m.snapshot();
+        assert_eq!(kept.len(), MAX_GONE + 2, "the last {MAX_GONE}, fn-1 and fn-2");
+        assert!(kept.iter().any(|(n, _)| *n == name(1)) && kept.iter().any(|(n, _)| *n == back));
+        assert!(!kept.iter().any(|(n, _)| *n == name(0)), "the oldest is forgotten");
+        assert!(kept.iter().any(|(n, _)| *n == name(10)));
+        // Unregistered again, a name is the newest, not forgotten as its first removal's age.
+        m.unregistered(&name(10), |_| false);
+        m.unregistered("another", |_| false);
+        assert!(m.snapshot().iter().any(|(n, _)| *n == name(10)));
     }
 
     #[test]

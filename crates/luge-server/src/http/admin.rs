@@ -133,6 +133,9 @@ impl Shared {
             routes.retain(|_, f| f != name);
         }
         drop(routes);
+        let registered =
+            |n: &str| self.runtime.function(n).is_some() || self.runtime.chain(n).is_some();
+        self.metrics.unregistered(name, registered);
         tracing::info!(name, "removed");
         self.respond(StatusCode::NO_CONTENT, &self.local_meta("ok"), None, Bytes::new())
     }
