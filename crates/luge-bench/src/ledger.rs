@@ -157,6 +157,14 @@ impl Ledger {
         self.sent.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Request `seq` is written at `sent_ns`, later than [`begin`](Self::begin) said: its
+    /// transport waited for a connection (or opened one) first. Its send lag counts the wait.
+    pub(crate) fn written(&self, seq: u64, sent_ns: u64) {
+        if let Some(p) = self.lock().pending.get_mut(&seq) {
+            p.sent_ns = p.sent_ns.max(sent_ns);
+        }
+    }
+
     /// The response to `seq` arrived at `recv_ns`. False if `seq` was not in flight (a stray or
     /// late answer, counted).
     pub(crate) fn complete(&self, seq: u64, recv_ns: u64, reply: Reply) -> bool {
@@ -298,5 +306,37 @@ impl Ledger {
         let mut state = self.lock();
         let recorder = std::mem::replace(&mut state.recorder, Recorder::new(false));
         (recorder, state.stray, state.max_pending)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+mod tests {
+    use super::*;
+    use crate::plan::PlannedPayload;
+
+    #[test]
+    fn a_request_written_after_a_wait_for_its_connection_lags_by_it() {
+        let ledger = Ledger::new(4, Duration::from_secs(1), true, None);
+        let p = Planned {
+            seq: 7,
+            offset_ns: 100,
+            function: 0,
+            class: 0,
+            payload: PlannedPayload::Fixed(0),
+            deadline_ns: 1_000_000,
+            execution_ns: 10_000,
+        };
+        ledger.begin(&p, 100, 150);
+        ledger.written(7, 40_150); // 40 µs opening a connection
+        ledger.written(7, 200); // never earlier than it was
+        let reply =
+            Reply { error: None, execution_ns: None, queueing_ns: None, readiness_ns: None };
+        assert!(ledger.complete(7, 90_000, reply));
+        let (recorder, _, _) = ledger.finish();
+        let (summary, samples) = recorder.finish(|_| None);
+        assert_eq!(samples[0].sent_ns, Some(40_150));
+        let lag = summary.send_lag_us.max.unwrap();
+        assert!((lag - 40.05).abs() < 0.1, "a lag of {lag} µs (the histogram's precision)");
     }
 }
