@@ -12,8 +12,9 @@
       * for every <build-dir>/bad/<fn>-<kind>.in the module exits with code 2 and writes
         nothing on stdout.
 
-Needs `pip install wasmtime`. The CI version of this check is a Rust test on Luge's own
-runtime reading the same build/{wasm,inputs,expected,bad} layout (see the Makefile).
+Needs wasmtime-py (`python3 -m venv .venv && .venv/bin/pip install wasmtime`). The CI
+version of this check is a Rust test on Luge's own runtime reading the same
+build/{wasm,inputs,expected,bad} layout (see the Makefile).
 """
 
 import os
@@ -24,7 +25,7 @@ import time
 try:
     import wasmtime
 except ImportError:  # pragma: no cover
-    sys.exit("run_wasm.py: needs wasmtime-py (pip install wasmtime)")
+    sys.exit("run_wasm.py: needs wasmtime-py (python3 -m venv .venv && .venv/bin/pip install wasmtime)")
 
 ALLOWED_IMPORTS = {"fd_read", "fd_write", "proc_exit"}
 MAX_MEMORY_PAGES = 256  # 16 MiB

@@ -583,7 +583,13 @@ static uint8_t *luge_read_stdin(size_t *len_out) {
     for (;;) {
         if (len == cap) {
             if (cap >= LUGE_MAX_INPUT) {
-                luge_fail("request larger than the input limit");
+                /* Exactly the limit is allowed: fail only if there is more. */
+                uint8_t extra;
+                ssize_t more = read(0, &extra, 1);
+                if (more == 0) {
+                    break;
+                }
+                luge_fail(more < 0 ? "cannot read stdin" : "request larger than the input limit");
             }
             cap *= 2;
             uint8_t *nb = (uint8_t *)realloc(buf, cap);

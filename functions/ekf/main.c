@@ -31,7 +31,7 @@
  *                  m lines: <sx> <sy> <sz> <rho>
  * Response (text): the first four lines in the same format (x and P with 17 significant
  * digits), so the client can feed them back with its next epochs, then
- *   pred <px> <py> <pz>                   position one dt ahead, millimetres
+ *   pred <px> <py> <pz>                   position one dt ahead, metres (mm resolution)
  *   clock <b> <d>                         clock bias (m) and drift (m/s)
  *   residual_rms <metres>                 RMS of the last epoch's post-fit residuals
  */

@@ -5,8 +5,9 @@
 //! the OS thread or need a tokio runtime. The layer therefore implements only what the
 //! Sledge ABI needs (stdin in, stdout out, stderr to the log, `proc_exit`), and links every other
 //! preview1 function as a stub that returns `ENOSYS` (or `EBADF` for descriptors that do not
-//! exist): a C program built against wasi-libc links and fails cleanly if it reaches for files,
-//! sockets or `poll_oneoff`. Imports outside preview1 are rejected at registration.
+//! exist, `ENOTSUP` for `poll_oneoff`, a blocking wait): a C program built against wasi-libc
+//! links and fails cleanly if it reaches for files, sockets or a sleep. Imports outside preview1
+//! are rejected at registration.
 //!
 //! All guest pointers are bounds-checked here; a bad pointer yields `EFAULT`, never a panic.
 

@@ -73,3 +73,32 @@ fn wasm_output_equals_native_output_byte_for_byte() {
     }
     assert_eq!((checked, bad), (modules.len() * 3, modules.len() * 3));
 }
+
+/// The functions take a request of up to `LUGE_MAX_INPUT` (4 MiB, `functions/common/luge.h`)
+/// bytes — exactly that many too — and refuse one byte more (run natively: stderr says why).
+#[test]
+fn a_request_of_exactly_the_input_limit_is_read_whole() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let native = build_dir().join("native/resize");
+    let stderr_for = |len: usize| {
+        let mut child = Command::new(&native)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        // The function may stop reading (and close its end) once it has refused the request.
+        let _ = stdin.write_all(&vec![b'x'; len]);
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "garbage either way");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let limit = 4 << 20;
+    let at = stderr_for(limit);
+    assert!(!at.contains("larger than the input limit"), "refused at the limit: {at}");
+    let over = stderr_for(limit + 1);
+    assert!(over.contains("larger than the input limit"), "{over}");
+}
