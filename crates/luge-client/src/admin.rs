@@ -24,6 +24,18 @@ pub struct AddOptions {
     /// What becomes of a request that can no longer meet its deadline: `kill` or `demote`
     /// (`FunctionInfo::on_overrun`; the server refuses any other value).
     pub on_overrun: Option<String>,
+    /// The tenant it belongs to (default 0).
+    pub tenant: Option<u32>,
+    /// Declared ultra-low-latency (`class = "ull"`: the uLL lane), or not.
+    pub ull: Option<bool>,
+    /// Execution budget (CPU time) per request.
+    pub max_execution: Option<Duration>,
+    /// Linear memory per sandbox (at most the node's `max_memory_bytes`).
+    pub max_memory_bytes: Option<u64>,
+    /// Largest request body.
+    pub max_request_bytes: Option<u64>,
+    /// Largest response.
+    pub max_output_bytes: Option<u64>,
 }
 
 /// A blocking client of a node's admin API at `base_url`: the node's admin listener (e.g.
@@ -141,6 +153,24 @@ impl AdminClient {
         }
         if let Some(o) = &options.on_overrun {
             query.push(format!("on_overrun={}", percent_encode(o)));
+        }
+        if let Some(t) = options.tenant {
+            query.push(format!("tenant={t}"));
+        }
+        if let Some(ull) = options.ull {
+            query.push(format!("class={}", if ull { "ull" } else { "standard" }));
+        }
+        if let Some(e) = options.max_execution {
+            query.push(format!("max_execution_us={}", e.as_micros().max(1)));
+        }
+        for (key, value) in [
+            ("max_memory_bytes", options.max_memory_bytes),
+            ("max_request_bytes", options.max_request_bytes),
+            ("max_output_bytes", options.max_output_bytes),
+        ] {
+            if let Some(n) = value {
+                query.push(format!("{key}={n}"));
+            }
         }
         let query = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
         let path = format!("/admin/functions/{}{query}", segment(name));

@@ -1322,10 +1322,26 @@ fn the_admin_client_speaks_the_servers_json() {
         deadline: Some(Duration::from_millis(20)),
         expected: None,
         on_overrun: Some("demote".into()),
+        tenant: None,
+        ull: Some(true),
+        max_execution: Some(Duration::from_millis(7)),
+        max_memory_bytes: Some(2 << 20),
+        max_request_bytes: Some(4 << 20),
+        max_output_bytes: Some(3 << 20),
     };
     let added = admin.add("greet", HELLO.as_bytes(), &options).unwrap();
     assert_eq!((added.route.as_str(), added.relative_deadline_us), ("/say/a+b&c=d", 20_000));
     assert_eq!((added.on_overrun.as_str(), tiny.on_overrun.as_str()), ("demote", "kill"));
+    assert_eq!((added.class.as_str(), added.max_execution_us), ("ull", 7_000));
+    let limits = (added.max_memory_bytes, added.max_request_bytes, added.max_output_bytes);
+    assert_eq!(limits, (2 << 20, 4 << 20, 3 << 20));
+    // More memory than the node gives a sandbox is refused, as in a manifest.
+    let greedy = AddOptions { max_memory_bytes: Some(1 << 40), ..AddOptions::default() };
+    let refused = admin.add("greedy", HELLO.as_bytes(), &greedy);
+    assert!(matches!(refused, Err(ClientError::Refused { status: 400, .. })), "{refused:?}");
+    let zero = AddOptions { max_output_bytes: Some(0), ..AddOptions::default() };
+    let refused = admin.add("zero", HELLO.as_bytes(), &zero);
+    assert!(matches!(refused, Err(ClientError::Refused { status: 400, .. })), "{refused:?}");
     assert_eq!(admin.get("greet").unwrap(), Some(added.clone()));
     assert_eq!(admin.id_of("greet").unwrap(), added.id);
     let again = admin.add("greet", HELLO.as_bytes(), &AddOptions::default());

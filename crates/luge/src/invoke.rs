@@ -188,6 +188,24 @@ pub enum FunctionsCommand {
         /// once, the default) or `demote` (run late when a worker has nothing on time).
         #[arg(long)]
         on_overrun: Option<String>,
+        /// Its tenant (default 0).
+        #[arg(long)]
+        tenant: Option<u32>,
+        /// `ull` (ultra-low-latency: the uLL lane) or `standard` (the default).
+        #[arg(long, value_parser = ["ull", "standard"])]
+        class: Option<String>,
+        /// Execution budget per request in µs (CPU time).
+        #[arg(long)]
+        max_execution_us: Option<u64>,
+        /// Linear memory per sandbox (at most the node's `max_memory_bytes`).
+        #[arg(long)]
+        max_memory_bytes: Option<u64>,
+        /// Largest request body (default 1 MiB).
+        #[arg(long)]
+        max_request_bytes: Option<u64>,
+        /// Largest response (default 1 MiB).
+        #[arg(long)]
+        max_output_bytes: Option<u64>,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -230,6 +248,12 @@ pub fn functions(cmd: FunctionsCommand) -> Result<()> {
             deadline_us,
             expected_us,
             on_overrun,
+            tenant,
+            class,
+            max_execution_us,
+            max_memory_bytes,
+            max_request_bytes,
+            max_output_bytes,
             admin,
         } => {
             let body = std::fs::read(&module)
@@ -239,6 +263,12 @@ pub fn functions(cmd: FunctionsCommand) -> Result<()> {
                 deadline: deadline_us.map(Duration::from_micros),
                 expected: expected_us.map(Duration::from_micros),
                 on_overrun,
+                tenant,
+                ull: class.map(|c| c == "ull"),
+                max_execution: max_execution_us.map(Duration::from_micros),
+                max_memory_bytes,
+                max_request_bytes,
+                max_output_bytes,
             };
             admin.client()?.add(&name, &body, &options)?;
             println!("added {name}");

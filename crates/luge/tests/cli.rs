@@ -41,10 +41,21 @@ fn serve_invoke_and_stop() {
     let functions = |args: &[&str]| {
         Command::new(LUGE).arg("functions").args(args).args(["--url", &server.admin]).output()
     };
-    let add = functions(&["add", "greet", module, "--route", "/v1/greet"]).unwrap();
-    assert!(add.status.success(), "{}", String::from_utf8_lossy(&add.stderr));
+    let limits = ["--max-request-bytes", "16", "--class", "ull", "--tenant", "0"];
+    for add in [
+        vec!["add", "greet", module, "--route", "/v1/greet"],
+        [&["add", "greet2", module][..], &limits[..]].concat(),
+    ] {
+        let add = functions(&add).unwrap();
+        assert!(add.status.success(), "{}", String::from_utf8_lossy(&add.stderr));
+    }
     let out = server.invoke(&["/v1/greet", "--data", "cli"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Hello, cli!\n");
+    // The limits given to `functions add` hold: 17 bytes are one too many for greet2.
+    let out = server.invoke(&["greet2", "--data", "sixteen bytes ok"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Hello, sixteen bytes ok!\n");
+    let out = server.invoke(&["greet2", "--data", "seventeen bytes!!"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("413"), "{out:?}");
     let list = functions(&["list"]).unwrap();
     assert!(String::from_utf8_lossy(&list.stdout).contains("/v1/greet"));
     assert!(functions(&["remove", "greet"]).unwrap().status.success());

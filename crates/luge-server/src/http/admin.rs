@@ -156,6 +156,12 @@ pub(super) struct PutQuery {
     pub(super) on_overrun: Option<Overrun>,
     /// `class=ull`: declared ultra-low-latency (the uLL lane).
     pub(super) ull: Option<bool>,
+    /// The manifest's `max_execution_us`.
+    pub(super) max_execution: Option<Duration>,
+    /// The manifest's `max_memory_bytes`, `max_request_bytes`, `max_output_bytes`.
+    pub(super) max_memory_bytes: Option<u64>,
+    pub(super) max_request_bytes: Option<u64>,
+    pub(super) max_output_bytes: Option<u64>,
 }
 
 pub(super) fn parse_put_query(query: &str) -> Result<PutQuery, String> {
@@ -170,7 +176,15 @@ pub(super) fn parse_put_query(query: &str) -> Result<PutQuery, String> {
             }
             _ => Err(format!("`{key}`: expected microseconds, 1 to {MAX_HEADER_US}")),
         };
+        let bytes = |v: &str| match v.parse::<u64>() {
+            Ok(n) if n > 0 && v.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+            _ => Err(format!("`{key}`: expected a number of bytes, 1 to {}", u64::MAX)),
+        };
         match key {
+            "max_execution_us" => q.max_execution = Some(micros(&value)?),
+            "max_memory_bytes" => q.max_memory_bytes = Some(bytes(&value)?),
+            "max_request_bytes" => q.max_request_bytes = Some(bytes(&value)?),
+            "max_output_bytes" => q.max_output_bytes = Some(bytes(&value)?),
             "route" => {
                 check_route(&value).map_err(|e| e.to_string())?;
                 q.route = Some(value);
@@ -200,7 +214,8 @@ pub(super) fn parse_put_query(query: &str) -> Result<PutQuery, String> {
             _ => {
                 return Err(format!(
                     "unknown parameter `{key}` (known: route, deadline_us, expected_us, tenant, \
-                     on_overrun, class)"
+                     on_overrun, class, max_execution_us, max_memory_bytes, max_request_bytes, \
+                     max_output_bytes)"
                 ));
             }
         }
@@ -264,6 +279,12 @@ pub(super) async fn put_function(
     config.tenant = query.tenant.unwrap_or(0);
     config.on_overrun = query.on_overrun.unwrap_or_default();
     config.ull = query.ull.unwrap_or(false);
+    // Above the node's memory per sandbox, the registry refuses it (400, as the manifest does).
+    let limits = &mut config.limits;
+    limits.max_execution = query.max_execution.unwrap_or(limits.max_execution);
+    limits.max_memory_bytes = query.max_memory_bytes.unwrap_or(limits.max_memory_bytes);
+    limits.max_request_bytes = query.max_request_bytes.unwrap_or(limits.max_request_bytes);
+    limits.max_output_bytes = query.max_output_bytes.unwrap_or(limits.max_output_bytes);
     // A route taken already is refused before the module is compiled and registered: the
     // function would be callable by name until the check after registration undid it. (That
     // check stays, for a route taken meanwhile.)
