@@ -256,7 +256,7 @@ fn overload_answers_every_request_past_capacity() {
     assert_eq!(steps.len(), 2);
     for s in steps {
         assert!(!s["bins"].as_array().unwrap().is_empty(), "{s}");
-        assert_eq!(s["timeouts"], 0, "{s}");
+        assert_eq!(s["no_answer"], 0, "{s}");
     }
     assert!(summary.contains("## Step"), "{summary}");
     assert_eq!(svgs(&dir), ["goodput.svg", "refused.svg", "step-http.svg", "step-udp.svg"]);
