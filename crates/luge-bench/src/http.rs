@@ -137,8 +137,9 @@ impl Transport for HttpTransport {
             }
             let waited = now.saturating_sub(intended_ns);
             encode_request(buf, path, host, p.deadline_left_us(waited), expected, payload);
+            now
         };
-        conns.send(p.seq, sent_ns, buf, build)
+        conns.send(p.seq, buf, build)
     }
 }
 

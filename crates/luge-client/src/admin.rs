@@ -17,7 +17,7 @@ const ADMIN_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct AddOptions {
     /// An HTTP route besides `/<name>`, e.g. `/v1/resize`.
     pub route: Option<String>,
-    /// Default relative deadline.
+    /// Default relative deadline (whole µs; the node refuses 0, as below).
     pub deadline: Option<Duration>,
     /// Expected execution time.
     pub expected: Option<Duration>,
@@ -146,10 +146,10 @@ impl AdminClient {
             query.push(format!("route={}", percent_encode(route)));
         }
         if let Some(d) = options.deadline {
-            query.push(format!("deadline_us={}", d.as_micros().max(1)));
+            query.push(format!("deadline_us={}", d.as_micros()));
         }
         if let Some(e) = options.expected {
-            query.push(format!("expected_us={}", e.as_micros().max(1)));
+            query.push(format!("expected_us={}", e.as_micros()));
         }
         if let Some(o) = &options.on_overrun {
             query.push(format!("on_overrun={}", percent_encode(o)));
@@ -161,7 +161,7 @@ impl AdminClient {
             query.push(format!("class={}", if ull { "ull" } else { "standard" }));
         }
         if let Some(e) = options.max_execution {
-            query.push(format!("max_execution_us={}", e.as_micros().max(1)));
+            query.push(format!("max_execution_us={}", e.as_micros()));
         }
         for (key, value) in [
             ("max_memory_bytes", options.max_memory_bytes),

@@ -207,9 +207,13 @@ impl Metrics {
                 continue;
             }
             let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
-            if functions.get(&oldest).is_some_and(|f| f.in_flight.load(Ordering::Relaxed) == 0) {
-                functions.remove(&oldest);
+            if functions.get(&oldest).is_some_and(|f| f.in_flight.load(Ordering::Relaxed) > 0) {
+                // Still answering: looked at again at the next removal.
+                drop(functions);
+                gone.push_back(oldest);
+                break;
             }
+            functions.remove(&oldest);
         }
     }
 
@@ -680,14 +684,25 @@ mod tests {
             m.unregistered(&name(i), |n| n == back);
         }
         let kept = m.snapshot();
-        assert_eq!(kept.len(), MAX_GONE + 2, "the last {MAX_GONE}, fn-1 and fn-2");
+        // The last 256 (fn-1 among them: in flight when its turn came, it went to the back)
+        // and fn-2, which is back.
+        assert_eq!(kept.len(), MAX_GONE + 1);
         assert!(kept.iter().any(|(n, _)| *n == name(1)) && kept.iter().any(|(n, _)| *n == back));
         assert!(!kept.iter().any(|(n, _)| *n == name(0)), "the oldest is forgotten");
-        assert!(kept.iter().any(|(n, _)| *n == name(10)));
+        assert!(!kept.iter().any(|(n, _)| *n == name(10)));
+        assert!(kept.iter().any(|(n, _)| *n == name(11)), "the oldest kept");
         // Unregistered again, a name is the newest, not forgotten as its first removal's age.
-        m.unregistered(&name(10), |_| false);
+        m.unregistered(&name(11), |_| false);
         m.unregistered("another", |_| false);
-        assert!(m.snapshot().iter().any(|(n, _)| *n == name(10)));
+        assert!(m.snapshot().iter().any(|(n, _)| *n == name(11)));
+        assert!(!m.snapshot().iter().any(|(n, _)| *n == name(12)), "the oldest now");
+        // The one that was in flight is forgotten at a removal after its answer.
+        let done = Answer { was_in_flight: true, ..answer(1000) };
+        m.record(&name(1), Protocol::Http, &ok(), done);
+        for i in 0..=MAX_GONE {
+            m.unregistered(&format!("later-{i}"), |_| false);
+        }
+        assert!(!m.snapshot().iter().any(|(n, _)| *n == name(1)), "fn-1 is forgotten");
     }
 
     #[test]

@@ -51,6 +51,10 @@ fn serve_invoke_and_stop() {
     }
     let out = server.invoke(&["/v1/greet", "--data", "cli"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Hello, cli!\n");
+    // A budget of 0 is refused by the node, as in a manifest, not sent as 1 µs.
+    let zero = functions(&["add", "greet3", module, "--max-execution-us", "0"]).unwrap();
+    assert!(!zero.status.success());
+    assert!(String::from_utf8_lossy(&zero.stderr).contains("HTTP 400"), "{zero:?}");
     // The limits given to `functions add` hold: 17 bytes are one too many for greet2.
     let out = server.invoke(&["greet2", "--data", "sixteen bytes ok"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Hello, sixteen bytes ok!\n");

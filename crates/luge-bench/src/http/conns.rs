@@ -162,20 +162,20 @@ impl Conns {
         self.most_open.load(Ordering::Relaxed)
     }
 
-    /// Sends request `seq` (in the ledger since `sent_ns`), written whole into `buf` by
-    /// `build` once a connection is at hand (so that the deadline it carries counts the wait
-    /// for one). A connection the server closed while idle is dropped and the next one tried.
+    /// Sends request `seq`, written whole into `buf` by `build` once a connection is at hand
+    /// (so that the deadline it carries counts the wait for one); `build` gives the ledger's
+    /// time of the write, from which the request's timeout counts (as in the ledger). A
+    /// connection the server closed while idle is dropped and the next one tried.
     pub(super) fn send(
         &self,
         seq: u64,
-        sent_ns: u64,
         buf: &mut Vec<u8>,
-        mut build: impl FnMut(&mut Vec<u8>),
+        mut build: impl FnMut(&mut Vec<u8>) -> u64,
     ) -> Result<(), ErrorKind> {
         loop {
             let (conn, fresh) = self.checkout()?;
-            build(buf);
-            conn.sent_ns.store(sent_ns, Ordering::Relaxed);
+            let written_ns = build(buf);
+            conn.sent_ns.store(written_ns, Ordering::Relaxed);
             conn.seq.store(seq, Ordering::SeqCst);
             // Closed by a receiver since the checkout: it may not look at this one again.
             let written = if conn.closed.load(Ordering::SeqCst) {

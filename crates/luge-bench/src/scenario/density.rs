@@ -214,10 +214,11 @@ fn rows(
                 .iter()
                 .filter_map(|t| {
                     let (p, first) = (t.get(i)?, t.first()?);
-                    // A failed p99 is infinite: ∞ over the first point's, 0 under it, and
-                    // nothing when both failed.
-                    let r = finite(p.point.p99_us) / finite(first.point.p99_us);
-                    (!r.is_nan()).then_some(r)
+                    // A failed p99 is infinite: ∞ over the first point's; nothing when the
+                    // first point failed (no base: not a 0× that would read as a goal met).
+                    let base = finite(first.point.p99_us);
+                    let r = finite(p.point.p99_us) / base;
+                    (base.is_finite() && !r.is_nan()).then_some(r)
                 })
                 .collect();
             let mut p99: Vec<f64> = points.iter().map(|p| finite(p.point.p99_us)).collect();
@@ -449,7 +450,7 @@ mod tests {
         let summary = rows(&[1, 10], "cow", &failed);
         assert_eq!(summary[1].p99_ratio, None, "median infinite");
         assert_eq!(summary[1].errors, 2);
-        // A trial whose first point failed: its own row is no ratio, a later finite one is 0×.
+        // A trial whose first point failed has no ratio on any row: no base to divide by.
         let first_failed = vec![
             vec![at(1, None), at(10, Some(100.0))],
             vec![at(1, Some(100.0)), at(10, Some(300.0))],
@@ -457,6 +458,6 @@ mod tests {
         ];
         let summary = rows(&[1, 10], "cow", &first_failed);
         assert_eq!(summary[0].p99_ratio, Some((1.0, 1.0, 1.0)), "two trials of 1×");
-        assert_eq!(summary[1].p99_ratio, Some((2.0, 0.0, 3.0)));
+        assert_eq!(summary[1].p99_ratio, Some((2.5, 2.0, 3.0)));
     }
 }

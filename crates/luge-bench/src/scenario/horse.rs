@@ -271,15 +271,27 @@ fn summarise(
         let readiness = |t: &Trial| t.short.readiness_p50_us;
         let p99 = |t: &Trial| t.short.p99_us;
         let long = |t: &Trial| t.long.as_ref().map(|l| l.throughput_rps);
-        let numbers = json!({
-            "readiness_off_over_shipped_alone": r(("off", "alone"), (shipped, "alone"), &readiness),
-            "readiness_off_over_shipped_beside": r(("off", "beside"), (shipped, "beside"), &readiness),
-            "readiness_lane_over_shipped_alone": r(("lane", "alone"), (shipped, "alone"), &readiness),
-            "p99_beside_over_alone_shipped": r((shipped, "beside"), (shipped, "alone"), &p99),
-            "p99_beside_over_alone_off": r(("off", "beside"), ("off", "alone"), &p99),
-            "long_throughput_shipped_over_off": r((shipped, "beside"), ("off", "beside"), &long),
-        });
-        let get = |k: &str| numbers.get(k).and_then(serde_json::Value::as_f64);
+        let figures = [
+            (
+                "readiness_off_over_shipped_alone",
+                r(("off", "alone"), (shipped, "alone"), &readiness),
+            ),
+            (
+                "readiness_off_over_shipped_beside",
+                r(("off", "beside"), (shipped, "beside"), &readiness),
+            ),
+            (
+                "readiness_lane_over_shipped_alone",
+                r(("lane", "alone"), (shipped, "alone"), &readiness),
+            ),
+            ("p99_beside_over_alone_shipped", r((shipped, "beside"), (shipped, "alone"), &p99)),
+            ("p99_beside_over_alone_off", r(("off", "beside"), ("off", "alone"), &p99)),
+            ("long_throughput_shipped_over_off", r((shipped, "beside"), ("off", "beside"), &long)),
+        ];
+        // Read from the values, not from their JSON (where ∞ and "no figure" are both null).
+        let get = |k: &str| figures.iter().find(|(key, _)| *key == k).and_then(|(_, v)| *v);
+        let numbers: serde_json::Map<String, serde_json::Value> =
+            figures.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
         let _ = writeln!(
             md,
             "- {function}: readiness `off` ÷ `lane+ready` {} alone, {} beside the long load \
@@ -293,7 +305,7 @@ fn summarise(
             ratio(get("p99_beside_over_alone_off")),
             ratio(get("long_throughput_shipped_over_off")),
         );
-        ratios.insert(function.into(), numbers);
+        ratios.insert(function.into(), serde_json::Value::Object(numbers));
     }
     let _ = writeln!(md, "\n{}", table.render());
     let part = json!({

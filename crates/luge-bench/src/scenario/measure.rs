@@ -110,9 +110,9 @@ fn median_or_infinite<T>(trials: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option
     middle(&v)
 }
 
-/// `median(over, f) ÷ median(base, f)`, where a failed median (an infinite p99) counts: ∞ when
-/// only `over`'s failed or the base is 0, 0 when only the base's failed; `None` when both
-/// failed, both are 0 or either has no trials.
+/// `median(over, f) ÷ median(base, f)`, where `over`'s failed median (an infinite p99) counts:
+/// ∞ when only `over`'s failed or the base is 0. `None` when the base failed (nothing to compare
+/// against: not a 0 that would read as a goal met), both are 0, or either has no trials.
 pub(crate) fn median_ratio<T>(
     over: &[&T],
     base: &[&T],
@@ -120,8 +120,8 @@ pub(crate) fn median_ratio<T>(
 ) -> Option<f64> {
     let (a, b) = (median_or_infinite(over, &f)?, median_or_infinite(base, &f)?);
     let r = a / b;
-    // ∞/∞ and 0/0 are NaN: nothing to compare.
-    (!r.is_nan()).then_some(r)
+    // 0/0 is NaN: nothing to compare.
+    (b.is_finite() && !r.is_nan()).then_some(r)
 }
 
 /// Runs against one target with one mapping.
@@ -338,14 +338,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_failed_median_is_a_ratio_of_infinity_or_zero() {
+    fn a_failed_median_is_an_infinite_ratio_and_a_failed_base_none() {
         let r = |over: &[Option<f64>], base: &[Option<f64>]| {
             let (over, base): (Vec<_>, Vec<_>) = (over.iter().collect(), base.iter().collect());
             median_ratio(&over, &base, |v: &Option<f64>| *v)
         };
         assert_eq!(r(&[Some(4.0), Some(6.0), None], &[Some(2.0)]), Some(3.0));
         assert_eq!(r(&[None, None, Some(1.0)], &[Some(2.0)]), Some(f64::INFINITY));
-        assert_eq!(r(&[Some(1.0)], &[None]), Some(0.0));
+        assert_eq!(r(&[Some(1.0)], &[None]), None, "a failed base: no figure, not 0×");
         assert_eq!(r(&[Some(1.0)], &[Some(0.0)]), Some(f64::INFINITY));
         assert_eq!(r(&[None], &[None]), None);
         assert_eq!(r(&[Some(0.0)], &[Some(0.0)]), None);
