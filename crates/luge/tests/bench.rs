@@ -306,8 +306,8 @@ fn horse_measures_ull_readiness_with_and_without_the_lane_and_ready_sandboxes() 
     let (dir, report, summary) = quick("horse", &["horse"]);
     let r = &report["results"];
     let trials = r["trials"].as_array().unwrap();
-    // Quick: the no-op only, three conditions, alone and beside the long load.
-    assert_eq!(trials.len(), 6, "{trials:?}");
+    // Quick: the no-op and the 5 µs function, three conditions, alone and beside the long load.
+    assert_eq!(trials.len(), 12, "{trials:?}");
     for t in trials {
         assert!(t["short"]["planned"].as_u64().unwrap() > 0, "{t}");
         // The node reported readiness on every answer: within the whole trigger.
@@ -323,7 +323,10 @@ fn horse_measures_ull_readiness_with_and_without_the_lane_and_ready_sandboxes() 
     for condition in ["off", "lane", "lane+ready"] {
         assert!(trials.iter().any(|t| t["condition"] == condition), "{condition}");
     }
-    assert!(r["ratios"]["no-op"]["readiness_off_over_shipped_alone"].is_f64(), "{r}");
+    for function in ["no-op", "5 µs"] {
+        assert!(trials.iter().any(|t| t["function"] == function), "{function}");
+        assert!(r["ratios"][function]["readiness_off_over_shipped_alone"].is_f64(), "{r}");
+    }
     assert!(summary.contains("readiness `off` ÷ `lane+ready`"), "{summary}");
     done(&dir);
 }
