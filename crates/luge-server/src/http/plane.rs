@@ -128,7 +128,8 @@ impl Action {
 
 /// Whether a request names its listener by an IP address or `localhost` (`*.localhost`, which
 /// browsers resolve to loopback themselves), in its `Host` header or, without one, its
-/// request target; a request with neither (HTTP/1.0) is not a browser's and passes.
+/// request target; a request with neither is not a browser's (browsers always send `Host`) and
+/// passes.
 pub(super) fn addressed_locally(headers: &HeaderMap, uri: &hyper::Uri) -> bool {
     let mut hosts = headers.get_all(header::HOST).iter();
     let host = match (hosts.next(), hosts.next()) {
