@@ -236,3 +236,13 @@ fn deterministic() {
     let b = simulate(&cfg, &js).unwrap();
     assert_eq!(a.records, b.records);
 }
+
+/// A case the property above found (2026-11-28): with batching and chains, a newcomer allowed to
+/// preempt by the run's slack sent the run back behind queued work more urgent than it (work
+/// that could not preempt it, and went behind it), and with `protect_admitted` the run then
+/// finished late. Admission now protects the run and its batch as queued requests are.
+#[test]
+fn a_preempted_run_is_protected_from_the_urgent_work_queued_behind_it() {
+    let (seed, load) = (16_627_202_768_775_184_125, 2.863_100_207_136_604_5);
+    admitted_requests_meet_their_deadlines(PolicyKind::SledgeScale, seed, 3, load, 3);
+}

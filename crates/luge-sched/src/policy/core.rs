@@ -456,7 +456,7 @@ impl Cores {
         let fits = fits_the_wait(&self.admission, queue, at, req)
             && (!self.admission.protect_admitted
                 || at.0 >= at.1
-                || self.followers_fit(w, now, req.own_work()));
+                || self.run_and_followers_fit((w, queue), now, req.own_work()));
         if self.admission.on_wait && !fits {
             self.refuse(*req, RejectReason::Unreachable, out);
             return false;
@@ -464,16 +464,34 @@ impl Cores {
         true
     }
 
-    /// Whether every follower committed behind `w`'s run still finishes by its deadline when a
-    /// newcomer of `own` work goes ahead of the run and the batch (it preempts the run; the
-    /// batch goes back to the queue behind it).
-    fn followers_fit(&self, w: WorkerId, now: Nanos, own: Nanos) -> bool {
+    /// Whether `w`'s run and every follower committed behind it still finish by their
+    /// deadlines when a newcomer of `own` work goes ahead of them (it preempts the run). The
+    /// run and the batch go back to `queue`, where whatever queued is more urgent than one of
+    /// them now runs before it: the run was not always the most urgent request bound there (a
+    /// batch's follower runs before more urgent work that arrived after it was committed, and a
+    /// request that could not preempt the run queues behind it), and its slack, which let the
+    /// newcomer preempt, does not count that work. A run already unable to finish in time is
+    /// not protected.
+    fn run_and_followers_fit(
+        &self,
+        (w, queue): (WorkerId, &RunQueue),
+        now: Nanos,
+        own: Nanos,
+    ) -> bool {
         let run = self.get(w).map_or(0, |r| self.claim(now, r));
+        let run_fits = self.get(w).is_none_or(|r| {
+            let deadline = r.req.absolute_deadline;
+            let on_time = now.saturating_add(run) <= deadline;
+            let before = queue.work_before(deadline);
+            !on_time
+                || now.saturating_add(own).saturating_add(before).saturating_add(run) <= deadline
+        });
         let mut end = now.saturating_add(run).saturating_add(own);
-        self.batches.iter(w).all(|f| {
-            end = end.saturating_add(f.remaining());
-            end <= f.absolute_deadline
-        })
+        run_fits
+            && self.batches.iter(w).all(|f| {
+                end = end.saturating_add(f.remaining());
+                end.saturating_add(queue.work_before(f.absolute_deadline)) <= f.absolute_deadline
+            })
     }
 
     /// With `Admission::shed`, whether `req`, started at `now`, can no longer finish by its
