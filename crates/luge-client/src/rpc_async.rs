@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,8 +36,9 @@ struct Shared {
     server: SocketAddr,
     ids: IdGenerator,
     pending: Mutex<Pending>,
-    /// An ICMP "port unreachable" was reported since the flag was last cleared.
-    refused: AtomicBool,
+    /// ICMP "port unreachable" reports seen so far: a call that times out reports a refused
+    /// connection if one came after its first send (its own or another call's: the same port).
+    refusals: AtomicU64,
     /// Datagrams that answered no pending call.
     stale: AtomicU64,
     /// Datagrams that did not decode.
@@ -165,7 +166,7 @@ impl AsyncRpcClient {
             server,
             ids: IdGenerator::new(),
             pending: Mutex::new(HashMap::new()),
-            refused: AtomicBool::new(false),
+            refusals: AtomicU64::new(0),
             stale: AtomicU64::new(0),
             undecodable: AtomicU64::new(0),
         });
@@ -289,6 +290,7 @@ impl AsyncRpcClient {
         let start = Instant::now();
         let mut attempts = 0u32;
         let mut refused = false;
+        let refusals_before = shared.refusals.load(Ordering::SeqCst);
         let deadline = if expect == Expect::Response { opts.deadline } else { None };
         let mut listen_only = false;
         loop {
@@ -325,7 +327,7 @@ impl AsyncRpcClient {
         if let Ok(reply) = rx.try_recv() {
             return Ok(self.answered(reply, attempts, start));
         }
-        if refused || shared.refused.swap(false, Ordering::Relaxed) {
+        if refused || shared.refusals.load(Ordering::SeqCst) > refusals_before {
             return Err(ClientError::Io(std::io::ErrorKind::ConnectionRefused.into()));
         }
         // No answer at all to a call: a node so loaded that it drops datagrams says so only
@@ -343,14 +345,9 @@ async fn receive(shared: Arc<Shared>) {
     let mut buf = vec![0; MAX_DATAGRAM + 1];
     loop {
         match shared.socket.recv(&mut buf).await {
-            Ok(n) => {
-                // The node answers: an earlier "port unreachable" (a restart) is over, and must
-                // not be blamed on a later call that merely times out.
-                shared.refused.store(false, Ordering::Relaxed);
-                shared.deliver(&buf[..n]);
-            }
+            Ok(n) => shared.deliver(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                shared.refused.store(true, Ordering::Relaxed);
+                shared.refusals.fetch_add(1, Ordering::SeqCst);
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,

@@ -392,10 +392,21 @@ async fn async_client_times_out_and_cleans_up() {
     drop(socket);
 }
 
-/// A "port unreachable" from a node that was down says nothing of a later call once the node
-/// has answered: that call, if unanswered, times out rather than report the old refusal.
 #[tokio::test]
-async fn an_answer_clears_an_earlier_connection_refused() {
+async fn async_client_reports_a_missing_server() {
+    let addr = server_socket().local_addr().unwrap();
+    let client = AsyncRpcClient::connect(addr).await.unwrap();
+    let opts = CallOptions::default().with_backoff(fast_backoff(2)).with_timeout(50 * MS);
+    match client.call(1, b"", opts).await {
+        Err(ClientError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused),
+        other => panic!("expected connection refused, got {other:?}"),
+    }
+}
+
+/// A "port unreachable" from a node that was down says nothing of a call sent after it: that
+/// call, if unanswered, times out rather than report the old refusal.
+#[tokio::test]
+async fn an_earlier_connection_refused_is_not_blamed_on_a_later_call() {
     // A port with nothing behind it; a call cancelled there leaves its refusal unclaimed.
     let addr = server_socket().local_addr().unwrap();
     let client = AsyncRpcClient::connect(addr).await.unwrap();
