@@ -34,9 +34,11 @@
 //!   the module is compiled and the artifact rewritten.
 //! - **Size.** After an artifact is written, while the `*.cwasm` files exceed
 //!   [`crate::RuntimeConfig::cache_max_bytes`], the least recently used ones (by modification
-//!   time; a load touches its file) that no registered function uses are deleted. An artifact
-//!   larger than the whole bound is not written. Unregistering a function deletes its artifact
-//!   unless another registered function has the same module.
+//!   time; a load touches its file) that no registered function uses are deleted; if the
+//!   registered functions' artifacts alone still exceed it, the new one is deleted again (its
+//!   function is served compiled in memory), so the bound holds on disk. An artifact larger
+//!   than the whole bound is not written. Unregistering a function deletes its artifact unless
+//!   another registered function has the same module.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -86,6 +88,13 @@ pub(crate) enum Rejected {
 pub(crate) enum NotStored {
     #[error("the artifact ({size} bytes) exceeds the cache bound of {bound} bytes")]
     OverBound { size: u64, bound: u64 },
+    /// With it, the artifacts of registered functions alone would pass the bound: it was
+    /// written, and removed again.
+    #[error(
+        "the registered functions' artifacts fill the cache bound of {bound} bytes ({total} \
+         bytes with this one)"
+    )]
+    Full { total: u64, bound: u64 },
     /// Creating, writing or renaming the file failed (a full disk, a read-only file system, a
     /// file size limit): no part of it is left under the artifact's name.
     #[error("cannot write {}: {source}", path.display())]
@@ -205,7 +214,13 @@ impl Cache {
         header[40..].copy_from_slice(&Sha256::digest(serialized));
         write_atomically(&path, &[&header, serialized])
             .map_err(|source| NotStored::Write { path: path.clone(), source })?;
-        self.evict(&path, keep);
+        let total = self.evict(&path, keep);
+        if total > self.max_bytes {
+            // The bound holds on disk (a volume sized to it must not fill): this function is
+            // served compiled in memory, and compiled again at the next start.
+            self.remove(module_hex);
+            return Err(NotStored::Full { total, bound: self.max_bytes });
+        }
         Ok(())
     }
 
@@ -220,13 +235,14 @@ impl Cache {
     }
 
     /// Deletes the least recently used `*.cwasm` files not in `keep` (nor `written`) while the
-    /// directory's artifacts exceed the bound.
-    fn evict(&self, written: &Path, keep: &HashSet<OsString>) {
+    /// directory's artifacts exceed the bound; returns their total size then (0 if the
+    /// directory cannot be listed).
+    fn evict(&self, written: &Path, keep: &HashSet<OsString>) -> u64 {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) => {
                 tracing::warn!(dir = %self.dir.display(), "cannot list the AoT cache: {e}");
-                return;
+                return 0;
             }
         };
         let mut total = 0u64;
@@ -247,7 +263,7 @@ impl Cache {
             }
         }
         if total <= self.max_bytes {
-            return;
+            return total;
         }
         candidates.sort();
         for (_, path, len) in candidates {
@@ -262,14 +278,7 @@ impl Cache {
                 Err(e) => tracing::warn!(path = %path.display(), "cannot evict: {e}"),
             }
         }
-        if total > self.max_bytes {
-            tracing::warn!(
-                dir = %self.dir.display(),
-                "the AoT cache holds {total} bytes of artifacts in use, more than its bound of {} \
-                 bytes",
-                self.max_bytes
-            );
-        }
+        total
     }
 }
 

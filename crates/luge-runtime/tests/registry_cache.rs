@@ -260,3 +260,32 @@ fn a_cache_directory_others_can_write_is_refused() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `cache_max_bytes` holds on disk even when the registered functions' artifacts alone would
+/// pass it (a volume sized to the bound must not fill): the artifact that would pass it is not
+/// kept, and its function is served compiled in memory.
+#[test]
+fn the_cache_bound_holds_when_registered_functions_fill_it() {
+    let scratch = fresh_dir("bound-sizes");
+    let (hello, echo) = cache_hello_and_echo(&scratch);
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    let (h, e) = (size(&hello), size(&echo));
+    let bound = h.max(e) + h.min(e) / 2; // room for one, not for both
+    let dir = fresh_dir("bound");
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.clone()),
+        cache_max_bytes: bound,
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::start(config).unwrap();
+    register(&rt, "hello", HELLO);
+    register(&rt, "echo", ECHO);
+    let kept = artifacts(&dir);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(kept.iter().map(|p| size(p)).sum::<u64>() <= bound);
+    assert_eq!(call(&rt, "echo", b"still served"), b"still served");
+    assert_eq!(call(&rt, "hello", b"x"), b"Hello, x!\n");
+    drop(rt);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let _ = std::fs::remove_dir_all(&dir);
+}
