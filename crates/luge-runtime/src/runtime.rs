@@ -473,14 +473,25 @@ impl Runtime {
         if !self.inner.accepting.load(Ordering::SeqCst) {
             return Health::NotReady("shutting down");
         }
+        match self.stopped_thread() {
+            Some(why) => Health::NotReady(why),
+            None => Health::Ready,
+        }
+    }
+
+    /// Why the runtime cannot serve until the process restarts — one of its threads, or a
+    /// thread serving it ([`ThreadWatch`]), has stopped while it was accepting — else `None`
+    /// (also once it shuts down: its threads stop then by design). Liveness (`/healthz`).
+    pub fn stopped_thread(&self) -> Option<&'static str> {
         let threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
-        if threads.iter().any(JoinHandle::is_finished) {
-            return Health::NotReady("a runtime thread has stopped");
+        let accepting = self.inner.accepting.load(Ordering::SeqCst);
+        if accepting && threads.iter().any(JoinHandle::is_finished) {
+            return Some("a runtime thread has stopped");
         }
         if self.inner.serving_thread_died.load(Ordering::SeqCst) {
-            return Health::NotReady("a thread serving the runtime has stopped");
+            return Some("a thread serving the runtime has stopped");
         }
-        Health::Ready
+        None
     }
 
     /// What each worker has done so far, by worker index (the status page, `/metrics`).

@@ -807,9 +807,18 @@ async fn handle(
         }
     }
     match action {
-        Action::Health => {
-            shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(TEXT), "ok".into())
-        }
+        // Liveness: the listener answers and no thread the node needs has died (a restart is
+        // the cure); not draining, not load — a node refusing load must not be restarted.
+        Action::Health => match shared.runtime.stopped_thread() {
+            None => {
+                shared.respond(StatusCode::OK, &shared.local_meta("ok"), Some(TEXT), "ok".into())
+            }
+            Some(why) => shared.error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_alive",
+                format!("not alive: {why}"),
+            ),
+        },
         Action::Ready => ready(&shared, request.uri().query()),
         Action::Metrics => metrics(&shared).await,
         Action::ListFunctions => list_functions(&shared).await,

@@ -1422,7 +1422,28 @@ async fn readyz_follows_the_runtime() {
     assert_eq!(gone.header("luge-outcome"), Some("not_ready"));
     assert!(gone.text().contains("shutting down"), "{}", gone.text());
     assert!(gone.header("retry-after").is_some());
-    // Liveness is not readiness: the process is still up.
+    // Liveness is not readiness: the process is still up, and a runtime shut down on purpose
+    // is no dead thread.
     let health = send(&c, Method::GET, &node.url("/healthz"), &[], "").await;
     assert_eq!(health.status, StatusCode::OK);
+}
+
+/// `/healthz` fails once a thread the node needs has died (here a thread serving the runtime,
+/// as a UDP-RPC receive thread does, panics): a restart is the cure, so liveness says so;
+/// `/readyz` says it too.
+#[tokio::test]
+async fn healthz_fails_once_a_thread_the_node_needs_has_died() {
+    let node = node();
+    let c = client();
+    assert_eq!(send(&c, Method::GET, &node.url("/healthz"), &[], "").await.status, 200);
+    let watch = node.runtime.watch_thread("a receive thread");
+    let died = std::thread::spawn(move || {
+        let _watch = watch;
+        panic!("a bug");
+    });
+    assert!(died.join().is_err());
+    let health = send(&c, Method::GET, &node.url("/healthz"), &[], "").await;
+    assert_error(&health, 503, "not_alive", "a thread serving the runtime has stopped");
+    let ready = send(&c, Method::GET, &node.url("/readyz?load=ignore"), &[], "").await;
+    assert_error(&ready, 503, "not_ready", "a thread serving the runtime has stopped");
 }

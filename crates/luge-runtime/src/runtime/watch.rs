@@ -50,6 +50,7 @@ mod tests {
         let watch = runtime.watch_thread("fine");
         std::thread::spawn(move || drop(watch)).join().unwrap();
         assert_eq!(runtime.health_ignoring_load(), Health::Ready);
+        assert_eq!(runtime.stopped_thread(), None);
         let watch = runtime.watch_thread("doomed");
         let died = std::thread::spawn(move || {
             let _watch = watch;
@@ -59,6 +60,16 @@ mod tests {
         let expected = Health::NotReady("a thread serving the runtime has stopped");
         assert_eq!(runtime.health_ignoring_load(), expected);
         assert_eq!(runtime.health(), expected);
+        assert_eq!(runtime.stopped_thread(), Some("a thread serving the runtime has stopped"));
         runtime.shutdown();
+    }
+
+    #[test]
+    fn a_runtime_shut_down_on_purpose_has_no_stopped_thread() {
+        let runtime =
+            Runtime::start(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }).unwrap();
+        runtime.shutdown();
+        assert_eq!(runtime.stopped_thread(), None, "its threads stopped by design");
+        assert_eq!(runtime.health_ignoring_load(), Health::NotReady("shutting down"));
     }
 }
