@@ -558,8 +558,9 @@ struct PeersArgs {
     /// The nginx binary [default: `nginx` on the PATH or in /usr/sbin; left out if none].
     #[arg(long)]
     nginx: Option<PathBuf>,
-    /// The wasmtime binary [default: `wasmtime` on the PATH, else target/peers/bin/wasmtime
-    /// beside this binary's target directory (`scripts/peers.sh`); left out if none].
+    /// The wasmtime binary [default: target/peers/bin/wasmtime beside this binary's target
+    /// directory (`scripts/peers.sh` builds the version Luge pins), else `wasmtime` on the PATH
+    /// (its version is printed in the summary); left out if none].
     #[arg(long)]
     wasmtime: Option<PathBuf>,
     /// The wasi-http no-op component for `wasmtime serve` [default:
@@ -826,9 +827,12 @@ pub fn run_bench(args: BenchArgs) -> Result<()> {
                 nginx: a
                     .nginx
                     .or_else(|| find_program("nginx", &[PathBuf::from("/usr/sbin/nginx")])),
-                wasmtime: a.wasmtime.or_else(|| {
-                    find_program("wasmtime", &built("bin/wasmtime").into_iter().collect::<Vec<_>>())
-                }),
+                // The copy scripts/peers.sh builds (the Wasmtime version Luge pins) before any
+                // `wasmtime` on the PATH, which may be another version.
+                wasmtime: a
+                    .wasmtime
+                    .or_else(|| built("bin/wasmtime"))
+                    .or_else(|| find_program("wasmtime", &[])),
                 component: a.component.or_else(|| built("http-noop.wasm")),
                 spin_component: a.spin_component.or_else(|| built("http-spin.wasm")),
                 mix_workload: a.mix_workload,

@@ -203,16 +203,17 @@ struct RatioRow {
     closed_throughput: Option<f64>,
     goal: String,
     met: Option<bool>,
+    /// The baseline failed in this trial (a p50 or p99 past its failures, or nothing answered):
+    /// the trial gives no ratio and is left out of the medians — neither a Luge win (0×, ∞
+    /// throughput) nor a loss.
+    baseline_failed: bool,
 }
 
-/// Luge's `a` ÷ a baseline's `b`, where `None` is an infinite (failed) figure: `None` (read as
-/// ∞) when Luge's failed, 0 when only the baseline's did — the baseline failing does not make
-/// Luge look infinitely worse.
+/// Luge's `a` ÷ a baseline's `b` (a working baseline's: [`RatioRow::baseline_failed`]), where
+/// `None` is an infinite (failed) figure: `None` (read as ∞) when Luge's failed.
 fn div(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        (Some(a), Some(_)) if a > 0.0 => Some(f64::INFINITY),
-        (Some(_), None) => Some(0.0),
         _ => None,
     }
 }
@@ -235,11 +236,15 @@ fn goal(baseline: &str, p50: Option<f64>, throughput: Option<f64>) -> (String, O
 /// A ratio's median over the trials and its range (`output::spread`; a missing ratio counts as
 /// infinite).
 fn spread_of(rows: &[&RatioRow], f: impl Fn(&RatioRow) -> Option<f64>) -> Option<(f64, f64, f64)> {
-    let mut v: Vec<f64> = rows.iter().map(|r| f(r).unwrap_or(f64::INFINITY)).collect();
+    let mut v: Vec<f64> =
+        rows.iter().filter(|r| !r.baseline_failed).map(|r| f(r).unwrap_or(f64::INFINITY)).collect();
     spread(&mut v)
 }
 
 fn ratio_row(luge: &Measured, base: &Measured) -> RatioRow {
+    let baseline_failed = base.latency.p50_us.is_none()
+        || base.latency.p99_us.is_none()
+        || base.closed.throughput_rps <= 0.0;
     let p50 = div(luge.latency.p50_us, base.latency.p50_us);
     let p99 = div(luge.latency.p99_us, base.latency.p99_us);
     let closed = div(Some(luge.closed.throughput_rps), Some(base.closed.throughput_rps));
@@ -249,6 +254,7 @@ fn ratio_row(luge: &Measured, base: &Measured) -> RatioRow {
         (closed, "closed loop (baseline never met the p99 target)")
     };
     let (goal, met) = goal(&base.id.server, p50, throughput);
+    let met = met.filter(|_| !baseline_failed);
     let trial = Some(luge.trial);
     let base = &base.id;
     RatioRow {
@@ -268,6 +274,7 @@ fn ratio_row(luge: &Measured, base: &Measured) -> RatioRow {
         closed_throughput: closed,
         goal,
         met,
+        baseline_failed,
     }
 }
 
@@ -311,6 +318,9 @@ fn summarise(rows: &[RatioRow]) -> Summary {
             };
             let base = first.baseline.split(' ').next().unwrap_or_default();
             let (goal, met) = goal(base, p50, throughput);
+            // No trial with a working baseline: nothing to judge.
+            let judged = of.iter().any(|r| !r.baseline_failed);
+            let met = met.filter(|_| judged);
             let median = RatioRow {
                 trial: None,
                 p50,
@@ -320,6 +330,7 @@ fn summarise(rows: &[RatioRow]) -> Summary {
                 closed_throughput: closed,
                 goal,
                 met,
+                baseline_failed: !judged,
                 ..first.clone()
             };
             Some((median, spreads))
@@ -418,6 +429,7 @@ pub(crate) fn run(
             match r.met {
                 Some(true) => "yes".into(),
                 Some(false) => "**no**".into(),
+                None if r.baseline_failed => "- (the baseline failed)".into(),
                 None => "-".into(),
             },
         ]);
@@ -494,15 +506,35 @@ mod tests {
             closed_throughput: Some(closed),
             goal: String::new(),
             met: None,
+            baseline_failed: false,
         }
     }
 
     #[test]
-    fn a_failed_baseline_does_not_make_luge_look_worse() {
+    fn a_failed_luge_figure_is_no_finite_ratio() {
         assert_eq!(div(Some(30.0), Some(20.0)), Some(1.5));
-        assert_eq!(div(Some(30.0), None), Some(0.0));
-        assert_eq!(div(None, Some(20.0)), None);
-        assert_eq!(div(None, None), None);
+        assert_eq!(div(None, Some(20.0)), None, "read as ∞");
+    }
+
+    /// A trial whose baseline failed gives no ratio: left out of the medians, never a goal met
+    /// (it was: a 0× p50 and ∞ throughput passed every goal).
+    #[test]
+    fn a_failed_baseline_is_left_out_not_a_luge_win() {
+        let failed = RatioRow {
+            p50: None,
+            p99: None,
+            throughput: None,
+            closed_throughput: None,
+            baseline_failed: true,
+            ..trial(1, None, 1.0)
+        };
+        let ok = |t| RatioRow { p50: Some(3.0), ..trial(t, Some(0.5), 0.5) };
+        let summary = summarise(&[failed.clone(), ok(2), ok(3)]);
+        let (median, spreads) = &summary[0];
+        assert_eq!(spreads[0], Some((3.0, 3.0, 3.0)), "the failed trial is not an ∞ or a 0×");
+        assert_eq!(median.met, Some(false), "judged on the working trials: p50 3× > 2×");
+        let summary = summarise(&[failed]);
+        assert_eq!((summary[0].0.met, summary[0].0.baseline_failed), (None, true));
     }
 
     /// The median throughput ratio is over one basis: the closed loop for every trial as soon

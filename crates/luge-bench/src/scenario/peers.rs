@@ -89,16 +89,17 @@ impl Server {
 /// What one wrk run measured.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub(crate) struct WrkRun {
-    /// Requests answered per second.
+    /// Requests answered 2xx/3xx per second (a refusal or an error answered fast is not
+    /// throughput: it would make a failing server look faster).
     pub rps: f64,
     /// Latency percentiles, µs.
     pub p50_us: f64,
     pub p99_us: f64,
     /// Answers other than 2xx/3xx, and socket errors (connect, read, write, timeout).
     pub errors: u64,
-    /// Requests answered.
+    /// Requests answered 2xx/3xx.
     pub requests: u64,
-    /// The server process's CPU time per answered request, µs (all its threads).
+    /// The server process's CPU time per request answered 2xx/3xx, µs (all its threads).
     pub cpu_us: Option<f64>,
     /// Its context switches per answered request.
     pub switches: Option<f64>,
@@ -355,6 +356,7 @@ fn wrk_time_us(s: &str) -> Option<f64> {
 pub(crate) fn parse_wrk(out: &str) -> Option<WrkRun> {
     let mut run = WrkRun::default();
     let (mut p50, mut p99, mut rate) = (None, None, None);
+    let mut non_2xx = 0u64;
     for line in out.lines().map(str::trim) {
         let mut words = line.split_whitespace();
         match (words.next(), words.next()) {
@@ -367,7 +369,7 @@ pub(crate) fn parse_wrk(out: &str) -> Option<WrkRun> {
             run.requests = n.trim().parse().unwrap_or(0);
         }
         if let Some(n) = line.strip_prefix("Non-2xx or 3xx responses:") {
-            run.errors += n.trim().parse::<u64>().unwrap_or(0);
+            non_2xx += n.trim().parse::<u64>().unwrap_or(0);
         }
         if let Some(rest) = line.strip_prefix("Socket errors:") {
             // "connect 0, read 0, write 0, timeout 0"
@@ -379,7 +381,12 @@ pub(crate) fn parse_wrk(out: &str) -> Option<WrkRun> {
     }
     run.p50_us = p50?;
     run.p99_us = p99?;
-    run.rps = rate?;
+    // wrk's "requests" and "Requests/sec" count every response, the non-2xx/3xx among them.
+    let answered = run.requests;
+    run.requests = answered.saturating_sub(non_2xx);
+    let rate: f64 = rate?;
+    run.rps = if answered > 0 { rate * run.requests as f64 / answered as f64 } else { 0.0 };
+    run.errors += non_2xx;
     Some(run)
 }
 
@@ -486,8 +493,18 @@ pub(crate) fn run(
     drop(spin_peer);
     drop(running);
     let mut summary = render(&results, &p.connections, &absent, duration, trials);
+    // Which wasmtime ran (a `--wasmtime` or one on the PATH may not be the version Luge pins).
+    let wasmtime = p.wasmtime.as_ref().map(|w| version_of(w));
+    if let Some(v) = &wasmtime {
+        let _ = writeln!(
+            summary,
+            "
+`wasmtime serve`: {v}"
+        );
+    }
     summary.push_str(&render_mix(&mix_runs, p, &calibration, mix_duration));
     let report = json!({
+        "wasmtime_version": wasmtime,
         "duration_s": duration.as_secs_f64(),
         "trials": trials,
         "left_out": absent.iter().map(|(s, why)| json!({"server": s, "why": why})).collect::<Vec<_>>(),
@@ -501,6 +518,18 @@ pub(crate) fn run(
         },
     });
     Ok((summary, report))
+}
+
+/// What `program --version` prints (its first line), or why it could not be asked.
+fn version_of(program: &Path) -> String {
+    match std::process::Command::new(program).arg("--version").output() {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            text.lines().next().unwrap_or("").trim().to_owned()
+        }
+        Ok(out) => format!("{} --version failed ({})", program.display(), out.status),
+        Err(e) => format!("{} --version failed: {e}", program.display()),
+    }
 }
 
 /// `p.mix_workload` open-loop at `p.mix_load` of one core against each server, `trials` times
@@ -743,13 +772,21 @@ Transfer/sec:      5.09MB
 ";
 
     #[test]
+    fn a_programs_version_or_why_not() {
+        let v = version_of(Path::new("/bin/true"));
+        assert!(!v.is_empty() && !v.contains("failed"), "{v}");
+        assert!(version_of(Path::new("/nonexistent/wasmtime")).contains("failed"));
+    }
+
+    #[test]
     fn reads_what_wrk_reports() {
         let run = parse_wrk(REPORT).unwrap();
         assert_eq!(run.p50_us, 290.0);
         assert_eq!(run.p99_us, 1020.0);
-        assert_eq!(run.rps, 48612.35);
+        // 7 of the 48 650 answers were not 2xx/3xx: not throughput.
+        assert!((run.rps - 48612.35 * 48643.0 / 48650.0).abs() < 1e-6, "{}", run.rps);
         assert_eq!(run.errors, 12);
-        assert_eq!(run.requests, 48650);
+        assert_eq!(run.requests, 48643);
         assert_eq!(wrk_time_us("2.50s"), Some(2.5e6));
         assert_eq!(wrk_time_us("12"), None);
         assert!(parse_wrk("Requests/sec: 1\n").is_none(), "no latency distribution");

@@ -54,9 +54,10 @@ impl Usage {
     }
 
     /// What was spent between `earlier` and `self`, per one of `requests` requests: (CPU µs,
-    /// context switches); `None` without requests.
+    /// context switches); `None` without requests, or when either sample found no thread (an
+    /// unreadable `/proc`, or prefixes naming none: not 0 µs).
     pub(crate) fn per_request(&self, earlier: &Usage, requests: u64) -> Option<(f64, f64)> {
-        (requests > 0).then(|| {
+        (requests > 0 && self.threads > 0 && earlier.threads > 0).then(|| {
             let n = requests as f64;
             (
                 self.cpu_ns.saturating_sub(earlier.cpu_ns) as f64 / 1_000.0 / n,
@@ -100,9 +101,12 @@ mod tests {
         let usage = Usage::of_threads(&["usage-test-spin"]).unwrap();
         assert_eq!(usage.threads, 1);
         assert!(usage.cpu_ns >= 10_000_000, "{usage:?}");
-        let (cpu_us, _) = usage.per_request(&Usage::default(), 1000).unwrap();
+        let before = Usage { threads: 1, ..Usage::default() };
+        let (cpu_us, _) = usage.per_request(&before, 1000).unwrap();
         assert!(cpu_us >= 10.0, "{cpu_us}");
-        assert_eq!(Usage::of_threads(&["no-such-thread"]).unwrap().threads, 0);
+        let none = Usage::of_threads(&["no-such-thread"]).unwrap();
+        assert_eq!(none.threads, 0);
+        assert_eq!(none.per_request(&none, 1000), None, "no thread found is no figure, not 0");
         // The whole process, read as another process would be: this thread and the rest too.
         let all = Usage::of_process(std::process::id()).unwrap();
         assert!(all.threads >= 2 && all.cpu_ns >= usage.cpu_ns, "{all:?} vs {usage:?}");
