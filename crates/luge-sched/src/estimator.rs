@@ -166,18 +166,23 @@ impl Estimator {
     /// observations; its seed if it has none; `default_estimate` if it has neither. O(1).
     ///
     /// With [`shift_run`](EstimatorConfig::shift_run) = k > 0, a run of the last k observations
-    /// all above (below) that percentile gives their minimum (maximum) instead: O(k).
+    /// all above (below) the window's median — a shift of the distribution — moves the estimate
+    /// up to at least their minimum (down to at most their maximum): O(k). Judged against the
+    /// median whatever the percentile, so that a high or low percentile is not overridden by
+    /// runs that are merely on its usual side.
     pub fn estimate(&self, function: FunctionId) -> Nanos {
         let Some(w) = self.functions.get(&function) else { return self.config.default_estimate };
-        let Some(&p) = w.sorted.get(self.config.rank(w.sorted.len())) else {
+        let n = w.sorted.len();
+        let Some(&p) = w.sorted.get(self.config.rank(n)) else {
             return w.seed.unwrap_or(self.config.default_estimate);
         };
         let Some(recent) = w.recent(self.config.shift_run) else { return p };
+        let median = w.sorted[(n - 1) / 2];
         let (lo, hi) = recent.fold((Nanos::MAX, 0), |(lo, hi), x| (lo.min(x), hi.max(x)));
-        if lo > p {
-            lo
-        } else if hi < p {
-            hi
+        if lo > median {
+            p.max(lo)
+        } else if hi < median {
+            p.min(hi)
         } else {
             p
         }
@@ -264,6 +269,33 @@ mod tests {
         assert!(e.forget(F));
         assert!(!e.forget(F));
         assert_eq!(e.estimate(F), EstimatorConfig::DEFAULT_ESTIMATE);
+    }
+
+    /// Shift detection judges runs against the median, not the configured percentile: with a
+    /// p99 estimate, four recent values below the p99 (as 96 % of runs are) are no shift.
+    #[test]
+    fn a_high_percentile_is_not_pulled_down_by_ordinary_runs() {
+        let cfg = EstimatorConfig {
+            window: 100,
+            percentile: 99,
+            shift_run: 4,
+            ..EstimatorConfig::default()
+        };
+        let mut e = Estimator::new(cfg);
+        for v in 1..=100 {
+            e.observe(F, v * 1_000);
+        }
+        // The last four (97–100 µs) lie above the median: a shift up, but the p99 (99 µs) is
+        // above their minimum already.
+        assert_eq!(e.estimate(F), 99_000);
+        for v in [10, 60, 20, 70] {
+            e.observe(F, v * 1_000); // both sides of the median: no shift
+        }
+        assert_eq!(e.estimate(F), 99_000, "not the maximum of the last four (70 µs)");
+        for v in [1, 2, 3, 4] {
+            e.observe(F, v * 1_000); // all below the median: a shift down
+        }
+        assert_eq!(e.estimate(F), 4_000, "at most their maximum");
     }
 
     #[test]

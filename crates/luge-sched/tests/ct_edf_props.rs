@@ -526,16 +526,18 @@ fn naive_estimate(f: &NaiveFn, window: usize, p: u8, shift: usize, default: Nano
     let p = usize::from(p.min(100));
     let n = last.len();
     let pct = (0..n).find(|&i| (i + 1) * 100 >= p * n).map(|i| last[i]).unwrap();
-    // Shift detection: the newest `shift` values (if that many are held) all on one side.
+    // Shift detection: the newest `shift` values (if that many are held) all on one side of
+    // the median (the lower one) move the percentile to them.
+    let median = last[(0..n).find(|&i| (i + 1) * 2 >= n).unwrap()];
     let newest: Vec<Nanos> = f.all.iter().rev().take(w.min(shift)).copied().collect();
     if shift == 0 || newest.len() < shift {
         return pct;
     }
-    if newest.iter().all(|&x| x > pct) {
-        return *newest.iter().min().unwrap();
+    if newest.iter().all(|&x| x > median) {
+        return pct.max(*newest.iter().min().unwrap());
     }
-    if newest.iter().all(|&x| x < pct) {
-        return *newest.iter().max().unwrap();
+    if newest.iter().all(|&x| x < median) {
+        return pct.min(*newest.iter().max().unwrap());
     }
     pct
 }
