@@ -80,7 +80,7 @@ pub struct UllStats {
     pub overran: u64,
     /// uLL requests the lane could not serve within their deadline whose function demotes
     /// (`Overrun::Demote`), handed to the inner policy instead of refused or shed (Edge-RT
-    /// §IV-D): it runs them late.
+    /// §IV-C): it runs them late.
     pub demoted: u64,
 }
 
@@ -161,6 +161,9 @@ impl<P: Policy> UllLane<P> {
     /// `inner` behind a lane of `config`; `inner` has not been fed any event yet.
     pub fn new(inner: P, config: UllConfig) -> Self {
         let workers = inner.workers().max(1);
+        // A slice of 0 would end every uLL run before it starts (and ask for a tick at `now`
+        // at every tick until it does).
+        let config = UllConfig { slice: config.slice.max(1), ..config };
         Self {
             inner,
             config,

@@ -3,7 +3,7 @@
 //! counters that go with placing requests on them. Keeps the driver contract of the parent module
 //! (run only on idle workers, at most one preemption in flight per worker) and the admission
 //! steps the policies share (refuse, admit on the wait, shed the doomed, demote) in one place,
-//! with the group's best-effort lane of demoted requests (Edge-RT §IV-D).
+//! with the group's best-effort lane of demoted requests (Edge-RT §IV-C).
 
 use super::batch::Batches;
 use super::lane::Lane;
@@ -264,6 +264,11 @@ impl Cores {
         Some(SliceEnd::Preempted)
     }
 
+    /// Workers whose run has a preemption under way (each will take a waiting request).
+    pub fn preempting(&self) -> usize {
+        (0..self.len()).filter(|&w| self.get(w).is_some_and(|r| r.preempt_pending)).count()
+    }
+
     /// [`Cores::end_slice`] on every worker with one `quantum`, `waiting(w, running)` saying
     /// whether another request should take worker `w`; demoted runs keep the lane's own quantum
     /// ([`Cores::rotate_demoted`]).
@@ -303,7 +308,7 @@ impl Cores {
 
     /// `req` will not run on time for `reason`. If that is its deadline (not a full queue), its
     /// function asked for demotion and the lane has room (`Admission::max_queued`), it joins the
-    /// back of the best-effort lane (Edge-RT §IV-D); else it is answered with `reason`.
+    /// back of the best-effort lane (Edge-RT §IV-C); else it is answered with `reason`.
     fn refuse(&mut self, req: Request, reason: RejectReason, out: &mut Vec<Action>) {
         let demote = req.on_overrun == Overrun::Demote && reason != RejectReason::QueueFull;
         if demote && self.lane.has_room() {
@@ -326,7 +331,7 @@ impl Cores {
 
     /// The admitted `req`, whose deadline became unreachable, is not run ahead of requests that
     /// can still make theirs, at `now`. If its function asked for demotion and the lane has room
-    /// (`Admission::max_queued`), it joins the back of the best-effort lane (Edge-RT §IV-D);
+    /// (`Admission::max_queued`), it joins the back of the best-effort lane (Edge-RT §IV-C);
     /// else it is answered: [`RejectReason::Late`] if it already ran and its deadline has passed
     /// (it was preempted past it, [`Cores::past_deadline`]), else [`RejectReason::Shed`].
     pub fn shed(&mut self, req: Request, now: Nanos, out: &mut Vec<Action>) {
@@ -542,6 +547,14 @@ impl Cores {
             }
         }
     }
+}
+
+/// Takes one from `left` if any remain: whether one did (a slice's end that may preempt for a
+/// waiting request not yet served).
+pub(crate) fn take_one(left: &mut usize) -> bool {
+    let some = *left > 0;
+    *left = left.saturating_sub(1);
+    some
 }
 
 /// How an admitted request that will not run on time is answered at `now`:

@@ -39,7 +39,7 @@
 use std::collections::VecDeque;
 
 use super::algorithm;
-use super::core::{Cores, SliceEnd};
+use super::core::{Cores, SliceEnd, take_one};
 use super::{Action, LocalOrder, PolicyConfig, WorkerId};
 #[cfg(test)]
 use super::{Event, Policy};
@@ -251,11 +251,19 @@ impl algorithm::Algorithm for Sfs {
 
     /// A FILTER slice used up or a level-2 quantum over: to the level-2 tail once the driver
     /// confirms if anyone waits; else the request keeps its core, a FILTER one demoted in place.
+    /// One preemption per waiting request no preemption under way serves (SFS §V-B: preempted
+    /// "only if it has used up the time slice" — and only for someone to take its place);
+    /// demoted runs keep the best-effort lane's own quantum.
     fn tick(&mut self, now: Nanos, out: &mut Vec<Action>) {
+        let waiting = self.filter.len() + self.fair.len();
+        let mut unserved = waiting.saturating_sub(self.cores.preempting());
         for w in 0..self.cores.len() {
-            let waiting = !self.filter.is_empty() || !self.fair.is_empty();
+            if self.cores.get(w).is_some_and(|r| r.demoted) {
+                continue;
+            }
             let lengths = (self.budget[w], self.quantum);
-            if self.cores.end_slice(w, now, lengths, |_| waiting, out) == Some(SliceEnd::Renewed) {
+            let ended = self.cores.end_slice(w, now, lengths, |_| take_one(&mut unserved), out);
+            if ended == Some(SliceEnd::Renewed) {
                 if self.level[w] == Level::Filter {
                     self.level[w] = Level::Fair;
                     self.demotions += 1;

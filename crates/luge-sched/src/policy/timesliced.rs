@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 
-use super::core::Cores;
+use super::core::{Cores, take_one};
 use super::{Action, LocalOrder, PolicyConfig, WorkerId, algorithm, fifo};
 #[cfg(test)]
 use super::{Event, Policy};
@@ -23,9 +23,10 @@ use crate::request::{Nanos, Request};
 /// Decisions:
 /// - An arrival runs on the lowest-numbered idle worker, else waits at the tail of the queue.
 /// - On `Started` the worker's slice begins and a `WakeAt(now + quantum)` is requested.
-/// - On a `Tick`, every worker whose slice has lasted at least a quantum (and has no preemption in
-///   flight) is preempted if the queue is non-empty; otherwise its slice is renewed. Nobody is
-///   preempted when nobody waits.
+/// - On a `Tick`, a worker whose slice has lasted at least a quantum (and has no preemption in
+///   flight) is preempted for a queued request that no preemption under way will serve — one
+///   per such request, in worker order; otherwise its slice is renewed. Nobody is preempted
+///   when nobody waits, and slices ending together are not all cut for one waiter.
 /// - A preempted request goes to the *tail* of the central queue, and the freed worker runs the
 ///   head (which may be another worker's preempted request: requests migrate, the price of one
 ///   global queue; SledgeScale's integration resumes them "by the same worker", which a single
@@ -87,10 +88,12 @@ impl algorithm::Algorithm for TimeSliced {
         Some(self.quantum)
     }
 
-    /// Every slice over is preempted if anyone waits, else renewed.
+    /// A slice over is preempted for a waiting request that no preemption under way will serve
+    /// (one per such request, in worker order), else renewed: slices ending at the same tick
+    /// are not all cut for one waiter, whose others would only bounce back to the queue.
     fn tick(&mut self, now: Nanos, out: &mut Vec<Action>) {
-        let waiting = !self.queue.is_empty();
-        self.cores.end_slices(now, self.quantum, |_, _| waiting, out);
+        let mut unserved = self.queue.len().saturating_sub(self.cores.preempting());
+        self.cores.end_slices(now, self.quantum, |_, _| take_one(&mut unserved), out);
     }
 }
 
@@ -140,6 +143,25 @@ mod tests {
         // The preempted request sits in the queue with its execution recorded.
         assert_eq!(p.queued(), 1);
         assert_eq!(p.queue.front().map(|r| (r.id, r.executed)), Some((RequestId(1), 31_000)));
+    }
+
+    /// Two slices ending at one tick with one request waiting: one is preempted, the other
+    /// renewed (preempting both would only send one back to the queue it came from).
+    #[test]
+    fn one_waiter_preempts_one_of_the_slices_that_end_together() {
+        let mut p = TimeSliced::shinjuku(&PolicyConfig::with_workers(2));
+        for (id, w) in [(1, 0), (2, 1)] {
+            feed(&mut p, 0, Event::Arrival(req(id, 1_000_000)));
+            feed(&mut p, 0, Event::Started { worker: w, id: RequestId(id) });
+        }
+        feed(&mut p, 1, Event::Arrival(req(3, 1_000_000)));
+        let out = feed(&mut p, 15_000, Event::Tick);
+        let preempts = out.iter().filter(|a| matches!(a, Action::Preempt { .. })).count();
+        assert_eq!(preempts, 1, "{out:?}");
+        assert!(out.contains(&Action::WakeAt(30_000)), "the other slice is renewed: {out:?}");
+        // The preemption under way serves the waiter: the next tick preempts no one else.
+        let out = feed(&mut p, 30_000, Event::Tick);
+        assert!(!out.iter().any(|a| matches!(a, Action::Preempt { .. })), "{out:?}");
     }
 
     /// Shinjuku on one worker running request 1 (1 ms, started at 0), with `waiting` requests

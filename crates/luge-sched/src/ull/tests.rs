@@ -173,3 +173,12 @@ fn after_a_burst_the_held_back_run_gets_a_slice_before_the_lane_borrows_again() 
     assert!(!out.contains(&preempt) && out.contains(&Action::WakeAt(112_000)), "{out:?}");
     assert_eq!(step(&mut p, 112_000, Event::Tick), [preempt]);
 }
+
+/// A configured slice of 0 is a slice of 1 ns: a uLL run is not over before it starts.
+#[test]
+fn a_zero_slice_is_one_nanosecond() {
+    let config = PolicyConfig::papers(1);
+    let ull = UllConfig { slice: 0, admission: config.admission, ..UllConfig::default() };
+    let p = UllLane::new(PolicyKind::SledgeScale.build(&config), ull);
+    assert_eq!(p.config.slice, 1);
+}
