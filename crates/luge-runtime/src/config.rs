@@ -284,7 +284,7 @@ pub struct FunctionConfig {
     /// What becomes of a request that can no longer meet its deadline: answered at once
     /// (`Kill`: 503 shed before it runs, 504 once it ran past its deadline) or demoted to the
     /// best-effort lane, run only when a worker has nothing on time to run and answered late
-    /// (`Demote`, Edge-RT §IV-D). Either way it is still killed at `limits.max_execution`.
+    /// (`Demote`, Edge-RT §IV-C). Either way it is still killed at `limits.max_execution`.
     pub on_overrun: Overrun,
     /// Declared ultra-low-latency (`class = "ull"` in a manifest): its requests take the uLL lane
     /// (`RuntimeConfig::ull_lane`) whatever their estimate.

@@ -35,7 +35,7 @@ pub struct GroupStats {
     /// Submissions not yet taken by the dispatcher.
     pub submissions: usize,
     /// Requests demoted to the best-effort lane since the runtime started (functions with
-    /// `on_overrun = demote`, Edge-RT §IV-D).
+    /// `on_overrun = demote`, Edge-RT §IV-C).
     pub demoted: u64,
     /// Wake-ups issued to the group's sleeping threads (its dispatcher's and its workers'),
     /// each an unpark: a futex system call and, on this kind of VM, ~20 µs before the thread

@@ -524,7 +524,7 @@ fn a_function_whose_runs_end_late_is_refused_but_probed() {
 
 #[test]
 fn a_demoted_runaway_finishes_late_on_the_spare_worker_time() {
-    // Edge-RT §IV-D with `on_overrun = demote`: past its deadline the runaway yields to on-time
+    // Edge-RT §IV-C with `on_overrun = demote`: past its deadline the runaway yields to on-time
     // work as a killed one would, but then runs on in the best-effort lane and completes late
     // (spin(10^8) runs ~0.2 s against a 50 ms deadline), with its output intact.
     let rt = runtime(1, PolicyKind::SledgeScale);
@@ -1091,7 +1091,7 @@ fn the_submitter_refuses_on_the_dispatchers_published_estimate_and_leaves_demoti
     assert_eq!(fourth.result, Err(Failure::Rejected(Rejection::DeadlineUnreachable)));
     assert_eq!(refused_early(&rt), 1);
     rt.shutdown_within(Duration::ZERO);
-    // A function that asks for demotion: its fourth is demoted by the dispatcher (Edge-RT §IV-D),
+    // A function that asks for demotion: its fourth is demoted by the dispatcher (Edge-RT §IV-C),
     // not refused by the submitter.
     let rt = runtime(1, PolicyKind::SledgeScale);
     register(&rt, "loop", LOOP, |c| {

@@ -68,7 +68,7 @@ pub enum Overrun {
     /// deadline.
     #[default]
     Kill,
-    /// It is demoted to the group's best-effort lane (Edge-RT §IV-D): it runs, round robin
+    /// It is demoted to the group's best-effort lane (Edge-RT §IV-C): it runs, round robin
     /// with the other demoted requests, only on a worker with no on-time work, and completes late.
     Demote,
 }

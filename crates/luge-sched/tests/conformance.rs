@@ -709,7 +709,7 @@ fn batches_keep_the_contract_and_run_back_to_back() {
 
 #[test]
 fn demoted_requests_run_late_and_never_keep_on_time_requests_waiting() {
-    // Edge-RT §IV-D: with demotion asked for, what overran its deadline (or can no longer make
+    // Edge-RT §IV-C: with demotion asked for, what overran its deadline (or can no longer make
     // it) runs in the best-effort lane instead of being answered: every demoted request completes
     // (the contract checker also holds that a demoted request never runs on an EDF worker with
     // on-time work bound to it), and on SledgeScale an arrival or the lane's quantum takes the

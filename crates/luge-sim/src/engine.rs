@@ -46,7 +46,7 @@ pub struct Job {
     pub stages: u8,
     /// What becomes of it once it can no longer meet its deadline: answered at once (`Kill`,
     /// the default) or demoted to its group's best-effort lane to complete late (`Demote`,
-    /// Edge-RT §IV-D; `docs/scheduling.md`, "Demotion").
+    /// Edge-RT §IV-C; `docs/scheduling.md`, "Demotion").
     pub on_overrun: Overrun,
 }
 

@@ -1,4 +1,4 @@
-//! Demotion in the simulator (Edge-RT §IV-D; `docs/scheduling.md`, "Demotion"): a job that asks
+//! Demotion in the simulator (Edge-RT §IV-C; `docs/scheduling.md`, "Demotion"): a job that asks
 //! for it completes late in the best-effort lane where one that does not is answered at once,
 //! and on-time work is never kept waiting for it.
 

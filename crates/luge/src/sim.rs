@@ -126,7 +126,7 @@ struct RunArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16))]
     stages: u8,
     /// What becomes of a request that can no longer meet its deadline: answered at once
-    /// (`kill`), or demoted to the best-effort lane to complete late (`demote`, Edge-RT §IV-D).
+    /// (`kill`), or demoted to the best-effort lane to complete late (`demote`, Edge-RT §IV-C).
     #[arg(long, default_value = "kill")]
     on_overrun: Overrun,
     /// Periodic notification (Edge-RT §IV-B, Δtimer), as the runtime's `notify_interval_us`:

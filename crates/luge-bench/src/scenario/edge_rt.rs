@@ -4,7 +4,7 @@
 //! of `spin`, a 500 ms deadline, 80 % of the worker) beside k infinite-loop tasks per worker, each
 //! a function of its own activated every 100 ms with a 500 ms deadline, as in the paper. Three
 //! ways to treat a request that can no longer meet its deadline, each on a fresh node per point:
-//! - `demote`: the loops' functions say `on_overrun = "demote"` (Edge-RT §IV-D): past its
+//! - `demote`: the loops' functions say `on_overrun = "demote"` (Edge-RT §IV-C): past its
 //!   deadline a loop runs on in the best-effort lane, on spare worker time only, until its CPU
 //!   budget ends it;
 //! - `kill`: Luge's default: the loop yields and is answered late at its deadline, and its

@@ -4,7 +4,7 @@
 //! part is the bookkeeping of the driver contract (see the [`policy`](super) module): admission
 //! before an arrival is placed; `Started`, `Completed` and `Preempted` recorded in [`Cores`] (a
 //! stale report changes nothing); a freed worker handed back to the policy; the time slice armed
-//! when a run starts; and the best-effort lane of demoted requests (Edge-RT §IV-D), which gets
+//! when a run starts; and the best-effort lane of demoted requests (Edge-RT §IV-C), which gets
 //! the workers the policy left idle and yields them back at its quantum's end.
 
 use super::core::Cores;

@@ -1,4 +1,4 @@
-//! The best-effort lane of a dispatcher group (Edge-RT §IV-D): the requests that can no longer
+//! The best-effort lane of a dispatcher group (Edge-RT §IV-C): the requests that can no longer
 //! meet their deadline and whose function asked to run late rather than be answered
 //! ([`Overrun::Demote`]), waiting in round-robin order for a worker the policy leaves idle.
 //! [`Cores`](super::core::Cores) owns one and decides who joins it, who runs from it and when a

@@ -159,7 +159,7 @@ pub enum Action {
     WakeAt(Nanos),
     /// Informational, like `Enqueue`: the held request `req` can no longer meet its deadline and
     /// its function asked for demotion ([`Overrun::Demote`](crate::Overrun::Demote)), so instead
-    /// of a `Reject` it moved to the group's best-effort lane (Edge-RT §IV-D). It is no longer
+    /// of a `Reject` it moved to the group's best-effort lane (Edge-RT §IV-C). It is no longer
     /// bound to any worker's queue; it will be `Run`, on any worker with no on-time work, and
     /// complete late. A driver may count it and otherwise ignore it.
     Demote {
@@ -324,7 +324,7 @@ pub struct Admission {
     /// next arrival for its worker, or at the deadline when requests wait there, and answered
     /// [`RejectReason::Late`] (Edge-RT §VI-D). A request whose function asked for demotion
     /// ([`Overrun::Demote`](crate::Overrun::Demote)) goes to the group's best-effort lane
-    /// instead of being answered (Edge-RT §IV-D), while the lane holds fewer than `max_queued`.
+    /// instead of being answered (Edge-RT §IV-C), while the lane holds fewer than `max_queued`.
     pub shed: bool,
     /// Reject when the group already holds this many requests (queued, not running).
     pub max_queued: Option<usize>,
@@ -394,7 +394,7 @@ pub struct PolicyConfig {
     /// Upper bounds (exclusive) of `darc`'s duration groups by expected execution; empty means
     /// "group by the request's class tag".
     pub darc_bounds: Vec<Nanos>,
-    /// Round-robin quantum of the best-effort lane of demoted requests (Edge-RT §IV-D: the
+    /// Round-robin quantum of the best-effort lane of demoted requests (Edge-RT §IV-C: the
     /// quantum Δtimer; 1 ms).
     pub demoted_quantum: Nanos,
     /// How long past its deadline a demoted request may wait in the lane without starting or
