@@ -483,8 +483,9 @@ impl Cores {
         now: Nanos,
         own: Nanos,
     ) -> bool {
-        let run = self.get(w).map_or(0, |r| self.claim(now, r));
-        let run_fits = self.get(w).is_none_or(|r| {
+        let running = self.get(w);
+        let run = running.map_or(0, |r| self.claim(now, r));
+        let run_fits = running.is_none_or(|r| {
             let deadline = r.req.absolute_deadline;
             let on_time = now.saturating_add(run) <= deadline;
             let before = queue.work_before(deadline);

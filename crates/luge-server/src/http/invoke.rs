@@ -110,7 +110,7 @@ async fn submit(
     held: (Arc<Held>, Buffered),
 ) -> Response<Full<Bytes>> {
     let deadline = call.deadline.unwrap_or(call.target.relative_deadline());
-    let (trace, received) = (call.trace.map(|t| t.node), call.received);
+    let (trace, received) = (call.trace, call.received);
     let (tx, rx) = oneshot::channel();
     shared.gate.submit(call, move |outcome| {
         // The receiver is gone when the client left; the gate has recorded the outcome.
@@ -142,20 +142,12 @@ async fn submit(
     let load = load_of(rpc_status(&outcome.result), outcome.timing.queueing(), deadline);
     let mut response = shared.render(outcome);
     response.headers_mut().insert(LOAD, HeaderValue::from(u16::from(load)));
-    with_traceparent(response, trace)
+    traced(response, trace)
 }
 
 /// `response`, answering the node's span of `trace` (if any) in its `traceparent`.
-fn traced(response: Response<Full<Bytes>>, trace: Option<Traced>) -> Response<Full<Bytes>> {
-    with_traceparent(response, trace.map(|t| t.node))
-}
-
-/// `response` with `trace` (if any) as its `traceparent`.
-fn with_traceparent(
-    mut response: Response<Full<Bytes>>,
-    trace: Option<TraceContext>,
-) -> Response<Full<Bytes>> {
-    if let Some(trace) = trace {
+fn traced(mut response: Response<Full<Bytes>>, trace: Option<Traced>) -> Response<Full<Bytes>> {
+    if let Some(trace) = trace.map(|t| t.node) {
         // 55 characters of lower-case hex and dashes: always a valid header value.
         if let Ok(value) = HeaderValue::from_str(&trace.to_string()) {
             response.headers_mut().insert(TRACEPARENT, value);
