@@ -50,6 +50,7 @@ mod machine;
 mod measure;
 mod node;
 mod noop;
+mod order;
 mod output;
 mod overload;
 mod path;

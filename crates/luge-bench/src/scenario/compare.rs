@@ -37,6 +37,7 @@ use super::measure::{Driver, Point, Search, search_rate};
 use super::node::{
     Baseline, BaselineKind, LugeNode, NodeSpec, Pinning, ServerId, noop_only, process_program,
 };
+use super::order::in_trial_order;
 use super::output::{Results, Table, ratio_range, rps, spread, us};
 use super::{CompareOptions, Protocol, ScenarioOptions, wait_name};
 use crate::error::BenchError;
@@ -338,6 +339,31 @@ fn summarise(rows: &[RatioRow]) -> Summary {
         .collect()
 }
 
+/// One server to measure in a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Job {
+    /// A baseline without a wait mode (bare hyper, process-per-request): compared with Luge in
+    /// every mode.
+    Once(BaselineKind),
+    /// The UDP echo in one wait mode: compared with Luge in that mode.
+    Echo(WaitMode),
+    /// Luge in one wait mode and layout.
+    Luge(WaitMode, Layout),
+}
+
+/// The ratio rows of one trial and protocol: each Luge measurement against the echo of its wait
+/// mode, then against the baselines without one.
+fn pair(done: &[(Job, Measured)]) -> Vec<RatioRow> {
+    let mut rows = Vec::new();
+    for (job, luge) in done {
+        let Job::Luge(wait, _) = *job else { continue };
+        let echo = done.iter().filter(|(j, _)| *j == Job::Echo(wait));
+        let once = done.iter().filter(|(j, _)| matches!(j, Job::Once(_)));
+        rows.extend(echo.chain(once).map(|(_, base)| ratio_row(luge, base)));
+    }
+    rows
+}
+
 pub(crate) fn run(
     c: &CompareOptions,
     opts: &ScenarioOptions,
@@ -353,29 +379,44 @@ pub(crate) fn run(
             opts.say(format!("compare: trial {}/{trials}", trial + 1));
         }
         for &protocol in &opts.protocols {
-            let baseline =
-                |kind, wait| measure_baseline(kind, protocol, wait, &program, c, opts, pin, trial);
-            let mut once = Vec::new();
+            // Every server of this protocol, run in the trial's order (`in_trial_order`), then
+            // paired and listed in one fixed order whatever the order they ran in.
+            let mut jobs = Vec::new();
             if protocol == Protocol::Http {
-                once.push(baseline(BaselineKind::BareHttp, None)?);
+                jobs.push(Job::Once(BaselineKind::BareHttp));
             }
-            once.push(baseline(BaselineKind::Process, None)?);
+            jobs.push(Job::Once(BaselineKind::Process));
             for &wait in &opts.modes {
-                let echo = if protocol == Protocol::Udp {
-                    Some(baseline(BaselineKind::UdpEcho, Some(wait))?)
-                } else {
-                    None
-                };
-                for &layout in &opts.layouts {
-                    let luge = measure_luge(protocol, wait, layout, c, opts, pin, trial)?;
-                    for base in echo.iter().chain(&once) {
-                        rows.push(ratio_row(&luge, base));
-                    }
-                    all.push(luge);
+                if protocol == Protocol::Udp {
+                    jobs.push(Job::Echo(wait));
                 }
-                all.extend(echo);
+                jobs.extend(opts.layouts.iter().map(|&layout| Job::Luge(wait, layout)));
             }
-            all.extend(once);
+            let mut done: Vec<(Job, Measured)> = Vec::with_capacity(jobs.len());
+            for &job in in_trial_order(trial, &jobs) {
+                let m = match job {
+                    Job::Once(kind) => {
+                        measure_baseline(kind, protocol, None, &program, c, opts, pin, trial)?
+                    }
+                    Job::Echo(wait) => measure_baseline(
+                        BaselineKind::UdpEcho,
+                        protocol,
+                        Some(wait),
+                        &program,
+                        c,
+                        opts,
+                        pin,
+                        trial,
+                    )?,
+                    Job::Luge(wait, layout) => {
+                        measure_luge(protocol, wait, layout, c, opts, pin, trial)?
+                    }
+                };
+                done.push((job, m));
+            }
+            done.sort_by_key(|(job, _)| jobs.iter().position(|j| j == job));
+            rows.extend(pair(&done));
+            all.extend(done.into_iter().map(|(_, m)| m));
         }
     }
     let summary = summarise(&rows);
@@ -487,6 +528,52 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn measured(id: ServerId, p50_us: f64) -> Measured {
+        let latency = Point {
+            p50_us: Some(p50_us),
+            p99_us: Some(p50_us),
+            throughput_rps: 1.0,
+            ..Point::default()
+        };
+        let closed = latency.clone();
+        let search = Search { p99_target_us: 1000.0, best: None, steps: Vec::new() };
+        Measured { id, trial: 0, latency, closed, search }
+    }
+
+    /// Whatever order a trial ran its servers in, each Luge measurement is paired with the echo
+    /// of its own wait mode and with every baseline that has none.
+    #[test]
+    fn luge_is_paired_with_the_echo_of_its_wait_mode_and_the_modeless_baselines() {
+        let (sleep, spin, udp) = (WaitMode::Sleep, WaitMode::Spin, Protocol::Udp);
+        let echo = |w| Job::Echo(w);
+        let luge = |w| Job::Luge(w, Layout::Inline);
+        let done = vec![
+            (
+                Job::Once(BaselineKind::Process),
+                measured(ServerId::baseline(BaselineKind::Process, udp, None), 100.0),
+            ),
+            (
+                echo(sleep),
+                measured(ServerId::baseline(BaselineKind::UdpEcho, udp, Some(sleep)), 10.0),
+            ),
+            (luge(sleep), measured(ServerId::luge(udp, sleep, Layout::Inline), 20.0)),
+            (echo(spin), measured(ServerId::baseline(BaselineKind::UdpEcho, udp, Some(spin)), 5.0)),
+            (luge(spin), measured(ServerId::luge(udp, spin, Layout::Inline), 20.0)),
+        ];
+        let rows = pair(&done);
+        let got: Vec<_> =
+            rows.iter().map(|r| (r.wait.as_str(), r.baseline.as_str(), r.p50)).collect();
+        assert_eq!(
+            got,
+            [
+                ("sleep", "udp-echo (sleep)", Some(2.0)),
+                ("sleep", "process", Some(0.2)),
+                ("spin", "udp-echo (spin)", Some(4.0)),
+                ("spin", "process", Some(0.2)),
+            ]
+        );
+    }
 
     fn trial(trial: usize, at_target: Option<f64>, closed: f64) -> RatioRow {
         RatioRow {

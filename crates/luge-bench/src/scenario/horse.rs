@@ -23,6 +23,7 @@ use serde_json::json;
 
 use super::measure::{Driver, Point, calibrate_once, median, median_ratio};
 use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
+use super::order::in_trial_order;
 use super::output::{Results, Table, ratio, rps, us};
 use super::{HorseOptions, Protocol, ScenarioOptions, layout_name, wait_name};
 use crate::calibrate::Calibration;
@@ -72,7 +73,7 @@ pub(crate) fn run(
     let mut results = Vec::new();
     for trial in 0..trials {
         for &(function, work) in shorts {
-            for (condition, ull_lane, ready_sandboxes) in CONDITIONS {
+            for &(condition, ull_lane, ready_sandboxes) in in_trial_order(trial, &CONDITIONS) {
                 let spec = NodeSpec {
                     ull_lane,
                     ready_sandboxes,

@@ -27,6 +27,7 @@ use super::measure::{Driver, Point, median, median_ratio};
 use super::node::{
     Baseline, BaselineKind, LugeNode, NodeSpec, Pinning, noop_only, process_program,
 };
+use super::order::in_trial_order;
 use super::output::{Results, Table, ratio, rps, us};
 use super::usage::Usage;
 use super::{PathOptions, Protocol, ScenarioOptions, wait_name};
@@ -114,7 +115,7 @@ pub(crate) fn run(
     let mut results: Vec<Trial> = Vec::new();
     for trial in 0..trials {
         for &wait in &opts.modes {
-            for (server, layout) in SERVERS {
+            for &(server, layout) in in_trial_order(trial, &SERVERS) {
                 let shape = (outstanding, duration);
                 let (single, closed) = match layout {
                     Some(layout) => {

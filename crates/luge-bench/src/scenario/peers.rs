@@ -33,6 +33,7 @@ use luge_workload::WorkloadSpec;
 
 use super::measure::{Driver, Point};
 use super::node::Pinning;
+use super::order::in_trial_order;
 use super::output::{Results, Table, pct, ratio_range, rps, spread, us};
 use super::policies::short_class;
 use super::usage::Usage;
@@ -388,7 +389,7 @@ pub(crate) fn run(
     let mut results: Vec<Trial> = Vec::new();
     for trial in 0..trials {
         for &connections in &p.connections {
-            for server in &running {
+            for server in in_trial_order(trial, &running) {
                 let run = wrk(p, &script, server, connections, duration, client_cpu)?;
                 opts.say(format!(
                     "peers: trial {}/{trials} {} at {connections} connections: {} /s, p50 {} µs, \
@@ -490,7 +491,7 @@ fn mix(
     opts.say(format!("peers: calibration {calibration}"));
     let mut runs = Vec::new();
     for trial in 0..trials {
-        for &(server, addr) in servers {
+        for &(server, addr) in in_trial_order(trial, servers) {
             let driver = Driver {
                 target: Target::http(addr),
                 mapping: Mapping::Spin(spin.clone()),
