@@ -3,6 +3,7 @@
 
 mod bench;
 mod compile;
+mod errors;
 mod invoke;
 mod overhead;
 mod serve;
@@ -49,7 +50,7 @@ fn report(verb: &str, result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("luge {verb}: {e:#}");
+            eprintln!("luge {verb}: {}", errors::chain_text(&e));
             ExitCode::FAILURE
         }
     }
@@ -64,13 +65,7 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Sim(args) => match sim::run(*args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("luge sim: {e:#}");
-                ExitCode::FAILURE
-            }
-        },
+        Command::Sim(args) => report("sim", sim::run(*args)),
         Command::Serve(args) => report("serve", serve::run(args)),
         Command::Bench(args) => report("bench", bench::run_bench(args)),
         Command::Compile(args) => report("compile", compile::run(args)),
