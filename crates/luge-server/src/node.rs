@@ -247,9 +247,11 @@ impl Node {
         let udp_unanswered = self.udp.map_or(0, |u| u.shutdown(left));
         // What is still running gets what is left of the one grace period, not a fresh one.
         self.runtime.shutdown_within(end.saturating_duration_since(Instant::now()));
-        // Every answer is recorded now: export the last spans.
+        // Every answer is recorded now: export the last spans and stop the exporter, within
+        // one bound (5 s) — a flush and then a shutdown would each wait that long on a collector
+        // that does not answer.
         for t in &self.tracing {
-            t.flush();
+            t.shutdown();
         }
         ShutdownReport { udp_unanswered }
     }

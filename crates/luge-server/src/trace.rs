@@ -82,13 +82,6 @@ impl Tracing {
         self.inner.ratio
     }
 
-    /// Exports every span handed over so far (bounded by the processor's own timeout).
-    pub fn flush(&self) {
-        if let Err(e) = self.inner.processor.force_flush() {
-            tracing::warn!("exporting the last spans failed: {e}");
-        }
-    }
-
     /// Flushes and stops the processor (at node shutdown; later spans are dropped).
     pub fn shutdown(&self) {
         if let Err(e) = self.inner.processor.shutdown_with_timeout(Duration::from_secs(5)) {

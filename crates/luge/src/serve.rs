@@ -304,9 +304,6 @@ pub fn run(args: ServeArgs) -> Result<()> {
             "UDP-RPC requests still running after the grace period"
         );
     }
-    if let Some(t) = &tracing {
-        t.shutdown();
-    }
     tracing::info!("stopped");
     Ok(())
 }
