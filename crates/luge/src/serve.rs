@@ -147,8 +147,8 @@ pub fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::Worker
     guard
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread (and so in every thread it spawns later),
-/// so that [`wait_for_signal`] can take them synchronously.
+/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and so in every thread it spawns
+/// later), so that [`wait_for_signal`] can take them synchronously.
 pub(crate) fn block_signals() -> libc::sigset_t {
     // SAFETY: `set` is initialised by sigemptyset before use; the signal numbers are valid and
     // pthread_sigmask only changes this thread's mask.
@@ -157,6 +157,7 @@ pub(crate) fn block_signals() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
@@ -169,10 +170,27 @@ pub(crate) fn wait_for_signal(set: &libc::sigset_t) -> i32 {
     signal
 }
 
+/// Waits for SIGINT or SIGTERM. SIGHUP — `ExecReload=kill -HUP`, a closed terminal — would
+/// end the process at once by default, dropping every request in flight; `luge serve` does not
+/// reload its manifest (the admin API adds and removes functions live), so it says so and goes
+/// on serving.
+fn wait_for_stop(set: &libc::sigset_t) -> i32 {
+    loop {
+        let signal = wait_for_signal(set);
+        if signal != libc::SIGHUP {
+            return signal;
+        }
+        tracing::warn!(
+            "SIGHUP ignored: luge serve does not reload its manifest; restart it to apply a \
+             changed manifest, or add and remove functions through the admin API"
+        );
+    }
+}
+
 /// Runs `luge serve` until a signal arrives.
 pub fn run(args: ServeArgs) -> Result<()> {
-    // First, so that every thread started after it — the log writer's too — leaves SIGINT and
-    // SIGTERM to `wait_for_signal`: a thread that took one would end the process at once.
+    // First, so that every thread started after it — the log writer's too — leaves SIGINT, SIGTERM
+    // and SIGHUP to `wait_for_signal`: a thread that took one would end the process at once.
     let signals = block_signals();
     // Held until `serve` returns: what is queued is written before the process exits.
     let _log = init_logging(args.log_format);
@@ -295,7 +313,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     if let Some(agent) = node.http().and_then(|h| h.agent_addr()) {
         println!("  agent    {agent}   (HAProxy agent-check)");
     }
-    let signal = wait_for_signal(&signals);
+    let signal = wait_for_stop(&signals);
     tracing::info!(signal, "shutting down: finishing requests in flight (grace {grace:?})");
     let report = node.shutdown();
     if report.udp_unanswered > 0 {

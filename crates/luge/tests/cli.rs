@@ -69,6 +69,19 @@ fn serve_invoke_and_stop() {
     assert_eq!(server.stop(), 0, "SIGTERM must be a clean exit");
 }
 
+/// SIGHUP (a systemd `ExecReload`, a closed terminal) neither kills nor stops the node: it is
+/// logged and the node goes on serving; SIGTERM still drains and exits 0.
+#[test]
+fn sighup_is_logged_and_the_node_goes_on_serving() {
+    let server = Server::start_logging(&[], &cache(), "warn");
+    server.send(libc::SIGHUP);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let out = server.invoke(&["noop"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = server.stop_with_log();
+    assert!(log.contains("SIGHUP ignored"), "{log}");
+}
+
 /// A second SIGTERM while the node drains is not fatal: every thread, the log writer's
 /// included, leaves the signals to the one that waits for them, and the drain completes.
 #[test]
@@ -180,6 +193,22 @@ fn manifest_errors_stop_start_up_with_file_and_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml:6: cannot read module"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A start-up error names its cause once: the libraries' messages spell their cause and mark it
+/// as their source too, and the binary prints the chain without repeating it.
+#[test]
+fn a_port_in_use_is_reported_once() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = Command::new(LUGE)
+        .args(["serve", "--http", &addr, "--rpc", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    assert_eq!(err.matches("in use").count(), 1, "{err}");
 }
 
 /// The admin API is on its own listener: `luge serve` will not expose it beyond loopback

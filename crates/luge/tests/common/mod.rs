@@ -111,6 +111,13 @@ impl Server {
         terminate(self.child.as_ref().unwrap());
     }
 
+    /// Sends `signal` without waiting.
+    pub fn send(&self, signal: libc::c_int) {
+        let pid = self.child.as_ref().unwrap().id() as libc::pid_t;
+        // SAFETY: kill(2) on the pid of our own child process.
+        unsafe { libc::kill(pid, signal) };
+    }
+
     /// Sends SIGTERM and waits (at most 20 s) for the exit code.
     pub fn stop(mut self) -> i32 {
         let mut child = self.child.take().unwrap();
