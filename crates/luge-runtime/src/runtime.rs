@@ -2,7 +2,7 @@
 //! functions, submit requests (each gets exactly one [`Outcome`]), shut down gracefully.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -78,6 +78,8 @@ pub struct PreparedSandbox(crate::sandbox::Ready);
 pub struct Runtime {
     inner: Arc<Inner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The thread a shutdown asked for on one of the runtime's threads runs on.
+    apart: Mutex<Option<JoinHandle<()>>>,
 }
 
 struct Inner {
@@ -264,7 +266,7 @@ impl Runtime {
                 }
             }
         })?);
-        Ok(Self { inner, threads: Mutex::new(threads) })
+        Ok(Self { inner, threads: Mutex::new(threads), apart: Mutex::new(None) })
     }
 
     /// The configuration it runs with.
@@ -761,9 +763,38 @@ impl Runtime {
 
     /// [`shutdown`](Self::shutdown), with `grace` instead of the configured grace period: what
     /// a caller that has already spent part of its own grace (`luge_server::Node`) leaves.
+    ///
+    /// Called on one of the runtime's own threads (in a completion callback), it cannot wait
+    /// for the threads to end — that thread is one of them, and its dispatcher waits for the
+    /// callback to return: the shutdown then runs on a thread of its own and this returns at
+    /// once.
     pub fn shutdown_within(&self, grace: Duration) {
+        if RUNTIME_THREAD.get() {
+            let mut threads = match self.threads.try_lock() {
+                Ok(threads) => threads,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                // Another caller holds it while it joins the threads: a shutdown is under way.
+                Err(TryLockError::WouldBlock) => return,
+            };
+            if !threads.is_empty() {
+                let apart =
+                    shutdown::shut_down_apart(&self.inner, std::mem::take(&mut *threads), grace);
+                *self.apart.lock().unwrap_or_else(|p| p.into_inner()) = apart;
+            }
+            return;
+        }
         // Held until the threads are joined: a second caller returns when they are.
         let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        if threads.is_empty() {
+            // Already shut down, or under way on a thread of its own: wait for that one.
+            let apart = self.apart.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(apart) = apart
+                && apart.join().is_err()
+            {
+                tracing::error!("the shutdown thread panicked");
+            }
+            return;
+        }
         shutdown::shut_down(&self.inner, std::mem::take(&mut *threads), grace);
     }
 }

@@ -1,6 +1,6 @@
 //! Stopping a runtime: refuse new work, let what is in flight finish within the grace period,
-//! join every thread — from a thread of its own when the last handle is dropped on one of the
-//! runtime's threads ([`Runtime::shutdown_within`], `Drop`).
+//! join every thread — from a thread of its own when the shutdown is asked for (or the last
+//! handle dropped) on one of the runtime's threads ([`Runtime::shutdown_within`], `Drop`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -47,17 +47,20 @@ impl Drop for Runtime {
     /// shutdown then runs on a thread of its own, and this thread goes back to its loop and ends
     /// there.
     fn drop(&mut self) {
-        if !super::RUNTIME_THREAD.get() {
-            return self.shutdown();
-        }
-        let inner = Arc::clone(&self.inner);
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
-        let grace = inner.config.shutdown_grace;
-        let spawned = std::thread::Builder::new()
-            .name("luge-shutdown".into())
-            .spawn(move || shut_down(&inner, threads, grace));
-        if let Err(e) = spawned {
-            tracing::error!("cannot start a thread to shut the runtime down: {e}");
-        }
+        self.shutdown();
     }
+}
+
+/// [`shut_down`] on a thread of its own, for a caller on one of the runtime's threads: it
+/// cannot join itself, nor wait for the dispatcher that waits for it to finish its callback.
+pub(super) fn shut_down_apart(
+    inner: &Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+    grace: Duration,
+) -> Option<JoinHandle<()>> {
+    let inner = Arc::clone(inner);
+    let spawned = std::thread::Builder::new()
+        .name("luge-shutdown".into())
+        .spawn(move || shut_down(&inner, threads, grace));
+    spawned.map_err(|e| tracing::error!("cannot start a thread to shut the runtime down: {e}")).ok()
 }
