@@ -485,9 +485,17 @@ impl Runtime {
     /// thread serving it ([`ThreadWatch`]), has stopped while it was accepting — else `None`
     /// (also once it shuts down: its threads stop then by design). Liveness (`/healthz`).
     pub fn stopped_thread(&self) -> Option<&'static str> {
-        let threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
-        let accepting = self.inner.accepting.load(Ordering::SeqCst);
-        if accepting && threads.iter().any(JoinHandle::is_finished) {
+        // Not accepting: shutting down, its threads stop by design — and a shutdown holds the
+        // list while it joins them, so asking for it would wait out the grace period.
+        let stopped = self.inner.accepting.load(Ordering::SeqCst)
+            && match self.threads.try_lock() {
+                Ok(threads) => threads.iter().any(JoinHandle::is_finished),
+                Err(TryLockError::Poisoned(p)) => {
+                    p.into_inner().iter().any(JoinHandle::is_finished)
+                }
+                Err(TryLockError::WouldBlock) => false,
+            };
+        if stopped {
             return Some("a runtime thread has stopped");
         }
         if self.inner.serving_thread_died.load(Ordering::SeqCst) {

@@ -64,6 +64,44 @@ mod tests {
         runtime.shutdown();
     }
 
+    /// Liveness is answered while a shutdown drains: the shutdown holds the thread list while it
+    /// joins the threads, and `/healthz` asked for it before it looked at whether the runtime
+    /// still accepts — so it waited out the drain.
+    #[test]
+    fn liveness_is_answered_while_a_shutdown_drains() {
+        use std::sync::{Arc, mpsc};
+        use std::time::Duration;
+
+        use crate::{FunctionConfig, SubmitOptions};
+
+        const SPIN: &str = include_str!("../../../../functions/builtin/spin.wat");
+        let config = RuntimeConfig {
+            workers: 1,
+            shutdown_grace: Duration::from_secs(30),
+            ..RuntimeConfig::default()
+        };
+        let runtime = Arc::new(Runtime::start(config).unwrap());
+        let mut spin = FunctionConfig::new("spin");
+        spin.relative_deadline = Duration::from_secs(30);
+        runtime.register(spin, SPIN.as_bytes()).unwrap();
+        // ~0.5 s of guest work: the drain waits for it.
+        let ticket = runtime.submit("spin", b"200000000".to_vec(), SubmitOptions::default());
+        std::thread::sleep(Duration::from_millis(50));
+        let (done, drained) = mpsc::channel();
+        let stopping = Arc::clone(&runtime);
+        std::thread::spawn(move || {
+            stopping.shutdown();
+            done.send(()).unwrap();
+        });
+        while runtime.health_ignoring_load() != Health::NotReady("shutting down") {
+            std::thread::yield_now();
+        }
+        assert_eq!(runtime.stopped_thread(), None);
+        assert!(drained.try_recv().is_err(), "liveness waited for the drain to end");
+        drained.recv().unwrap();
+        assert!(ticket.wait().result.is_ok());
+    }
+
     #[test]
     fn a_runtime_shut_down_on_purpose_has_no_stopped_thread() {
         let runtime =
