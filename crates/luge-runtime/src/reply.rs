@@ -2,9 +2,11 @@
 //! on it that can be awaited or waited for.
 //!
 //! A [`Reply`] that is dropped without being sent (a bug, or a thread that died) still answers,
-//! with an internal error: no request is ever lost silently.
+//! with an internal error: no request is ever lost silently. A callback that panics is caught
+//! and logged: the runtime's thread that ran it goes on.
 
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -28,7 +30,7 @@ impl Reply {
     /// Sends the outcome (at most once; later calls are impossible because `self` is consumed).
     pub(crate) fn send(mut self, outcome: Outcome) {
         if let Some(callback) = self.callback.take() {
-            callback(outcome);
+            deliver(self.request_id, callback, outcome);
         }
     }
 }
@@ -37,8 +39,20 @@ impl Drop for Reply {
     fn drop(&mut self) {
         if let Some(callback) = self.callback.take() {
             let failure = Failure::Internal("request dropped by the runtime".into());
-            callback(Outcome::new(self.request_id, Err(failure), Timing::default()));
+            let outcome = Outcome::new(self.request_id, Err(failure), Timing::default());
+            deliver(self.request_id, callback, outcome);
         }
+    }
+}
+
+/// Runs `callback` — the embedder's code, on a runtime thread — so that a panic in it stays
+/// there: unwinding would end the worker or dispatcher between answering a request and telling
+/// the dispatcher it ended, stranding the requests queued behind it and every later shutdown.
+fn deliver(request_id: u64, callback: Callback, outcome: Outcome) {
+    // Unwind safety: the callback is consumed either way, and the runtime's own state is not
+    // in its reach — only what the embedder shared with it, which is the embedder's to judge.
+    if catch_unwind(AssertUnwindSafe(move || callback(outcome))).is_err() {
+        tracing::error!(request_id, "a request's answer callback panicked");
     }
 }
 

@@ -87,6 +87,32 @@ fn builtin_functions_answer() {
     assert!(t.readiness() <= t.total, "{t:?}");
 }
 
+/// An answer callback that panics (the embedder's bug, on a runtime thread) is caught: the
+/// thread goes on, later requests are answered and the runtime shuts down. Before, the panic
+/// ended the worker between answering and telling its dispatcher, and shutdown hung.
+#[test]
+fn a_callback_that_panics_leaves_the_runtime_serving() {
+    for layout in [Layout::Inline, Layout::Threads] {
+        let config = RuntimeConfig { workers: 1, layout, ..RuntimeConfig::default() };
+        let rt = Arc::new(Runtime::start(config).unwrap());
+        // Printing the panic's backtrace takes the thread a while: the deadline is not the point.
+        register(&rt, "noop", NOOP, |c| c.relative_deadline = Duration::from_secs(30));
+        rt.submit_with("noop", Vec::new(), SubmitOptions::default(), |_| {
+            panic!("an embedder's bug in its answer callback")
+        });
+        for _ in 0..3 {
+            ok(call(&rt, "noop", b""));
+        }
+        let (done, stopped) = std::sync::mpsc::channel();
+        let stopping = Arc::clone(&rt);
+        std::thread::spawn(move || {
+            stopping.shutdown();
+            done.send(()).unwrap();
+        });
+        stopped.recv_timeout(Duration::from_secs(30)).expect("{layout:?}: shutdown hung");
+    }
+}
+
 #[test]
 fn failures_are_typed() {
     let rt = runtime(1, PolicyKind::SledgeScale);
