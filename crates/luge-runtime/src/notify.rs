@@ -39,6 +39,9 @@ struct Poller {
     /// The source registered besides the eventfd: its descriptor and the caller's key for it
     /// (a descriptor number may be reused by another file after the first closes).
     watched: Mutex<Option<(RawFd, u64)>>,
+    /// `epoll_pwait2` works here (cleared when the kernel lacks it — before 5.11 — or a seccomp
+    /// filter refuses it: [`wait`](Self::wait) then uses `epoll_wait`, whose timeout is in ms).
+    pwait2: AtomicBool,
 }
 
 /// The epoll token of the eventfd (a source's token is its descriptor, never negative).
@@ -61,7 +64,8 @@ impl Poller {
         }
         // SAFETY: see above.
         let event = unsafe { OwnedFd::from_raw_fd(event) };
-        let poller = Self { epoll, event, watched: Mutex::new(None) };
+        let poller =
+            Self { epoll, event, watched: Mutex::new(None), pwait2: AtomicBool::new(true) };
         poller.control(libc::EPOLL_CTL_ADD, poller.event.as_raw_fd(), EVENT_TOKEN)?;
         Ok(poller)
     }
@@ -105,17 +109,35 @@ impl Poller {
             tv_nsec: libc::c_long::from(t.subsec_nanos()),
         });
         let spec_ptr = spec.as_ref().map_or(std::ptr::null(), |s| s as *const libc::timespec);
-        // SAFETY: `events` has room for the 2 entries we allow; `spec_ptr` is null or points at
-        // a live `timespec`; a null signal mask leaves the thread's mask unchanged.
-        let n = unsafe {
-            libc::epoll_pwait2(
-                self.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                2,
-                spec_ptr,
-                std::ptr::null(),
-            )
-        };
+        let mut n = -1;
+        if self.pwait2.load(Ordering::Relaxed) {
+            // SAFETY: `events` has room for the 2 entries we allow; `spec_ptr` is null or points
+            // at a live `timespec`; a null signal mask leaves the thread's mask unchanged.
+            n = unsafe {
+                libc::epoll_pwait2(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    2,
+                    spec_ptr,
+                    std::ptr::null(),
+                )
+            };
+            let missing = [Some(libc::ENOSYS), Some(libc::EPERM)];
+            if n < 0 && missing.contains(&io::Error::last_os_error().raw_os_error()) {
+                // Taken for a wake-up, the error would make an idle worker spin.
+                tracing::warn!("epoll_pwait2 is not available: idle waits time out in whole ms");
+                self.pwait2.store(false, Ordering::Relaxed);
+            }
+        }
+        if !self.pwait2.load(Ordering::Relaxed) {
+            // Rounded up, so that a wait never ends before its timeout.
+            let ms = timeout.map_or(-1, |t| {
+                libc::c_int::try_from(t.as_micros().div_ceil(1000)).unwrap_or(libc::c_int::MAX)
+            });
+            // SAFETY: `events` has room for the 2 entries we allow.
+            n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), 2, ms) };
+        }
+        // An error left (EINTR) is a spurious wake-up: the caller looks for work again.
         let ready = usize::try_from(n).unwrap_or(0).min(events.len());
         if events[..ready].iter().any(|e| e.u64 == EVENT_TOKEN) {
             drain(self.event.as_raw_fd());
@@ -227,7 +249,9 @@ impl Notify {
     /// (counted as a sleep). Pairs with the fence in [`notify`](Self::notify): either the
     /// consumer sees the work, or the producer sees it asleep and wakes it.
     fn sleep_unless(&self, has_work: impl Fn() -> bool, block: impl FnOnce()) {
-        self.sleeping.store(true, Ordering::Relaxed);
+        // Release: a producer that takes the flag (an acquiring swap) also sees the poller this
+        // thread made before its first sleep, and writes its eventfd rather than only unparking.
+        self.sleeping.store(true, Ordering::Release);
         fence(Ordering::SeqCst);
         if !has_work() {
             self.sleeps.fetch_add(1, Ordering::Relaxed);
@@ -358,5 +382,44 @@ mod tests {
         let start = std::time::Instant::now();
         notify.wait_on(WaitMode::Sleep, Some(Duration::from_millis(20)), (fd, 0), || false);
         assert!(start.elapsed() >= Duration::from_millis(19));
+    }
+
+    /// Where `epoll_pwait2` is missing (a kernel before 5.11, a seccomp filter), the wait falls
+    /// back to `epoll_wait` and still sleeps: until its timeout, a readable descriptor or a
+    /// notification. Before, the error was taken for a wake-up and an idle worker spun.
+    #[test]
+    fn without_epoll_pwait2_a_consumer_still_sleeps() {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let fd = socket.as_raw_fd();
+        let notify = Notify::default();
+        notify.wait_on(WaitMode::Sleep, Some(Duration::from_millis(1)), (fd, 0), || false);
+        notify.poller.get().unwrap().pwait2.store(false, Ordering::Relaxed);
+
+        let start = std::time::Instant::now();
+        notify.wait_on(WaitMode::Sleep, Some(Duration::from_micros(20_500)), (fd, 0), || false);
+        assert!(start.elapsed() >= Duration::from_micros(20_500), "slept its timeout out");
+
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.send_to(b"x", socket.local_addr().unwrap()).unwrap();
+        let start = std::time::Instant::now();
+        notify.wait_on(WaitMode::Sleep, Some(Duration::from_secs(30)), (fd, 0), || false);
+        assert!(start.elapsed() < Duration::from_secs(10), "woken by the datagram");
+
+        let mut buf = [0u8; 8];
+        socket.recv(&mut buf).unwrap();
+        let notify = Arc::new(notify);
+        let before = notify.sleeps();
+        let n = Arc::clone(&notify);
+        let consumer = std::thread::spawn(move || {
+            n.bind_current();
+            let start = std::time::Instant::now();
+            n.wait_on(WaitMode::Sleep, Some(Duration::from_secs(30)), (fd, 0), || false);
+            start.elapsed()
+        });
+        while notify.sleeps() == before {
+            std::thread::yield_now();
+        }
+        notify.notify();
+        assert!(consumer.join().unwrap() < Duration::from_secs(10), "woken by the notification");
     }
 }
