@@ -62,8 +62,8 @@ struct Slot {
     waker: Option<Waker>,
 }
 
-/// A pending outcome: `.await` it, or [`Ticket::wait`] for it on a plain thread.
-#[derive(Clone)]
+/// A pending outcome: `.await` it, or [`Ticket::wait`] for it on a plain thread. Not `Clone`:
+/// the outcome is taken once and one waker is kept, so a second holder would wait forever.
 pub struct Ticket {
     shared: Arc<(Mutex<Slot>, Condvar)>,
 }
