@@ -230,7 +230,9 @@ pub(super) fn percent_decode(s: &str) -> Option<String> {
     while i < bytes.len() {
         match bytes[i] {
             b'%' => {
-                let hex = bytes.get(i + 1..i + 3)?;
+                // Exactly two hex digits: `from_str_radix` alone takes a sign, so `%+5` was 0x05.
+                let hex =
+                    bytes.get(i + 1..i + 3).filter(|h| h.iter().all(u8::is_ascii_hexdigit))?;
                 let hex = std::str::from_utf8(hex).ok()?;
                 out.push(u8::from_str_radix(hex, 16).ok()?);
                 i += 3;
@@ -479,6 +481,14 @@ mod tests {
             "on_overrun=pause",
         ] {
             assert!(parse_put_query(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn percent_escapes_are_two_hex_digits() {
+        assert_eq!(percent_decode("%2Fa+b%7e").as_deref(), Some("/a b~"));
+        for bad in ["%+5", "%-1", "%5", "%", "%g0", "%\u{e9}"] {
+            assert_eq!(percent_decode(bad), None, "{bad:?} decoded");
         }
     }
 
