@@ -140,7 +140,11 @@ pub(super) fn addressed_locally(headers: &HeaderMap, uri: &hyper::Uri) -> bool {
         },
         (Some(_), Some(_)) => None,
     };
-    let Some(Ok(authority)) = host.map(str::parse::<hyper::http::uri::Authority>) else {
+    // A `Host` is a host and a port (RFC 9110 §7.2): no user information, whose `@` would hide
+    // the name a client connected to behind the one the check reads.
+    let Some(Ok(authority)) =
+        host.filter(|h| !h.contains('@')).map(str::parse::<hyper::http::uri::Authority>)
+    else {
         return false;
     };
     let name = authority.host();
@@ -228,7 +232,7 @@ mod tests {
         {
             assert!(!with(host), "{host}");
         }
-        for host in ["", "a b", "[::1"] {
+        for host in ["", "a b", "[::1", "evil.example@localhost", "u:p@127.0.0.1:8082"] {
             assert!(!with(host), "unparsable {host:?}");
         }
         let mut two = HeaderMap::new();
