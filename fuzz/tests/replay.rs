@@ -60,6 +60,7 @@ fn seeds_reach_their_code() {
     };
     assert_eq!(luge_fuzz::http_head::heads(&seed("http_head", "health")), 3);
     assert_eq!(luge_fuzz::http_head::heads(&seed("http_head", "admin-chain")), 2);
+    assert_eq!(luge_fuzz::http_head::heads(&seed("http_head", "hosts")), 4);
     use luge_runtime::Failure;
     assert_eq!(luge_fuzz::wasi::outcome(&seed("wasi", "echo")), Ok(b"hello world".to_vec()));
     assert_eq!(luge_fuzz::wasi::outcome(&seed("wasi", "every-call")), Ok(Vec::new()));

@@ -616,17 +616,23 @@ async fn phase_reached(mut rx: watch::Receiver<Phase>, pred: impl FnMut(&Phase) 
     let _ = rx.wait_for(pred).await.map(|_| ());
 }
 
-async fn serve(shared: Arc<Shared>, listener: TcpListener, admin: Option<TcpListener>) {
+/// How the server's connections parse and keep HTTP/1.1 (the fuzz target builds them so too).
+fn connection_builder(header_read_timeout: Duration) -> http1::Builder {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(shared.config.header_read_timeout)
+        .header_read_timeout(header_read_timeout)
         .keep_alive(true)
         // A client may shut its sending side once its request is out (`shutdown(SHUT_WR)`) and
         // still read the answer: without this, hyper takes that end of input for the client
         // leaving and drops the request unanswered — and frees the connection's slot while its
         // work still runs.
         .half_close(true);
+    builder
+}
+
+async fn serve(shared: Arc<Shared>, listener: TcpListener, admin: Option<TcpListener>) {
+    let builder = connection_builder(shared.config.header_read_timeout);
     let admin = async {
         if let Some(admin) = admin {
             accept_loop(&shared, &builder, admin, Plane::Admin).await;

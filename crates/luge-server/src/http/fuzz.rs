@@ -39,8 +39,7 @@ async fn serve(data: &[u8]) -> usize {
     let heads = std::cell::Cell::new(0);
     let (mut client, server) = tokio::io::duplex(1 << 16);
     // As the server builds its connections (the header timeout is moot: the input is finite).
-    let mut builder = http1::Builder::new();
-    builder.keep_alive(true);
+    let builder = connection_builder(HttpConfig::default().header_read_timeout);
     let service = service_fn(|request: Request<Incoming>| {
         heads.set(heads.get() + 1);
         async move {
@@ -83,6 +82,7 @@ fn check_head(request: &Request<Incoming>) {
             }
         }
     }
+    check_addressed_locally(request);
     if let Ok(token) = AdminToken::new(TOKEN)
         && token.admits(headers)
     {
@@ -111,6 +111,30 @@ fn check_head(request: &Request<Incoming>) {
         assert_eq!(text.len(), luge_proto::TRACEPARENT_LEN);
         assert_eq!(luge_proto::TraceContext::parse(&text), Some(trace), "traceparent round trip");
     }
+}
+
+/// What a tokenless admin listener lets through ([`plane::addressed_locally`]): one `Host` that
+/// names an IP address, `localhost` or `*.localhost` (with a port or not), or none at all.
+fn check_addressed_locally(request: &Request<Incoming>) {
+    if !plane::addressed_locally(request.headers(), request.uri()) {
+        return;
+    }
+    let hosts: Vec<_> = request.headers().get_all(header::HOST).iter().collect();
+    assert!(hosts.len() <= 1, "several Host headers addressed locally");
+    let Some(host) = hosts.first() else { return };
+    let text = host.to_str().unwrap_or_else(|_| panic!("a non-text Host passed: {host:?}"));
+    let name = match text.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => text,
+    };
+    let bare = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+    let lower = name.to_ascii_lowercase();
+    assert!(
+        bare.parse::<std::net::IpAddr>().is_ok()
+            || lower == "localhost"
+            || lower.ends_with(".localhost"),
+        "Host {text:?} passed as local"
+    );
 }
 
 fn check_name_invariants(name: &str) {
