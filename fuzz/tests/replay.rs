@@ -61,6 +61,15 @@ fn seeds_reach_their_code() {
     assert_eq!(luge_fuzz::http_head::heads(&seed("http_head", "health")), 3);
     assert_eq!(luge_fuzz::http_head::heads(&seed("http_head", "admin-chain")), 2);
     assert_eq!(luge_fuzz::http_head::heads(&seed("http_head", "hosts")), 4);
+    // A response with both optional fields decodes (so the target reads readiness, then the
+    // table behind it).
+    let both = seed("proto", "response-readiness-stages");
+    let Ok(luge_proto::Message::Response(r)) = luge_proto::decode(&both) else {
+        panic!("response-readiness-stages does not decode as a response")
+    };
+    let flags = luge_proto::Flags(luge_proto::Flags::READINESS.0 | luge_proto::Flags::STAGES.0);
+    assert!(r.header.flags.contains(flags));
+    assert!(r.payload.ends_with(b"ok"));
     use luge_runtime::Failure;
     assert_eq!(luge_fuzz::wasi::outcome(&seed("wasi", "echo")), Ok(b"hello world".to_vec()));
     assert_eq!(luge_fuzz::wasi::outcome(&seed("wasi", "every-call")), Ok(Vec::new()));

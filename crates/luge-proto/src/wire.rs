@@ -544,16 +544,29 @@ pub fn fuzz_decode(data: &[u8]) {
             let mut out = Vec::with_capacity(data.len());
             assert_eq!(msg.encode(&mut out), Ok(data.len()), "decoded message must re-encode");
             assert!(out == data, "encoding must be canonical");
-            // A stage table, where one is announced, re-encodes to the bytes it came from.
-            if let Message::Response(r) = msg
-                && r.header.flags.contains(Flags::STAGES)
-                && let Ok((table, rest)) = crate::split_stage_table(r.payload)
-            {
-                let stages: Vec<_> = table.iter().collect();
-                let mut again = Vec::new();
-                assert!(crate::encode_stage_table(&stages, &mut again).is_ok());
-                assert!(again.len() + rest.len() == r.payload.len(), "the table is a prefix");
-                assert!(r.payload.starts_with(&again), "a table re-encodes to its bytes");
+            // The fields a response announces, read in the order a client reads them (readiness
+            // first, then the stage table: `luge_client`'s `Response::from_wire`), re-encode to
+            // the bytes they came from.
+            if let Message::Response(r) = msg {
+                let mut payload = r.payload;
+                if r.header.flags.contains(Flags::READINESS)
+                    && let Ok((ns, rest)) = crate::split_readiness(payload)
+                {
+                    let mut again = Vec::new();
+                    crate::encode_readiness(ns, &mut again);
+                    assert!(payload.starts_with(&again), "readiness re-encodes to its bytes");
+                    assert!(again.len() + rest.len() == payload.len(), "readiness is a prefix");
+                    payload = rest;
+                }
+                if r.header.flags.contains(Flags::STAGES)
+                    && let Ok((table, rest)) = crate::split_stage_table(payload)
+                {
+                    let stages: Vec<_> = table.iter().collect();
+                    let mut again = Vec::new();
+                    assert!(crate::encode_stage_table(&stages, &mut again).is_ok());
+                    assert!(again.len() + rest.len() == payload.len(), "the table is a prefix");
+                    assert!(payload.starts_with(&again), "a table re-encodes to its bytes");
+                }
             }
         }
         Err(err) => {
