@@ -48,9 +48,14 @@ pub struct ServeArgs {
     /// Scheduling policy (`luge policies` lists them).
     #[arg(long)]
     policy: Option<PolicyKind>,
-    /// Idle threads busy-poll instead of sleeping (lowest latency; burns the cores).
-    #[arg(long)]
+    /// Idle threads busy-poll instead of sleeping (lowest latency; burns the cores): `--wait
+    /// spin`.
+    #[arg(long, conflicts_with = "wait")]
     spin: bool,
+    /// How idle threads wait: `sleep` (park; idle cores cost nothing) or `spin` (busy-poll)
+    /// [default: the manifest's `wait`, else sleep].
+    #[arg(long, value_parser = parse_wait)]
+    wait: Option<WaitMode>,
     /// Thread layout: `inline` runs a dispatcher on each worker's thread (one hand-off less per
     /// request), `threads` gives dispatchers threads of their own, `auto` is `inline` with one
     /// worker and `threads` with more [default: the manifest's, else auto].
@@ -73,6 +78,14 @@ pub struct ServeArgs {
     /// `trace_sample`, else 0.01].
     #[arg(long, value_parser = parse_trace_sample)]
     trace_sample: Option<f64>,
+}
+
+fn parse_wait(s: &str) -> Result<WaitMode, String> {
+    match s {
+        "sleep" => Ok(WaitMode::Sleep),
+        "spin" => Ok(WaitMode::Spin),
+        _ => Err(format!("`{s}`: expected `sleep` or `spin`")),
+    }
 }
 
 fn parse_otlp_endpoint(s: &str) -> Result<String, String> {
@@ -231,8 +244,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
     if let Some(p) = args.policy {
         server.runtime.policy = p;
     }
-    if args.spin {
-        server.runtime.wait = WaitMode::Spin;
+    if let Some(wait) = args.wait.or(args.spin.then_some(WaitMode::Spin)) {
+        server.runtime.wait = wait;
     }
     let request_log = args.request_log.unwrap_or(server.request_log);
     let sample = args.trace_sample.unwrap_or(server.trace_sample);
@@ -248,7 +261,17 @@ pub fn run(args: ServeArgs) -> Result<()> {
         server.runtime.layout = layout;
     }
     if server.runtime.effective_layout() == Layout::Inline {
-        // One dispatcher on each worker's thread, whatever `--workers` made of the count.
+        // One dispatcher on each worker's thread, whatever `--workers` made of the count — but
+        // a count asked for on the command line is not overridden silently (the manifest
+        // refuses the same).
+        if let Some(d) = args.dispatchers.filter(|&d| d != server.runtime.workers) {
+            anyhow::bail!(
+                "--dispatchers {d} with the inline layout, which runs one dispatcher on each of \
+                 the {} worker(s): leave --dispatchers out, set it to the workers, or use \
+                 --layout threads",
+                server.runtime.workers
+            );
+        }
         server.runtime.dispatchers = server.runtime.workers;
     }
     let http = HttpConfig {

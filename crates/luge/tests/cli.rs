@@ -405,6 +405,51 @@ fn serve_runs_the_inline_layout() {
     assert_eq!(server.stop(), 0);
 }
 
+/// Flags combine as the manifest's keys do: `--dispatchers` other than the worker count with the
+/// inline layout is refused (it was overridden silently), and `--wait` sets the wait mode
+/// either way (`--spin` could only turn spinning on).
+#[test]
+fn serve_flags_are_checked_as_the_manifest_is() {
+    let refused = Command::new(LUGE)
+        .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0", "--admin", "off"])
+        .args(["--layout", "inline", "--workers", "2", "--dispatchers", "1"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--dispatchers 1 with the inline layout"), "{err}");
+
+    let bad = Command::new(LUGE).args(["serve", "--wait", "poll"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected `sleep` or `spin`"));
+
+    let dir = std::env::temp_dir().join(format!("luge-cli-wait-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest = dir.join("spin.toml");
+    std::fs::write(&manifest, "[server]\nwait = \"spin\"\n").unwrap();
+    let mut child = Command::new(LUGE)
+        .args(["serve", "--http", "127.0.0.1:0", "--rpc", "127.0.0.1:0", "--admin", "off"])
+        .arg("--manifest")
+        .arg(&manifest)
+        .args(["--wait", "sleep"])
+        .env("XDG_CACHE_HOME", cache())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    // SAFETY: kill(2) on the pid of our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert!(first.contains("sleep mode"), "the flag did not override the manifest: {first}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--otlp-endpoint`: request spans reach an OTLP/HTTP collector (here a loopback stand-in that
 /// decodes the protobuf) — one per request over both protocols, a caller's `traceparent`
 /// continued — and the last ones are exported at shutdown.
