@@ -1,6 +1,8 @@
 //! `luge serve`: start the runtime, register the manifest's (or the built-in) functions, serve
 //! them over HTTP/1.1 and UDP-RPC, and shut down gracefully on SIGINT/SIGTERM.
 
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -332,10 +334,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
         anyhow::bail!("the node started without its front ends");
     };
     let admin = node.http().and_then(|h| h.admin_addr());
-    print_banner(&manifest, node.runtime(), (http, rpc, admin), &config);
-    if let Some(agent) = node.http().and_then(|h| h.agent_addr()) {
-        println!("  agent    {agent}   (HAProxy agent-check)");
-    }
+    let agent = node.http().and_then(|h| h.agent_addr());
+    let expose_metrics = manifest.server.expose_metrics;
+    print_banner(&manifest, node.runtime(), (http, rpc, admin, agent), &config, expose_metrics);
     let signal = wait_for_stop(&signals);
     tracing::info!(signal, "shutting down: finishing requests in flight (grace {grace:?})");
     let report = node.shutdown();
@@ -349,17 +350,23 @@ pub fn run(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
+/// What `luge serve` prints once it serves: its settings, addresses and functions. Written
+/// whole, and a stdout that is gone (`luge serve | head -1`) is ignored: `println!` would panic
+/// there and end the node without a drain.
 fn print_banner(
     manifest: &Manifest,
     runtime: &Runtime,
-    (http, rpc, admin): (SocketAddr, SocketAddr, Option<SocketAddr>),
+    (http, rpc, admin, agent): (SocketAddr, SocketAddr, Option<SocketAddr>, Option<SocketAddr>),
     config: &luge_runtime::RuntimeConfig,
+    expose_metrics: bool,
 ) {
+    let mut b = String::new();
     let mode = match config.wait {
         WaitMode::Sleep => "sleep",
         WaitMode::Spin => "spin",
     };
-    println!(
+    let _ = writeln!(
+        b,
         "luge: serving {} functions — policy {}, {} worker(s), {} dispatcher(s), {} layout, {mode} \
          mode",
         manifest.functions.len(),
@@ -369,21 +376,30 @@ fn print_banner(
         config.effective_layout().name()
     );
     if config.ull_lane {
-        println!(
+        let _ = writeln!(
+            b,
             "  uLL lane on: class = \"ull\" functions and those estimated ≤ {} µs run first, {} \
              ready sandbox(es) each",
             config.ull_threshold.as_micros(),
             config.ready_sandboxes
         );
     }
-    println!("  HTTP     http://{http}/<route>   (metrics: http://{http}/metrics)");
-    println!("  UDP-RPC  {rpc}");
+    // `/metrics` is on the functions' listener unless the manifest keeps it to the admin one.
+    let metrics = if expose_metrics { Some(http) } else { admin };
+    let metrics = metrics.map_or(String::new(), |at| format!("   (metrics: http://{at}/metrics)"));
+    let _ = writeln!(b, "  HTTP     http://{http}/<route>{metrics}");
+    let _ = writeln!(b, "  UDP-RPC  {rpc}");
     match admin {
         Some(admin) => {
-            println!("  admin    http://{admin}/admin/functions");
-            println!("  status   http://{admin}/admin/status");
+            let _ = writeln!(b, "  admin    http://{admin}/admin/functions");
+            let _ = writeln!(b, "  status   http://{admin}/admin/status");
         }
-        None => println!("  admin    off"),
+        None => {
+            let _ = writeln!(b, "  admin    off");
+        }
+    }
+    if let Some(agent) = agent {
+        let _ = writeln!(b, "  agent    {agent}   (HAProxy agent-check)");
     }
     for f in &manifest.functions {
         let id = runtime.function(&f.config.name).map_or(0, |g| g.id.0);
@@ -391,19 +407,25 @@ fn print_banner(
             .iter()
             .find(|(n, _, _)| f.source == format!("builtin:{n}"))
             .map_or(String::new(), |(_, _, about)| format!(" — {about}"));
-        println!("  id {id:>3}  {:<24} {}{about}", f.route, f.config.name);
+        let _ = writeln!(b, "  id {id:>3}  {:<24} {}{about}", f.route, f.config.name);
     }
     for c in &manifest.chains {
         let id = runtime.chain(&c.config.name).map_or(0, |g| g.id.0);
         let stages = c.config.stages.join(" → ");
-        println!("  id {id:>3}  {:<24} {} — chain: {stages}", c.route, c.config.name);
+        let _ = writeln!(b, "  id {id:>3}  {:<24} {} — chain: {stages}", c.route, c.config.name);
     }
     let example =
         manifest.functions.iter().find(|f| f.config.name == "hello").or(manifest.functions.first());
     if let Some(f) = example {
-        println!("try:");
-        println!("  curl -s --data 'edge' http://{http}{}", f.route);
-        println!("  cargo run --release -p luge -- invoke --rpc {} --data 'edge'", f.config.name);
+        let _ = writeln!(b, "try:");
+        let _ = writeln!(b, "  curl -s --data 'edge' http://{http}{}", f.route);
+        let _ = writeln!(
+            b,
+            "  cargo run --release -p luge -- invoke --rpc {} --data 'edge'",
+            f.config.name
+        );
     }
-    println!("Ctrl-C stops (requests in flight are answered first).");
+    let _ = writeln!(b, "Ctrl-C stops (requests in flight are answered first).");
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(b.as_bytes()).and_then(|()| out.flush());
 }

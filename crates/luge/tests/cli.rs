@@ -69,6 +69,36 @@ fn serve_invoke_and_stop() {
     assert_eq!(server.stop(), 0, "SIGTERM must be a clean exit");
 }
 
+/// A stdout that is gone (`luge serve | head -1`) does not end the node: the banner is written
+/// or dropped, never a panic (exit 101, no drain); SIGTERM still drains and exits 0.
+#[test]
+fn a_closed_stdout_does_not_end_the_node() {
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut child = Command::new(LUGE)
+        .args(["serve", "--http", &http.to_string(), "--rpc", "127.0.0.1:0"])
+        .args(["--admin", "127.0.0.1:0"])
+        .env("XDG_CACHE_HOME", cache())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    // Serving (its HTTP listener answers), so the banner is being written: the node lives on.
+    let start = std::time::Instant::now();
+    while std::net::TcpStream::connect(http).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "the node ended on a closed stdout");
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "the node never served");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for _ in 0..25 {
+        assert!(child.try_wait().unwrap().is_none(), "the node ended on a closed stdout");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the pid of our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
 /// SIGHUP (a systemd `ExecReload`, a closed terminal) neither kills nor stops the node: it is
 /// logged and the node goes on serving; SIGTERM still drains and exits 0.
 #[test]
