@@ -394,8 +394,9 @@ pub struct PolicyConfig {
     /// Upper bounds (exclusive) of `darc`'s duration groups by expected execution; empty means
     /// "group by the request's class tag".
     pub darc_bounds: Vec<Nanos>,
-    /// Round-robin quantum of the best-effort lane of demoted requests (Edge-RT §IV-C: the
-    /// quantum Δtimer; 1 ms).
+    /// Round-robin quantum of the best-effort lane of demoted requests (Edge-RT §IV-C runs the
+    /// lane round robin at its timer quantum Δtimer, 250 µs in §VI-B; here 1 ms by default —
+    /// only demoted requests share it, and any arrival preempts a demoted run).
     pub demoted_quantum: Nanos,
     /// How long past its deadline a demoted request may wait in the lane without starting or
     /// resuming before it is answered instead (10 s): a lane that on-time work starves does not
