@@ -203,7 +203,9 @@ pub(crate) fn run(
     let duration =
         opts.duration_or(o.duration, Duration::from_millis(1_000), Duration::from_secs(10));
     let trials = o.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
-    let mut calibration = None;
+    // `spin`'s (Fig. 14) and `spin_relay`'s per class (the chains' stages of Fig. 11, 6a, 6b),
+    // each calibrated on itself at the execution it is asked for.
+    let (mut calibration, mut relay_calibration) = (None, Vec::new());
     let mut md = String::new();
     let mut results = serde_json::Map::new();
     for figure in figures {
@@ -224,12 +226,12 @@ pub(crate) fn run(
                     pin,
                     sweep,
                     (duration, trials),
-                    &mut calibration,
+                    &mut relay_calibration,
                 )?
             }
             "11" => {
                 let loads = opts.given_or(&o.loads, vec![0.9], vec![0.6, 0.7, 0.8, 0.9, 1.0]);
-                edge_rt_fig11::run(opts, pin, &loads, (duration, trials), &mut calibration)?
+                edge_rt_fig11::run(opts, pin, &loads, (duration, trials), &mut relay_calibration)?
             }
             _ => {
                 let us = Duration::from_micros;
@@ -245,7 +247,7 @@ pub(crate) fn run(
                     pin,
                     sweep,
                     (duration, trials),
-                    &mut calibration,
+                    &mut relay_calibration,
                 )?
             }
         };

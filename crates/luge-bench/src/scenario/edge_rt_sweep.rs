@@ -209,7 +209,7 @@ pub(super) fn run(
     pin: Option<Pinning>,
     (load, values): (f64, &[Duration]),
     (duration, trials): (Duration, usize),
-    calibration: &mut Option<Calibration>,
+    calibration: &mut Vec<Calibration>,
 ) -> Result<(String, serde_json::Value), BenchError> {
     let warm = if opts.quick { Duration::from_millis(200) } else { Duration::from_secs(1) };
     // Luge as shipped (its admission, the uLL lane), the knob (and Δbatch's layout) aside.
