@@ -761,50 +761,6 @@ impl Runtime {
             }
         }
     }
-
-    /// Stops accepting, lets everything in flight finish within the grace period (then kills
-    /// what still runs and refuses what still waits), and joins every thread. Every submitted
-    /// request has been answered when this returns. Idempotent.
-    pub fn shutdown(&self) {
-        self.shutdown_within(self.inner.config.shutdown_grace);
-    }
-
-    /// [`shutdown`](Self::shutdown), with `grace` instead of the configured grace period: what
-    /// a caller that has already spent part of its own grace (`luge_server::Node`) leaves.
-    ///
-    /// Called on one of the runtime's own threads (in a completion callback), it cannot wait
-    /// for the threads to end — that thread is one of them, and its dispatcher waits for the
-    /// callback to return: the shutdown then runs on a thread of its own and this returns at
-    /// once.
-    pub fn shutdown_within(&self, grace: Duration) {
-        if RUNTIME_THREAD.get() {
-            let mut threads = match self.threads.try_lock() {
-                Ok(threads) => threads,
-                Err(TryLockError::Poisoned(p)) => p.into_inner(),
-                // Another caller holds it while it joins the threads: a shutdown is under way.
-                Err(TryLockError::WouldBlock) => return,
-            };
-            if !threads.is_empty() {
-                let apart =
-                    shutdown::shut_down_apart(&self.inner, std::mem::take(&mut *threads), grace);
-                *self.apart.lock().unwrap_or_else(|p| p.into_inner()) = apart;
-            }
-            return;
-        }
-        // Held until the threads are joined: a second caller returns when they are.
-        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
-        if threads.is_empty() {
-            // Already shut down, or under way on a thread of its own: wait for that one.
-            let apart = self.apart.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(apart) = apart
-                && apart.join().is_err()
-            {
-                tracing::error!("the shutdown thread panicked");
-            }
-            return;
-        }
-        shutdown::shut_down(&self.inner, std::mem::take(&mut *threads), grace);
-    }
 }
 
 /// `policy` behind the uLL lane of `lane`, if the lane is on.
