@@ -94,8 +94,7 @@ fn a_closed_stdout_does_not_end_the_node() {
         assert!(child.try_wait().unwrap().is_none(), "the node ended on a closed stdout");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    // SAFETY: kill(2) on the pid of our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    common::terminate(&child);
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
@@ -473,8 +472,7 @@ fn serve_flags_are_checked_as_the_manifest_is() {
         &mut first,
     )
     .unwrap();
-    // SAFETY: kill(2) on the pid of our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    common::terminate(&child);
     assert_eq!(child.wait().unwrap().code(), Some(0));
     assert!(first.contains("sleep mode"), "the flag did not override the manifest: {first}");
     std::fs::remove_dir_all(&dir).unwrap();

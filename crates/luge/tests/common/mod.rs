@@ -145,7 +145,8 @@ impl Drop for Server {
     }
 }
 
-fn terminate(child: &Child) {
+/// Sends SIGTERM to `child` without waiting.
+pub fn terminate(child: &Child) {
     // SAFETY: kill(2) on the pid of our own child process.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
 }
