@@ -8,7 +8,10 @@
 //! compiles in milliseconds, so a run stays short).
 //!
 //! A refusal must be a typed [`Error::Register`] naming the function, an accepted module must
-//! be listed under its name until unregistered, with a SHA-256 hex hash.
+//! be listed under its name until unregistered, with a SHA-256 hex hash. The runtime caches its
+//! AoT artifacts on disk as `luge serve` does by default, and an accepted module is registered
+//! under a second name too: that one must come from the cache (Wasmtime's `deserialize` of the
+//! artifact the first compiled, behind the cache's own checks) with the same hash.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -35,14 +38,23 @@ pub const REGISTRATION: RegistrationLimits = RegistrationLimits {
 /// The runtime's own memory bound.
 const MAX_MEMORY: u64 = 16 << 20;
 
+/// The artifact cache's bound: small, so that a long run's cache stays small too.
+const CACHE_BYTES: u64 = 64 << 20;
+
 fn runtime() -> Option<&'static Runtime> {
     static RUNTIME: OnceLock<Option<Runtime>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
+            // One directory per process, left behind (the runtime creates it owner-only;
+            // `CACHE_BYTES` at most).
+            let cache =
+                std::env::temp_dir().join(format!("luge-fuzz-upload-{}", std::process::id()));
             let config = RuntimeConfig {
                 max_sandboxes: 2,
                 max_memory_bytes: MAX_MEMORY,
                 registration: REGISTRATION,
+                cache_dir: Some(cache),
+                cache_max_bytes: CACHE_BYTES,
                 ..RuntimeConfig::default()
             };
             Runtime::start(config).ok()
@@ -66,13 +78,23 @@ pub fn run(data: &[u8]) {
     let name = format!("upload-{:?}", std::thread::current().id()).replace(['(', ')'], "");
     let mut config = FunctionConfig::new(&name);
     config.limits.max_memory_bytes = cap;
-    match runtime.register(config, module) {
+    match runtime.register(config.clone(), module) {
         Ok(function) => {
             assert!(cap <= MAX_MEMORY, "a cap above the runtime's bound was accepted");
             assert!(module.len() as u64 <= REGISTRATION.max_module_bytes, "module over the limit");
             let hash = &function.module_hash;
             assert!(hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()), "hash");
             assert!(runtime.function(&name).is_some(), "registered but not listed");
+            // The same module under a second name, while the first holds it: from the artifact
+            // the first registration cached (unregistering deletes a module's artifact).
+            let twin = FunctionConfig { name: format!("{name}-twin"), ..config };
+            let again = match runtime.register(twin, module) {
+                Ok(again) => again,
+                Err(e) => panic!("accepted once, refused from the cache: {e}"),
+            };
+            assert!(again.from_cache, "the second registration compiled again");
+            assert_eq!(&again.module_hash, hash, "the cached artifact's hash");
+            assert!(runtime.unregister(&format!("{name}-twin")).is_ok(), "cannot unregister");
             assert!(runtime.unregister(&name).is_ok(), "cannot unregister");
             assert!(runtime.function(&name).is_none(), "listed after unregister");
         }
