@@ -192,6 +192,9 @@ pub struct HttpConfig {
     /// The load-balancer agent's listener (HAProxy agent-check: `up <weight>%` or `drain`);
     /// `None` = none.
     pub agent: Option<SocketAddr>,
+    /// Explicit routes (path, function or chain) in place before the first connection is
+    /// accepted; [`HttpServer::set_route`] adds more later. Each must pass [`check_route`].
+    pub routes: Vec<(String, String)>,
 }
 
 impl Default for HttpConfig {
@@ -214,6 +217,7 @@ impl Default for HttpConfig {
             expose_metrics: true,
             tracing: None,
             agent: None,
+            routes: Vec::new(),
         }
     }
 }
@@ -343,6 +347,13 @@ impl HttpServer {
         if let Some(admin) = &config.admin {
             admin.check()?;
         }
+        // Installed before the listener accepts: a route set after start-up would answer 404
+        // to whatever arrived in between.
+        let mut routes = HashMap::with_capacity(config.routes.len());
+        for (route, function) in &config.routes {
+            check_route(route)?;
+            routes.insert(route.clone(), function.clone());
+        }
         let mut builder = if config.threads == 1 {
             tokio::runtime::Builder::new_current_thread()
         } else {
@@ -408,7 +419,7 @@ impl HttpServer {
             metrics,
             config,
             gate,
-            routes: RwLock::default(),
+            routes: RwLock::new(routes),
             phase,
             slots: Arc::new(Semaphore::new(max_connections)),
             max_connections,

@@ -2,8 +2,8 @@
 //! shutdown, owned by one value so that `luge serve`, the benchmarks and the tests start and
 //! stop a node the same way.
 //!
-//! Start-up registers every function (and its HTTP route) before the front ends bind, so the
-//! first request a socket accepts finds its function. Shutdown runs in this order:
+//! Start-up registers every function before the front ends bind, and the HTTP front end starts
+//! with every route in place, so the first request a socket accepts finds its function. Shutdown runs in this order:
 //! 1. stop accepting: UDP-RPC answers new requests `ShuttingDown`, HTTP stops accepting
 //!    connections and answers new requests on open ones 503;
 //! 2. drain: requests in flight get their answers, for up to the runtime's `shutdown_grace`;
@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use luge_runtime::{ChainConfig, FunctionConfig, Runtime, RuntimeConfig};
 
-use crate::http::{HttpConfig, HttpError, HttpServer};
+use crate::http::{HttpConfig, HttpError, HttpServer, check_route};
 use crate::metrics::Metrics;
 use crate::trace::Tracing;
 use crate::udp::{UdpConfig, UdpError, UdpServer};
@@ -161,16 +161,20 @@ impl Node {
         }
         let metrics = Arc::new(Metrics::new());
         let http = match http {
-            Some(c) => {
-                let server = HttpServer::start(Arc::clone(runtime), Arc::clone(&metrics), c)
-                    .map_err(NodeError::Http)?;
-                for f in functions {
-                    route(&server, &f.route, &f.config.name)?;
+            Some(mut c) => {
+                let named = functions
+                    .iter()
+                    .map(|f| (&f.route, &f.config.name))
+                    .chain(chains.iter().map(|c| (&c.route, &c.config.name)));
+                for (route, name) in named {
+                    if let Some(route) = explicit_route(route, name)? {
+                        c.routes.push(route);
+                    }
                 }
-                for c in chains {
-                    route(&server, &c.route, &c.config.name)?;
-                }
-                Some(server)
+                Some(
+                    HttpServer::start(Arc::clone(runtime), Arc::clone(&metrics), c)
+                        .map_err(NodeError::Http)?,
+                )
             }
             None => None,
         };
@@ -190,12 +194,19 @@ impl Node {
         function: &NodeFunction,
     ) -> Result<Arc<luge_runtime::Function>, NodeError> {
         let f = function;
+        // Checked first: a bad route leaves nothing registered.
+        let route = explicit_route(&f.route, &f.config.name)?;
         let registered = self
             .runtime
             .register(f.config.clone(), &f.module)
             .map_err(|source| NodeError::Register { name: f.config.name.clone(), source })?;
-        if let Some(http) = &self.http {
-            route(http, &f.route, &f.config.name)?;
+        if let (Some(http), Some((route, name))) = (&self.http, route) {
+            // Cannot fail: `explicit_route` checked it.
+            http.set_route(&route, &name).map_err(|source| NodeError::Route {
+                route: route.clone(),
+                name: name.clone(),
+                source,
+            })?;
         }
         Ok(registered)
     }
@@ -257,15 +268,16 @@ impl Node {
     }
 }
 
-/// Routes `route` to the function or chain `name` unless it is the route every one has
+/// `route` to the function or chain `name`, checked, unless it is the route every one has
 /// anyway (`/<name>`).
-fn route(http: &HttpServer, route: &str, name: &str) -> Result<(), NodeError> {
+fn explicit_route(route: &str, name: &str) -> Result<Option<(String, String)>, NodeError> {
     if route.strip_prefix('/') == Some(name) {
-        return Ok(());
+        return Ok(None);
     }
-    http.set_route(route, name).map_err(|source| NodeError::Route {
-        route: route.to_owned(),
-        name: name.to_owned(),
-        source,
-    })
+    match check_route(route) {
+        Ok(()) => Ok(Some((route.to_owned(), name.to_owned()))),
+        Err(source) => {
+            Err(NodeError::Route { route: route.to_owned(), name: name.to_owned(), source })
+        }
+    }
 }

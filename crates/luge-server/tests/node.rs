@@ -67,6 +67,38 @@ fn one_function_answers_over_both_front_ends() {
     assert!(TcpStream::connect(http).is_err(), "still accepting after shutdown");
 }
 
+/// Routes are in place before the first connection is accepted — the front end's own
+/// (`HttpConfig::routes`) and the functions' — and a function whose route is refused at run
+/// time is not left registered without it.
+#[test]
+fn routes_are_in_place_from_the_first_connection() {
+    let mut c = config();
+    if let Some(http) = c.http.as_mut() {
+        http.routes = vec![("/v0/echo".to_owned(), "echo".to_owned())];
+    }
+    let node = Node::start(c, &[function("echo", ECHO, "/v1/echo")]).unwrap();
+    let http = node.http_addr().unwrap();
+    let mut routes = node.http().unwrap().routes();
+    routes.sort();
+    assert_eq!(
+        routes,
+        [("/v0/echo", "echo"), ("/v1/echo", "echo")].map(|(r, f)| (r.to_owned(), f.to_owned()))
+    );
+    assert_eq!(post(http, "/v0/echo", "a").1, "a");
+    match node.register(&function("late", ECHO, "/metrics")) {
+        Err(NodeError::Route { route, .. }) => assert_eq!(route, "/metrics"),
+        other => panic!("expected a route error, got {other:?}"),
+    }
+    assert!(node.runtime().function("late").is_none(), "registered without its route");
+    drop(node);
+    // A bad route in the front end's own list refuses the start.
+    let mut c = config();
+    if let Some(http) = c.http.as_mut() {
+        http.routes = vec![("/healthz".to_owned(), "echo".to_owned())];
+    }
+    assert!(matches!(Node::start(c, &[]), Err(NodeError::Http(_))));
+}
+
 #[test]
 fn start_up_fails_whole() {
     // A bad module: nothing is left listening, the error names the function.
