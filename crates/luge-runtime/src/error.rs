@@ -101,6 +101,14 @@ pub enum RegisterError {
         /// Its limit.
         max: u32,
     },
+    /// Tenants are declared and this one is not among them (nor 0, the operator's own): a
+    /// mistyped id must not escape every tenant limit.
+    #[error("tenant {0} is not declared in a [[tenant]] table")]
+    UnknownTenant(u32),
+    /// Every function and chain id has been handed out (ids are never reused, so a client that
+    /// knew a removed function's id never reaches another by it).
+    #[error("no function ids are left (2^32 registrations); restart the node")]
+    IdsExhausted,
 }
 
 /// A bound of [`crate::RegistrationLimits`] that a module can exceed.

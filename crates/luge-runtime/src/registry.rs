@@ -123,7 +123,17 @@ struct Functions {
     /// Names and ids taken by chains (`crate::chain`): one namespace and one id space with the
     /// functions, so a route or a UDP-RPC id names one thing.
     reserved: HashMap<String, u32>,
-    next_id: u32,
+    /// The next id to hand out; ids are never reused, and past `u32::MAX` none are left.
+    next_id: u64,
+}
+
+impl Functions {
+    /// A fresh id, or `None` once all 2^32 are spent.
+    fn take_id(&mut self) -> Option<u32> {
+        let id = u32::try_from(self.next_id).ok()?;
+        self.next_id += 1;
+        Some(id)
+    }
 }
 
 /// What a module that is neither format is refused with.
@@ -369,8 +379,9 @@ impl Registry {
                 return Err(reject(&config.name, reason));
             }
         }
-        let id = FunctionId(functions.next_id);
-        functions.next_id += 1;
+        let id = FunctionId(
+            functions.take_id().ok_or_else(|| reject(&config.name, RegisterError::IdsExhausted))?,
+        );
         let expected = (0..self.groups).map(|_| AtomicU64::new(0)).collect();
         let function =
             Arc::new(Function { id, config, module_hash, from_cache, pre, exports, expected });
@@ -414,8 +425,7 @@ impl Registry {
         if functions.by_name.contains_key(name) || functions.reserved.contains_key(name) {
             return Err(reject(name, RegisterError::Duplicate));
         }
-        let id = functions.next_id;
-        functions.next_id += 1;
+        let id = functions.take_id().ok_or_else(|| reject(name, RegisterError::IdsExhausted))?;
         functions.reserved.insert(name.to_owned(), id);
         Ok(FunctionId(id))
     }
@@ -695,6 +705,27 @@ mod tests {
         };
         let engine = crate::engine::build(&config).unwrap();
         assert!(matches!(Registry::from_config(engine, &config), Err(Error::Config(_))));
+    }
+
+    /// Ids are never reused: the last one is handed out, then registrations and chains are
+    /// refused rather than wrapping onto a live function's id.
+    #[test]
+    fn ids_run_out_instead_of_wrapping() {
+        let registry = with(LIMITS, None, 0);
+        registry.register(FunctionConfig::new("zero"), &module(1, "")).unwrap();
+        registry.functions.write().unwrap().next_id = u64::from(u32::MAX);
+        let last = registry.register(FunctionConfig::new("last"), &module(1, "")).unwrap();
+        assert_eq!(last.id.0, u32::MAX);
+        for refused in [
+            registry.register(FunctionConfig::new("late"), &module(1, "")).map(|_| ()),
+            registry.reserve("chain").map(|_| ()),
+        ] {
+            match refused {
+                Err(Error::Register { reason: RegisterError::IdsExhausted, .. }) => {}
+                other => panic!("expected IdsExhausted, got {other:?}"),
+            }
+        }
+        assert_eq!(registry.get_by_id(0).unwrap().config.name, "zero");
     }
 
     /// A distinct module per `i`, all of the same shape (so their artifacts are the same size).

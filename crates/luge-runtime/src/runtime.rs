@@ -337,6 +337,10 @@ impl Runtime {
     /// is a function beyond its tenant's `max_functions`.
     pub fn register(&self, config: FunctionConfig, module: &[u8]) -> Result<Arc<Function>, Error> {
         let tenant = self.inner.tenants.config(config.tenant);
+        if tenant.is_none() && config.tenant != 0 && !self.inner.config.tenants.is_empty() {
+            let reason = RegisterError::UnknownTenant(config.tenant);
+            return Err(Error::Register { name: config.name, reason });
+        }
         let quota = tenant.and_then(|t| {
             Some(crate::registry::Quota {
                 tenant: t.id,

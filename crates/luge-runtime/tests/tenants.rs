@@ -52,8 +52,15 @@ fn a_tenant_over_its_limits_is_refused_and_others_are_not() {
         Runtime::start(RuntimeConfig { workers: 2, tenants, ..RuntimeConfig::default() }).unwrap();
     register(&rt, "loop", LOOP, 1).unwrap();
     register(&rt, "noop-1", NOOP, 1).unwrap();
-    register(&rt, "noop-2", NOOP, 2).unwrap();
+    register(&rt, "noop-2", NOOP, 0).unwrap();
     register(&rt, "noop-3", NOOP, 3).unwrap();
+    // Tenants are declared: a function of one that is not (a mistyped id) would escape every
+    // limit, so it is refused.
+    match register(&rt, "stray", NOOP, 2) {
+        Err(Error::Register { reason: RegisterError::UnknownTenant(2), .. }) => {}
+        other => panic!("a function of undeclared tenant 2 was not refused: {other:?}"),
+    }
+    assert!(rt.function("stray").is_none());
     // Registered functions: tenant 1 has its two.
     match register(&rt, "third", NOOP, 1) {
         Err(Error::Register {
@@ -70,7 +77,7 @@ fn a_tenant_over_its_limits_is_refused_and_others_are_not() {
     assert_eq!(limited(&refused), Some(TenantLimit::Concurrency), "{refused:?}");
     let reason = refused.result.as_ref().unwrap_err().to_string();
     assert!(reason.contains("concurrent"), "{reason}");
-    // …while tenant 2, without limits, is served.
+    // …while tenant 0, the operator's own and without limits, is served.
     assert_eq!(call(&rt, "noop-2").result, Ok(Vec::new()));
     // The loop ends (killed at its budget) and gives its slot back.
     assert!(matches!(wait(running).result, Err(Failure::Killed { .. })));

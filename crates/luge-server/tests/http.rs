@@ -692,8 +692,14 @@ async fn a_tenant_over_its_limit_is_answered_429() {
     assert_eq!(put.status.as_u16(), 429, "{}", put.text());
     assert!(put.text().contains("max_functions"), "{}", put.text());
     assert!(node.runtime.function("acme-two").is_none());
-    let url = node.admin_url("/admin/functions/other-two?tenant=6");
+    let url = node.admin_url("/admin/functions/other-two");
     assert_eq!(send(&c, Method::PUT, &url, &[], NOOP).await.status, StatusCode::CREATED);
+    // A tenant that is not declared is refused (it would escape every limit), as in a manifest.
+    let url = node.admin_url("/admin/functions/stray?tenant=6");
+    let put = send(&c, Method::PUT, &url, &[], NOOP).await;
+    assert_eq!(put.status.as_u16(), 400, "{}", put.text());
+    assert!(put.text().contains("tenant 6 is not declared"), "{}", put.text());
+    assert!(node.runtime.function("stray").is_none());
     let metrics = get(&node, "/metrics").await.text();
     for line in [
         "luge_tenant_limited_total{tenant=\"acme\",id=\"5\",limit=\"rate\"} 1\n",
