@@ -297,7 +297,7 @@ mod tests {
         assert!(pool.take(&f, signals.clock.now(), &me).is_none());
         while pool.refill_one(&signals, &me) {}
         assert_eq!(held(), 1);
-        registry.unregister("echo").unwrap();
+        registry.unregister_with("echo", || ()).unwrap();
         drop(f);
         signals.clock.advance(EXPIRE_EVERY);
         assert!(!pool.refill_one(&signals, &me));

@@ -390,11 +390,13 @@ impl Registry {
         Ok(function)
     }
 
-    /// Removes a function; requests already submitted keep their `Arc` and finish. Its cached
-    /// artifact is deleted unless another registered function has the same module. If no
-    /// request holds the function, its module is freed here and the freed memory returned to
-    /// the OS (otherwise it is freed when the last request ends).
-    pub(crate) fn unregister(&self, name: &str) -> Option<()> {
+    /// Removes a function; requests already submitted keep their `Arc` and finish. `then` runs
+    /// once the function is out of the registry (new lookups miss it) and before the slow part:
+    /// its cached artifact is deleted unless another registered function has the same module,
+    /// and if no request holds the function, its module is freed and the freed memory returned
+    /// to the OS (otherwise that happens when the last request ends). `None`: no such function
+    /// (`then` does not run).
+    pub(crate) fn unregister_with<T>(&self, name: &str, then: impl FnOnce() -> T) -> Option<T> {
         let (function, shared) = {
             let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
             let function = functions.by_name.remove(name)?;
@@ -403,6 +405,7 @@ impl Registry {
             (function, shared)
         };
         // Outside the lock: requests look functions up under it.
+        let done = then();
         if let Some(cache) = self.cache.as_ref().filter(|_| !shared) {
             cache.remove(&function.module_hash);
         }
@@ -410,7 +413,7 @@ impl Registry {
             drop(function);
             crate::engine::trim_heap();
         }
-        Some(())
+        Some(done)
     }
 
     /// Whether a function or a chain has this name.

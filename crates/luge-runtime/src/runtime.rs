@@ -376,10 +376,16 @@ impl Runtime {
 
     /// Removes a function; requests already submitted to it still finish.
     pub fn unregister(&self, name: &str) -> Result<(), Error> {
+        self.unregister_with(name, || ())
+    }
+
+    /// [`unregister`](Self::unregister), running `then` as soon as the function is out of the
+    /// registry — no new request finds it — and before its module is freed, which can take a
+    /// while: e.g. to drop its routes under a lock that must not be held that long.
+    pub fn unregister_with<T>(&self, name: &str, then: impl FnOnce() -> T) -> Result<T, Error> {
         self.inner
             .registry
-            .unregister(name)
-            .map(|_| ())
+            .unregister_with(name, then)
             .ok_or_else(|| Error::UnknownFunction(name.to_owned()))
     }
 

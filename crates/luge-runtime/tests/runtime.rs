@@ -474,6 +474,18 @@ fn an_idle_worker_lets_unused_ready_sandboxes_go_and_drops_a_removed_functions()
     }
 }
 
+/// `unregister_with` runs its closure once the name is gone from the registry (the admin API
+/// drops the routes there) — and not at all for a name that is not registered.
+#[test]
+fn unregister_with_runs_once_the_function_is_gone() {
+    let rt = Runtime::start(RuntimeConfig::default()).unwrap();
+    register(&rt, "gone", NOOP, |_| {});
+    assert!(rt.unregister_with("gone", || rt.function("gone").is_none()).unwrap());
+    let mut ran = false;
+    assert!(matches!(rt.unregister_with("gone", || ran = true), Err(Error::UnknownFunction(_))));
+    assert!(!ran);
+}
+
 #[test]
 fn an_urgent_request_preempts_a_long_one() {
     urgent_requests_preempt(runtime(1, PolicyKind::SledgeScale));

@@ -904,6 +904,11 @@ async fn admin_puts_keep_every_name_reachable_at_its_path() {
     // Its own name as its route is fine.
     let own = put(node.admin_url("/admin/functions/g?route=/g"), NOOP).await;
     assert_eq!(own.status, StatusCode::CREATED, "{}", own.text());
+    // A chain's name is taken for functions too: refused before the module is read, and said so.
+    let chain = r#"{"stages":["echo"],"relative_deadline_us":100000}"#;
+    assert_eq!(put(node.admin_url("/admin/chains/k"), chain).await.status, StatusCode::CREATED);
+    let taken = put(node.admin_url("/admin/functions/k"), NOOP).await;
+    assert_error(&taken, 409, "conflict", "`k` is already registered (a function or chain)");
 }
 
 #[tokio::test]

@@ -52,10 +52,24 @@ pub(super) async fn admin_resource(
             Err(reason) => shared.bad_put(name, reason),
         },
         (Method::DELETE, Resource::Function) => {
-            shared.removed(name, || rt.unregister(name).is_ok())
+            // On the blocking pool: freeing a module (and trimming the heap) takes a while, and
+            // this thread serves function requests. Done there even if the client leaves.
+            let (worker, name) = (Arc::clone(shared), name.to_owned());
+            match tokio::task::spawn_blocking(move || worker.remove_function(&name)).await {
+                Ok(response) => response,
+                Err(e) => {
+                    shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+                }
+            }
         }
         (Method::DELETE, Resource::Chain) => {
-            shared.removed(name, || rt.unregister_chain(name).is_ok())
+            let mut routes = shared.routes_mut();
+            let removed = rt.unregister_chain(name).is_ok();
+            if removed {
+                routes.retain(|_, f| f != name);
+            }
+            drop(routes);
+            shared.removed(name, removed)
         }
         _ => shared.method_not_allowed("GET, PUT, DELETE"),
     }
@@ -114,25 +128,25 @@ impl Shared {
         }
     }
 
-    /// The answer to `DELETE` of the function or chain `name`, which `remove` unregisters
-    /// (outside the routes' lock: unregistering frees the module, and every HTTP call looks its
-    /// route up under that lock): its routes go too — unless a `PUT` registered the name again
-    /// meanwhile, whose route stays; 204, or 404 when nothing was removed.
-    pub(super) fn removed(
-        &self,
-        name: &str,
-        remove: impl FnOnce() -> bool,
-    ) -> Response<Full<Bytes>> {
-        if !remove() {
+    /// `DELETE /admin/functions/<name>`. The name's routes go under the routes' lock, taken
+    /// before the function leaves the registry and let go before its module is freed (every
+    /// HTTP call looks its route up under that lock): a `PUT` that registers the name again
+    /// meanwhile takes its route only after, so its route stays and none of the old ones do.
+    fn remove_function(&self, name: &str) -> Response<Full<Bytes>> {
+        let routes = self.routes_mut();
+        let removed = self.runtime.unregister_with(name, move || {
+            let mut routes = routes;
+            routes.retain(|_, f| f != name);
+        });
+        self.removed(name, removed.is_ok())
+    }
+
+    /// The answer to `DELETE` of the function or chain `name` (`removed`: it was, with its
+    /// routes): 204, or 404 when nothing was removed.
+    pub(super) fn removed(&self, name: &str, removed: bool) -> Response<Full<Bytes>> {
+        if !removed {
             return unknown_function(self, name);
         }
-        let mut routes = self.routes_mut();
-        // A PUT registers before it takes its route, under this lock: a name registered now is
-        // that PUT's, and so are its routes.
-        if self.runtime.function(name).is_none() && self.runtime.chain(name).is_none() {
-            routes.retain(|_, f| f != name);
-        }
-        drop(routes);
         let registered =
             |n: &str| self.runtime.function(n).is_some() || self.runtime.chain(n).is_some();
         self.metrics.unregistered(name, registered);
@@ -266,7 +280,7 @@ pub(super) async fn put_function(
     };
     // A name in use is refused before the module is read: a PUT never replaces (a replaced
     // function would get a new id under its clients' feet); DELETE it first.
-    if shared.runtime.function(name).is_some() {
+    if shared.runtime.function(name).is_some() || shared.runtime.chain(name).is_some() {
         return already_registered(shared, name);
     }
     let module = match shared.admin_body(request, shared.config.max_module_bytes, "module").await {
@@ -297,10 +311,28 @@ pub(super) async fn put_function(
     if let Some(reason) = conflict {
         return bad(reason);
     }
-    let runtime = Arc::clone(&shared.runtime);
-    let registered = tokio::task::spawn_blocking(move || runtime.register(config, &module)).await;
-    let function = match registered {
-        Ok(Ok(function)) => function,
+    // Compiling, registering and taking the route are one task on the blocking pool, finished
+    // even if the client leaves meanwhile: else a function could stay registered without the
+    // route it was given, unanswered and unlogged.
+    let (worker, wanted) = (Arc::clone(shared), query.route);
+    let registered = tokio::task::spawn_blocking(move || {
+        let function = worker.runtime.register(config, &module)?;
+        let name = &function.config.name;
+        match worker.take_route(wanted, name) {
+            Ok(route) => {
+                tracing::info!(function = %name, id = function.id.0, route, "function registered");
+                Ok(Ok((function, route)))
+            }
+            Err(reason) => {
+                let _ = worker.runtime.unregister(name);
+                Ok(Err(reason))
+            }
+        }
+    })
+    .await;
+    let (function, route) = match registered {
+        Ok(Ok(Ok(registered))) => registered,
+        Ok(Ok(Err(reason))) => return bad(reason),
         Ok(Err(luge_runtime::Error::Register { reason: RegisterError::Duplicate, .. })) => {
             return already_registered(shared, name);
         }
@@ -313,14 +345,6 @@ pub(super) async fn put_function(
             return shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string());
         }
     };
-    let route = match shared.take_route(query.route, name) {
-        Ok(route) => route,
-        Err(reason) => {
-            let _ = shared.runtime.unregister(name);
-            return bad(reason);
-        }
-    };
-    tracing::info!(function = name, id = function.id.0, route, "function registered");
     let mut response = shared.json(StatusCode::CREATED, &function_info(&function, route));
     if let Ok(location) = HeaderValue::from_str(&format!("/admin/functions/{name}")) {
         response.headers_mut().insert(header::LOCATION, location);
@@ -416,7 +440,9 @@ fn already_registered(shared: &Shared, name: &str) -> Response<Full<Bytes>> {
     shared.error(
         StatusCode::CONFLICT,
         "conflict",
-        format!("function `{name}` is already registered; DELETE it first to replace it"),
+        format!(
+            "`{name}` is already registered (a function or chain); DELETE it first to replace it"
+        ),
     )
 }
 
