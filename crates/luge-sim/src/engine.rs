@@ -135,6 +135,19 @@ pub struct SimConfig {
     /// The uLL lane (HORSE §3) in front of every group's policy, as the runtime's `ull_lane`
     /// (`luge_sched::UllLane`); `None` (the default, as in the papers' experiments): none.
     pub ull_lane: Option<UllConfig>,
+    /// How requests are spread over dispatcher groups.
+    pub spread: Spread,
+}
+
+/// How requests (a job's first stage and each later one) are spread over dispatcher groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Spread {
+    /// In turn, as the runtime's submitters do (the default).
+    #[default]
+    RoundRobin,
+    /// By a hash of the request's id: a NIC's receive-side scaling over many flows, as in
+    /// SledgeScale §3.3 (the paper reproductions).
+    Hash,
 }
 
 impl SimConfig {
@@ -153,6 +166,7 @@ impl SimConfig {
             notify_interval: 0,
             notify_urgent: true,
             ull_lane: None,
+            spread: Spread::RoundRobin,
         }
     }
 }
@@ -193,9 +207,9 @@ enum Ev {
     Tick {
         g: usize,
     },
-    /// A request (a job's stage) that found its dispatcher busy or asleep, handed over when it
-    /// is free or awake.
-    Dispatch(RequestId),
+    /// A request (a job's stage) that found its dispatcher group (the second field) busy or
+    /// asleep, handed over when it is free or awake.
+    Dispatch(RequestId, usize),
     /// A period of the periodic notification ends: group `g` gets what it was held.
     Notify {
         g: usize,
@@ -206,7 +220,10 @@ enum Ev {
 struct Current {
     req: Request,
     epoch: u64,
+    /// When the worker picked it up (its `Started`).
     started: Option<Nanos>,
+    /// When its execution proper begins, after the switch and the sandbox's start or resume.
+    exec_from: Nanos,
     preempt_on_start: bool,
 }
 
@@ -254,7 +271,9 @@ struct Sim<'a> {
     jobs: &'a [Job],
     now: Nanos,
     seq: u64,
-    heap: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
+    heap: BinaryHeap<Reverse<(Nanos, u8, u64, Ev)>>,
+    /// The group the next request goes to ([`Spread::RoundRobin`]).
+    next_group: usize,
     groups: Vec<Group>,
     group_of_worker: Vec<usize>,
     current: Vec<Option<Current>>,
@@ -262,6 +281,9 @@ struct Sim<'a> {
     /// Per job: how many times its current stage has been started (a first start instantiates
     /// a sandbox; a later one resumes a preempted run).
     runs: Vec<u32>,
+    /// Per job: the execution proper its current stage has had (without start-up costs, which
+    /// the `executed` the policy is told includes, as the runtime's does).
+    progress: Vec<Nanos>,
     estimator: Estimator,
     epoch: u64,
     worker_busy: Nanos,
@@ -310,9 +332,23 @@ pub fn simulate(cfg: &SimConfig, jobs: &[Job]) -> Result<SimOutput, SimError> {
     })
 }
 
-/// Deterministic spread of requests over dispatcher groups (the paper's RSS, §3.3): a job's
-/// first stage by its index, later stages elsewhere.
-fn group_for(id: RequestId, groups: usize) -> usize {
+impl Ev {
+    /// Which of the events due at one time goes first: the workers' (a start, a completion, a
+    /// preemption landing), then arrivals and hand-overs, then timers — the order in which the
+    /// runtime's dispatcher handles what it finds on one round, so that an arrival is placed on
+    /// what the workers have already reported.
+    fn rank(&self) -> u8 {
+        match self {
+            Self::Started { .. } | Self::Complete { .. } | Self::PreemptDeliver { .. } => 0,
+            Self::Arrival(_) | Self::Dispatch(..) | Self::Notify { .. } => 1,
+            Self::Tick { .. } => 2,
+        }
+    }
+}
+
+/// Deterministic spread of requests over dispatcher groups by a hash ([`Spread::Hash`], the
+/// paper's RSS, SledgeScale §3.3): a job's first stage by its index, later stages elsewhere.
+fn hashed_group(id: RequestId, groups: usize) -> usize {
     let (i, k) = job_of(id);
     let mut z = (i as u64 ^ (u64::from(k) << 40)).wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -361,7 +397,7 @@ impl<'a> Sim<'a> {
             .collect();
         let mut heap = BinaryHeap::with_capacity(1024);
         if let Some(j) = jobs.first() {
-            heap.push(Reverse((j.arrival, 0, Ev::Arrival(0))));
+            heap.push(Reverse((j.arrival, Ev::Arrival(0).rank(), 0, Ev::Arrival(0))));
         }
         Self {
             cfg,
@@ -369,11 +405,13 @@ impl<'a> Sim<'a> {
             now: 0,
             seq: 1,
             heap,
+            next_group: 0,
             groups,
             group_of_worker,
             current: vec![None; cfg.workers],
             records,
             runs: vec![0; jobs.len()],
+            progress: vec![0; jobs.len()],
             estimator: Estimator::new(EstimatorConfig {
                 default_estimate: cfg.default_estimate,
                 ..EstimatorConfig::default()
@@ -393,7 +431,7 @@ impl<'a> Sim<'a> {
     /// workload whose times or executions reach `u64::MAX` ns piles its events there instead
     /// of wrapping the clock backwards.
     fn push(&mut self, at: Nanos, ev: Ev) {
-        self.heap.push(Reverse((at, self.seq, ev)));
+        self.heap.push(Reverse((at, ev.rank(), self.seq, ev)));
         self.seq += 1;
     }
 
@@ -406,12 +444,12 @@ impl<'a> Sim<'a> {
     }
 
     fn run(&mut self) -> Result<(), SimError> {
-        while let Some(Reverse((at, _, ev))) = self.heap.pop() {
+        while let Some(Reverse((at, _, _, ev))) = self.heap.pop() {
             self.now = at;
             self.events += 1;
             match ev {
                 Ev::Arrival(i) => self.arrival(i)?,
-                Ev::Dispatch(id) => self.dispatch(id)?,
+                Ev::Dispatch(id, g) => self.dispatch(id, g)?,
                 Ev::Notify { g } => self.period_end(g)?,
                 Ev::Started { w, epoch } => self.started(w, epoch)?,
                 Ev::Complete { w, epoch } => self.complete(w, epoch)?,
@@ -456,7 +494,14 @@ impl<'a> Sim<'a> {
     /// the end of the notification period if it has the slack for that
     /// ([`SimConfig::notify_interval`]), as the runtime's submitters do.
     fn notify(&mut self, id: RequestId) -> Result<(), SimError> {
-        let g = group_for(id, self.groups.len());
+        let g = match self.cfg.spread {
+            Spread::Hash => hashed_group(id, self.groups.len()),
+            Spread::RoundRobin => {
+                let g = self.next_group % self.groups.len();
+                self.next_group = self.next_group.wrapping_add(1);
+                g
+            }
+        };
         let every = self.cfg.notify_interval;
         if every > 0 && (!self.cfg.notify_urgent || self.slack(id) > every) {
             self.deferred += 1;
@@ -469,10 +514,10 @@ impl<'a> Sim<'a> {
         }
         match self.wake(g) {
             Some(at) => {
-                self.push(at, Ev::Dispatch(id));
+                self.push(at, Ev::Dispatch(id, g));
                 Ok(())
             }
-            None => self.dispatch(id),
+            None => self.dispatch(id, g),
         }
     }
 
@@ -482,8 +527,8 @@ impl<'a> Sim<'a> {
         let at = self.wake(g);
         for id in held {
             match at {
-                Some(at) => self.push(at, Ev::Dispatch(id)),
-                None => self.dispatch(id)?,
+                Some(at) => self.push(at, Ev::Dispatch(id, g)),
+                None => self.dispatch(id, g)?,
             }
         }
         Ok(())
@@ -521,7 +566,7 @@ impl<'a> Sim<'a> {
     fn start_cost(&self) -> Nanos {
         let o = &self.cfg.overheads;
         if self.cfg.estimate_start_cost {
-            o.enqueue + o.context_switch + o.sandbox_start
+            o.enqueue.saturating_add(o.context_switch).saturating_add(o.sandbox_start)
         } else {
             0
         }
@@ -563,13 +608,12 @@ impl<'a> Sim<'a> {
         self.feed(g, Event::Tick, cost)
     }
 
-    /// Hands request `id` (a job's stage) to its group's policy; a busy dispatcher sees it when
+    /// Hands request `id` (a job's stage) to group `g`'s policy; a busy dispatcher sees it when
     /// it is free again.
-    fn dispatch(&mut self, id: RequestId) -> Result<(), SimError> {
-        let g = group_for(id, self.groups.len());
+    fn dispatch(&mut self, id: RequestId, g: usize) -> Result<(), SimError> {
         if self.groups[g].busy_until > self.now {
             let at = self.groups[g].busy_until;
-            self.push(at, Ev::Dispatch(id));
+            self.push(at, Ev::Dispatch(id, g));
             return Ok(());
         }
         let (i, k) = job_of(id);
@@ -598,8 +642,8 @@ impl<'a> Sim<'a> {
         let before = self.groups[g].policy.stats().workers_inspected;
         self.feed_inner(g, Event::Arrival(req))?;
         let inspected = self.groups[g].policy.stats().workers_inspected - before;
-        let cost =
-            self.cfg.overheads.dispatch_base + self.cfg.overheads.dispatch_per_worker * inspected;
+        let o = &self.cfg.overheads;
+        let cost = o.dispatch_base.saturating_add(o.dispatch_per_worker.saturating_mul(inspected));
         self.groups[g].busy_until = self.now.saturating_add(cost);
         self.apply(g, cost)
     }
@@ -682,19 +726,27 @@ impl<'a> Sim<'a> {
     }
 
     /// Starts `req` on the free worker `w` at `at`, after a hand-off of `handoff` ns (none for
-    /// a follower: the worker holds it already) and its start-up costs.
+    /// a follower: the worker holds it already). The worker reports `Started` as it picks the
+    /// request up, before the switch and the sandbox's start (or resume), as the runtime's does:
+    /// a policy counts the start-up as part of the run, as its estimates do
+    /// ([`SimConfig::estimate_start_cost`]).
     fn start_on(&mut self, w: usize, req: Request, at: Nanos, handoff: Nanos) {
         let runs = &mut self.runs[job_of(req.id).0];
         let o = &self.cfg.overheads;
-        let start_cost = handoff
-            + o.context_switch
-            + if *runs == 0 { o.sandbox_start } else { o.preempt_resume };
+        let start_cost = o.context_switch.saturating_add(if *runs == 0 {
+            o.sandbox_start
+        } else {
+            o.preempt_resume
+        });
         *runs += 1;
-        self.worker_busy = self.worker_busy.saturating_add(start_cost - handoff);
+        self.worker_busy = self.worker_busy.saturating_add(start_cost);
         self.epoch += 1;
         let epoch = self.epoch;
-        self.current[w] = Some(Current { req, epoch, started: None, preempt_on_start: false });
-        self.push(at.saturating_add(start_cost), Ev::Started { w, epoch });
+        let picked = at.saturating_add(handoff);
+        let exec_from = picked.saturating_add(start_cost);
+        self.current[w] =
+            Some(Current { req, epoch, started: None, exec_from, preempt_on_start: false });
+        self.push(picked, Ev::Started { w, epoch });
     }
 
     fn started(&mut self, w: usize, epoch: u64) -> Result<(), SimError> {
@@ -702,7 +754,7 @@ impl<'a> Sim<'a> {
             return Ok(());
         };
         cur.started = Some(self.now);
-        let (req, preempt) = (cur.req, cur.preempt_on_start);
+        let (req, preempt, exec_from) = (cur.req, cur.preempt_on_start, cur.exec_from);
         let (i, k) = job_of(req.id);
         self.records[i].first_start.get_or_insert(self.now);
         let g = self.group_of_worker[w];
@@ -711,8 +763,8 @@ impl<'a> Sim<'a> {
         if preempt {
             return self.preempt_deliver(w, epoch);
         }
-        let left = self.jobs[i].stage_execution(k).saturating_sub(req.executed);
-        self.push(self.now.saturating_add(left), Ev::Complete { w, epoch });
+        let left = self.jobs[i].stage_execution(k).saturating_sub(self.progress[i]);
+        self.push(exec_from.saturating_add(left), Ev::Complete { w, epoch });
         Ok(())
     }
 
@@ -724,7 +776,9 @@ impl<'a> Sim<'a> {
         let job = self.jobs[i];
         let execution = job.stage_execution(k);
         self.worker_busy =
-            self.worker_busy.saturating_add(execution.saturating_sub(cur.req.executed));
+            self.worker_busy.saturating_add(execution.saturating_sub(self.progress[i]));
+        // What the policy is told this run and the ones before it took, start-ups included.
+        let executed = cur.req.executed.saturating_add(self.now - cur.started.unwrap_or(self.now));
         self.estimator.observe(job.function, execution.saturating_add(self.start_cost()));
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;
@@ -737,12 +791,13 @@ impl<'a> Sim<'a> {
         if last {
             self.finish_record(g, id, Outcome::Completed)?;
         }
-        self.feed(g, Event::Completed { worker: local, id, executed: execution }, 0)?;
+        self.feed(g, Event::Completed { worker: local, id, executed }, 0)?;
         if last {
             return Ok(());
         }
         // The next stage is handed over inside the node, as its predecessor completes.
         self.runs[i] = 0;
+        self.progress[i] = 0;
         self.notify(request_id(i, k + 1))
     }
 
@@ -754,13 +809,17 @@ impl<'a> Sim<'a> {
             cur.preempt_on_start = true;
             return Ok(());
         };
+        // The policy is told the whole run, start-up included; the job keeps the execution
+        // proper it had (none if the preemption landed during the start-up, which is lost).
         let ran = self.now - started;
         let executed = cur.req.executed.saturating_add(ran);
+        let proper = self.now.saturating_sub(cur.exec_from);
         let id = cur.req.id;
         self.current[w] = None;
+        self.progress[job_of(id).0] = self.progress[job_of(id).0].saturating_add(proper);
         // The batch behind it never starts: the policy takes it back.
         self.follow[w].clear();
-        self.worker_busy = self.worker_busy.saturating_add(ran);
+        self.worker_busy = self.worker_busy.saturating_add(proper);
         self.records[job_of(id).0].preemptions += 1;
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;

@@ -10,7 +10,9 @@ mod record;
 mod report;
 mod sweep;
 
-pub use crate::engine::{EstimatorMode, Job, MAX_STAGES, SimConfig, SimError, SimOutput, simulate};
+pub use crate::engine::{
+    EstimatorMode, Job, MAX_STAGES, SimConfig, SimError, SimOutput, Spread, simulate,
+};
 pub use crate::overheads::{Overheads, OverheadsError};
 pub use crate::record::{ClassReport, Outcome, Record, Report, Summary};
 pub use crate::report::experiments::{

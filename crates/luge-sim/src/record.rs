@@ -16,7 +16,8 @@ pub enum Outcome {
     Pending,
     /// Ran to completion.
     Completed,
-    /// Refused by admission control.
+    /// Did not complete: refused by admission control, shed from a queue, or ended at its
+    /// deadline (the reason says which).
     Rejected(RejectReason),
 }
 
@@ -115,9 +116,9 @@ pub struct Report {
     pub requests: u64,
     /// Requests completed.
     pub completed: u64,
-    /// Requests rejected.
+    /// Requests that did not complete (refused, shed, or ended at their deadline).
     pub rejected: u64,
-    /// First arrival to last event, seconds.
+    /// First arrival to the last completion or arrival, seconds.
     pub duration_s: f64,
     /// Completions per second.
     pub throughput_rps: f64,

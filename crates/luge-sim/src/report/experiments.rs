@@ -10,7 +10,7 @@ use std::str::FromStr;
 use luge_sched::{Overrun, PolicyConfig, PolicyKind};
 use luge_workload::{Mix, MixClass, Preset, Rate, ServiceDist, WorkloadSpec};
 
-use crate::engine::{Job, SimConfig, SimError, simulate};
+use crate::engine::{Job, SimConfig, SimError, Spread, simulate};
 use crate::overheads::Overheads;
 use crate::record::Report;
 use crate::report::plot::{Chart, Series, svg};
@@ -352,6 +352,11 @@ impl Run<'_> {
         cfg.policy_config = pc.clone();
         // The papers' estimators saw execution only.
         cfg.estimate_start_cost = false;
+        // SledgeScale spreads requests over its dispatchers by RSS (§3.3); Luge's submitters,
+        // which the other experiments' `luge` contenders stand for, hand them out in turn.
+        if self.exp.name().starts_with("sledgescale-") {
+            cfg.spread = Spread::Hash;
+        }
         cfg
     }
 
