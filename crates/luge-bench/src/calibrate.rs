@@ -21,10 +21,18 @@
 //! 4. check: predict the execution of a third count (≈ `target_ns / 3`) and measure it; the
 //!    relative error is printed so a non-linear or noisy target is visible.
 //!
-//! [`Calibration::iterations_for`] inverts the line: `k = (execution − overhead) / slope`,
-//! 0 when the requested execution is below the fixed cost. The nominal execution of a planned
-//! request is therefore the *whole* server-reported execution, fixed cost included, which is
-//! what the server's `execution` field measures.
+//! 5. the ladder: the line's intercept is not the fixed cost of a short call (on a VM it can sit
+//!    a few µs to tens of µs off `spin(0)`'s, as caches and the host's scheduling differ between
+//!    a 1 ms call and a 10 µs one), so `spin(0)` and counts of about 0.3 %, 1 % and 3 % of
+//!    `k_hi` (3, 10 and 30 µs of work at a 1 ms target) are measured too, `calls` times each,
+//!    interleaved, and their medians join the two points of the fit.
+//!
+//! [`Calibration::iterations_for`] inverts the measured curve: piecewise linearly between the
+//! ladder's points (made non-decreasing), along the line's slope beyond the longest, 0 at or
+//! below `spin(0)`'s execution. A calibration given by hand (no points) inverts the line:
+//! `k = (execution − overhead) / slope`, 0 below the fixed cost. The nominal execution of a
+//! planned request is therefore the *whole* server-reported execution, fixed cost included,
+//! which is what the server's `execution` field measures.
 
 use std::fmt;
 
@@ -54,6 +62,9 @@ pub struct Calibration {
     pub overhead_ns: f64,
     /// The points the fit went through (empty for a given calibration).
     pub points: Vec<CalibrationPoint>,
+    /// Every measured point, `spin(0)` first, by iterations (empty for a given calibration):
+    /// the curve [`iterations_for`](Self::iterations_for) inverts.
+    pub ladder: Vec<CalibrationPoint>,
     /// An independent point and the model's prediction of it.
     pub check: Option<CalibrationCheck>,
 }
@@ -107,7 +118,13 @@ impl Calibration {
                 "calibration overhead must be ≥ 0 ns, not {overhead_ns}"
             )));
         }
-        Ok(Self { ns_per_iteration, overhead_ns, points: Vec::new(), check: None })
+        Ok(Self {
+            ns_per_iteration,
+            overhead_ns,
+            points: Vec::new(),
+            ladder: Vec::new(),
+            check: None,
+        })
     }
 
     /// The line through two points with different iteration counts.
@@ -126,19 +143,82 @@ impl Calibration {
             ns_per_iteration: slope,
             overhead_ns: overhead,
             points: vec![lo, hi],
+            ladder: Vec::new(),
             check: None,
         })
     }
 
-    /// Iterations whose predicted execution is `execution_ns` (0 below the fixed cost).
+    /// Adds measured points to the curve (with the fit's own, sorted by iterations).
+    pub fn with_ladder(mut self, points: &[CalibrationPoint]) -> Self {
+        let mut ladder: Vec<CalibrationPoint> =
+            points.iter().chain(self.points.iter()).copied().collect();
+        ladder.sort_by_key(|p| p.iterations);
+        ladder.dedup_by_key(|p| p.iterations);
+        self.ladder = ladder;
+        self
+    }
+
+    /// The curve as (iterations, execution) pairs, execution made non-decreasing (a noisy
+    /// median below a shorter count's is raised to it).
+    fn curve(&self) -> Vec<(f64, f64)> {
+        let mut floor = 0.0_f64;
+        self.ladder
+            .iter()
+            .map(|p| {
+                floor = floor.max(p.execution_ns as f64);
+                (p.iterations as f64, floor)
+            })
+            .collect()
+    }
+
+    /// Iterations whose predicted execution is `execution_ns` (0 at or below the fixed cost).
     pub fn iterations_for(&self, execution_ns: u64) -> u64 {
-        let k = (execution_ns as f64 - self.overhead_ns) / self.ns_per_iteration;
+        let e = execution_ns as f64;
+        let k = match self.curve().as_slice() {
+            [] => (e - self.overhead_ns) / self.ns_per_iteration,
+            curve => {
+                let (k0, e0) = curve[0];
+                let last = curve[curve.len() - 1];
+                if e <= e0 {
+                    k0
+                } else if e >= last.1 {
+                    last.0 + (e - last.1) / self.ns_per_iteration
+                } else {
+                    let i = curve.iter().position(|&(_, ei)| ei >= e).unwrap_or(curve.len() - 1);
+                    let ((ka, ea), (kb, eb)) = (curve[i - 1], curve[i]);
+                    if eb > ea { ka + (kb - ka) * (e - ea) / (eb - ea) } else { kb }
+                }
+            }
+        };
         if k > 0.0 { k.round() as u64 } else { 0 }
     }
 
-    /// Predicted execution of `iterations` (ns).
+    /// Predicted execution of `iterations` (ns): on the measured curve, else the line.
     pub fn execution_for(&self, iterations: u64) -> f64 {
-        self.overhead_ns + self.ns_per_iteration * iterations as f64
+        let k = iterations as f64;
+        match self.curve().as_slice() {
+            [] => self.overhead_ns + self.ns_per_iteration * k,
+            curve => {
+                let last = curve[curve.len() - 1];
+                if k >= last.0 {
+                    return last.1 + (k - last.0) * self.ns_per_iteration;
+                }
+                let i = curve.iter().position(|&(ki, _)| ki > k).unwrap_or(curve.len() - 1);
+                match i.checked_sub(1).map(|j| (curve[j], curve[i])) {
+                    Some(((ka, ea), (kb, eb))) => ea + (eb - ea) * (k - ka) / (kb - ka).max(1.0),
+                    None => curve[0].1,
+                }
+            }
+        }
+    }
+
+    /// What no request runs shorter than (ns): `spin(0)`'s measured execution, else the line's
+    /// intercept.
+    pub fn fixed_cost_ns(&self) -> f64 {
+        match self.ladder.first() {
+            Some(p) if p.iterations == 0 => p.execution_ns as f64,
+            _ => self.overhead_ns,
+        }
     }
 }
 
@@ -162,6 +242,13 @@ impl fmt::Display for Calibration {
                 hi.iterations,
                 hi.execution_ns as f64 / 1e3
             )?;
+            let short: Vec<String> = (self.ladder.iter())
+                .filter(|p| p.iterations < lo.iterations)
+                .map(|p| format!("{} → {:.1} µs", p.iterations, p.execution_ns as f64 / 1e3))
+                .collect();
+            if !short.is_empty() {
+                write!(f, "; short calls {}", short.join(", "))?;
+            }
         } else {
             f.write_str(" (given)")?;
         }
@@ -239,7 +326,18 @@ pub(crate) fn measure(
         execution_ns: median(v),
         calls,
     };
-    let mut cal = Calibration::fit(point(k_lo, &mut lo), point(k_hi, &mut hi))?;
+    // The ladder of short counts, interleaved: 0 and ≈ 0.3 %, 1 % and 3 % of k_hi.
+    let ks = [0, k_hi * 3 / 1000, k_hi / 100, k_hi * 3 / 100];
+    let mut short: Vec<Vec<u64>> = vec![Vec::new(); ks.len()];
+    for _ in 0..calls {
+        for (k, v) in ks.iter().zip(short.iter_mut()) {
+            v.push(one(*k)?);
+        }
+    }
+    let ladder: Vec<CalibrationPoint> =
+        ks.iter().zip(short.iter_mut()).map(|(&k, v)| point(k, v)).collect();
+    let mut cal =
+        Calibration::fit(point(k_lo, &mut lo), point(k_hi, &mut hi))?.with_ladder(&ladder);
     let k_check = cal.iterations_for(opts.target_ns / 3).max(1);
     let mut check = (0..calls).map(|_| one(k_check)).collect::<Result<Vec<_>, _>>()?;
     cal.check = Some(CalibrationCheck {
@@ -294,6 +392,43 @@ mod tests {
         assert_eq!(cal.iterations_for(1_020_000), 400_000);
         assert_eq!(cal.iterations_for(10_000), 0, "below the fixed cost");
         assert!(cal.to_string().contains("2.5000 ns/iteration + 20.0 µs fixed"), "{cal}");
+    }
+
+    /// A `spin` whose short calls cost less than the long line says: 5 µs fixed, 2.5 ns per
+    /// iteration, and 15 µs more that builds up over the first 30 000 iterations (so the line
+    /// through 0.1 and 1 ms meets 0 at 20 µs).
+    struct BentSpin;
+
+    fn bent(k: u64) -> u64 {
+        5_000 + k * 5 / 2 + 15_000 * k.min(30_000) / 30_000
+    }
+
+    impl Caller for BentSpin {
+        fn call(&mut self, _: &FunctionRef, payload: &[u8]) -> Result<Reply, BenchError> {
+            let k: u64 = std::str::from_utf8(payload).unwrap().parse().unwrap();
+            Ok(Reply { execution_ns: Some(bent(k)), ..Reply::default() })
+        }
+    }
+
+    #[test]
+    fn short_requests_are_sized_on_the_measured_curve_not_the_line() {
+        let cal =
+            measure(&mut BentSpin, &FunctionRef::new(1, "/spin"), Default::default()).unwrap();
+        assert!((cal.overhead_ns - 20_000.0).abs() < 50.0, "{cal}");
+        assert_eq!(cal.fixed_cost_ns(), 5_000.0);
+        // Within the ladder's interpolation error of the bend (points at 0.3, 1 and 3 % of k_hi).
+        for target in [10_000, 26_000, 40_000, 100_000, 2_000_000] {
+            let ran = bent(cal.iterations_for(target)) as f64;
+            let error = (ran - target as f64).abs() / target as f64;
+            assert!(error < 0.05, "{target} ns planned ran {ran} ns ({cal})");
+        }
+        // The line alone sizes a 26 µs request at 2 400 iterations, which run 12.2 µs.
+        let line = Calibration::given(cal.ns_per_iteration, cal.overhead_ns).unwrap();
+        assert!(bent(line.iterations_for(26_000)) < 14_000);
+        assert_eq!(cal.iterations_for(5_000), 0, "at the fixed cost");
+        let e = cal.execution_for(cal.iterations_for(40_000));
+        assert!((e - 40_000.0).abs() < 100.0, "{e}");
+        assert!(cal.to_string().contains("short calls 0 → 5.0 µs"), "{cal}");
     }
 
     #[test]

@@ -265,7 +265,7 @@ pub(crate) fn run(
     sim_cfg.estimator = EstimatorMode::Oracle;
     sim_cfg.policy_config = RuntimeConfig::default().policy_config;
     // A request shorter than spin's fixed cost gets 0 iterations and runs for the fixed cost.
-    let floor_ns = cal.overhead_ns.round() as u64;
+    let floor_ns = cal.fixed_cost_ns().max(0.0).round() as u64;
     let mut rows: Vec<Compared> = Vec::new();
     let mut scales = Vec::new();
     for (trial, w, load, r) in &reals {

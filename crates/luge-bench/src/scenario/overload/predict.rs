@@ -57,7 +57,7 @@ impl Model {
         cfg.ull_lane = node.ull_config();
         cfg.policy_config = node.policy_config;
         cfg.estimator = EstimatorMode::Oracle;
-        let floor_ns = calibration.overhead_ns.max(0.0).round() as u64;
+        let floor_ns = calibration.fixed_cost_ns().max(0.0).round() as u64;
         Self { cfg, floor_ns }
     }
 
