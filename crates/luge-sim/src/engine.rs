@@ -216,6 +216,9 @@ enum Ev {
     },
 }
 
+/// An event in the queue, by (time, [`Ev::rank`], when it first fell due, sequence).
+type Scheduled = (Nanos, u8, Nanos, u64, Ev);
+
 #[derive(Debug, Clone, Copy)]
 struct Current {
     req: Request,
@@ -271,7 +274,9 @@ struct Sim<'a> {
     jobs: &'a [Job],
     now: Nanos,
     seq: u64,
-    heap: BinaryHeap<Reverse<(Nanos, u8, u64, Ev)>>,
+    heap: BinaryHeap<Reverse<Scheduled>>,
+    /// When the event being handled first fell due.
+    due: Nanos,
     /// The group the next request goes to ([`Spread::RoundRobin`]).
     next_group: usize,
     groups: Vec<Group>,
@@ -333,15 +338,16 @@ pub fn simulate(cfg: &SimConfig, jobs: &[Job]) -> Result<SimOutput, SimError> {
 }
 
 impl Ev {
-    /// Which of the events due at one time goes first: the workers' (a start, a completion, a
-    /// preemption landing), then arrivals and hand-overs, then timers — the order in which the
-    /// runtime's dispatcher handles what it finds on one round, so that an arrival is placed on
-    /// what the workers have already reported.
+    /// Which of the events at one time goes first: the workers' (a start, a completion, a
+    /// preemption landing), as the runtime's dispatcher handles what the workers reported before
+    /// what arrived, so that an arrival is placed on what they have already reported. The rest
+    /// go by when they first fell due (then in the order scheduled): an arrival or a timer that
+    /// waited for a busy dispatcher keeps its place among the others that waited, so that
+    /// neither starves the other.
     fn rank(&self) -> u8 {
         match self {
             Self::Started { .. } | Self::Complete { .. } | Self::PreemptDeliver { .. } => 0,
-            Self::Arrival(_) | Self::Dispatch(..) | Self::Notify { .. } => 1,
-            Self::Tick { .. } => 2,
+            Self::Arrival(_) | Self::Dispatch(..) | Self::Notify { .. } | Self::Tick { .. } => 1,
         }
     }
 }
@@ -397,7 +403,7 @@ impl<'a> Sim<'a> {
             .collect();
         let mut heap = BinaryHeap::with_capacity(1024);
         if let Some(j) = jobs.first() {
-            heap.push(Reverse((j.arrival, Ev::Arrival(0).rank(), 0, Ev::Arrival(0))));
+            heap.push(Reverse((j.arrival, Ev::Arrival(0).rank(), j.arrival, 0, Ev::Arrival(0))));
         }
         Self {
             cfg,
@@ -405,6 +411,7 @@ impl<'a> Sim<'a> {
             now: 0,
             seq: 1,
             heap,
+            due: 0,
             next_group: 0,
             groups,
             group_of_worker,
@@ -431,7 +438,12 @@ impl<'a> Sim<'a> {
     /// workload whose times or executions reach `u64::MAX` ns piles its events there instead
     /// of wrapping the clock backwards.
     fn push(&mut self, at: Nanos, ev: Ev) {
-        self.heap.push(Reverse((at, ev.rank(), self.seq, ev)));
+        self.push_due(at, at, ev);
+    }
+
+    /// Schedules `ev` at `at`, ordered among the events at that time as if due at `due`.
+    fn push_due(&mut self, at: Nanos, due: Nanos, ev: Ev) {
+        self.heap.push(Reverse((at, ev.rank(), due, self.seq, ev)));
         self.seq += 1;
     }
 
@@ -444,8 +456,9 @@ impl<'a> Sim<'a> {
     }
 
     fn run(&mut self) -> Result<(), SimError> {
-        while let Some(Reverse((at, _, _, ev))) = self.heap.pop() {
+        while let Some(Reverse((at, _, due, _, ev))) = self.heap.pop() {
             self.now = at;
+            self.due = due;
             self.events += 1;
             match ev {
                 Ev::Arrival(i) => self.arrival(i)?,
@@ -514,7 +527,7 @@ impl<'a> Sim<'a> {
         }
         match self.wake(g) {
             Some(at) => {
-                self.push(at, Ev::Dispatch(id, g));
+                self.push_due(at, self.due, Ev::Dispatch(id, g));
                 Ok(())
             }
             None => self.dispatch(id, g),
@@ -527,7 +540,7 @@ impl<'a> Sim<'a> {
         let at = self.wake(g);
         for id in held {
             match at {
-                Some(at) => self.push(at, Ev::Dispatch(id, g)),
+                Some(at) => self.push_due(at, self.due, Ev::Dispatch(id, g)),
                 None => self.dispatch(id, g)?,
             }
         }
@@ -599,7 +612,7 @@ impl<'a> Sim<'a> {
         let busy = self.groups[g].busy_until;
         if busy > self.now {
             if self.groups[g].ticks.insert(busy) {
-                self.push(busy, Ev::Tick { g });
+                self.push_due(busy, self.due, Ev::Tick { g });
             }
             return Ok(());
         }
@@ -613,7 +626,7 @@ impl<'a> Sim<'a> {
     fn dispatch(&mut self, id: RequestId, g: usize) -> Result<(), SimError> {
         if self.groups[g].busy_until > self.now {
             let at = self.groups[g].busy_until;
-            self.push(at, Ev::Dispatch(id, g));
+            self.push_due(at, self.due, Ev::Dispatch(id, g));
             return Ok(());
         }
         let (i, k) = job_of(id);
@@ -739,7 +752,6 @@ impl<'a> Sim<'a> {
             o.preempt_resume
         });
         *runs += 1;
-        self.worker_busy = self.worker_busy.saturating_add(start_cost);
         self.epoch += 1;
         let epoch = self.epoch;
         let picked = at.saturating_add(handoff);
@@ -775,10 +787,11 @@ impl<'a> Sim<'a> {
         let (i, k) = job_of(id);
         let job = self.jobs[i];
         let execution = job.stage_execution(k);
-        self.worker_busy =
-            self.worker_busy.saturating_add(execution.saturating_sub(self.progress[i]));
-        // What the policy is told this run and the ones before it took, start-ups included.
-        let executed = cur.req.executed.saturating_add(self.now - cur.started.unwrap_or(self.now));
+        // This run, start-up included, from the worker's pick-up; and what the policy is told
+        // this run and the ones before it took.
+        let ran = self.now - cur.started.unwrap_or(self.now);
+        self.worker_busy = self.worker_busy.saturating_add(ran);
+        let executed = cur.req.executed.saturating_add(ran);
         self.estimator.observe(job.function, execution.saturating_add(self.start_cost()));
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;
@@ -809,17 +822,25 @@ impl<'a> Sim<'a> {
             cur.preempt_on_start = true;
             return Ok(());
         };
-        // The policy is told the whole run, start-up included; the job keeps the execution
-        // proper it had (none if the preemption landed during the start-up, which is lost).
+        // The policy is told the whole run, start-up included, and the job keeps the execution
+        // proper it had. A preemption that lands before the execution begins stops the run
+        // before its sandbox starts, as the runtime's worker does: nothing ran, and the next
+        // start pays the start-up again.
         let ran = self.now - started;
-        let executed = cur.req.executed.saturating_add(ran);
-        let proper = self.now.saturating_sub(cur.exec_from);
         let id = cur.req.id;
+        let i = job_of(id).0;
+        let executed = if self.now < cur.exec_from {
+            self.runs[i] = self.runs[i].saturating_sub(1);
+            cur.req.executed
+        } else {
+            cur.req.executed.saturating_add(ran)
+        };
+        let proper = self.now.saturating_sub(cur.exec_from);
         self.current[w] = None;
-        self.progress[job_of(id).0] = self.progress[job_of(id).0].saturating_add(proper);
+        self.progress[i] = self.progress[i].saturating_add(proper);
         // The batch behind it never starts: the policy takes it back.
         self.follow[w].clear();
-        self.worker_busy = self.worker_busy.saturating_add(proper);
+        self.worker_busy = self.worker_busy.saturating_add(ran);
         self.records[job_of(id).0].preemptions += 1;
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;

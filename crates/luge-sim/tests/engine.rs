@@ -60,3 +60,38 @@ fn a_run_starts_before_its_start_up_costs() {
     assert_eq!(end - start, o.context_switch + o.sandbox_start + 50 * US);
     assert_eq!(start, o.dispatch_base + o.dispatch_per_worker + o.enqueue);
 }
+
+/// A timer that finds its dispatcher busy waits its turn among the arrivals that wait too:
+/// with the dispatcher kept busy by arrivals, a time slice still ends and the long run is
+/// preempted for the waiting ones (ranked behind every arrival, it would wait until they stop).
+#[test]
+fn a_timer_is_not_starved_by_arrivals_at_a_busy_dispatcher() {
+    let mut cfg = SimConfig::new(PolicyKind::Shinjuku, 1);
+    cfg.check_contract = true;
+    cfg.overheads = Overheads { dispatch_base: 10 * US, ..Overheads::NONE };
+    // A dispatcher-saturating stream for 2 ms of 1 ms requests.
+    let jobs: Vec<Job> =
+        (0..200).map(|i| Job::single(i * 10 * US, 1_000 * US, 1_000_000 * US)).collect();
+    let out = simulate(&cfg, &jobs).unwrap();
+    let first = out.records[0];
+    assert!(first.preemptions > 0, "the first run was never sliced: {first:?}");
+    assert!(first.completion.unwrap() > 2_000 * US, "{first:?}");
+}
+
+/// A preemption that lands during a run's start-up stops it before its sandbox starts, as the
+/// runtime's worker does: it ran nothing, its next start pays the sandbox start again (not a
+/// resume), and the worker was busy only while it really was.
+#[test]
+fn a_preemption_during_start_up_loses_the_start_up() {
+    let mut cfg = SimConfig::new(PolicyKind::SledgeScale, 1);
+    cfg.check_contract = true;
+    cfg.overheads = Overheads { sandbox_start: 100 * US, preempt_resume: US, ..Overheads::NONE };
+    let long = Job::single(0, 1_000 * US, 100_000 * US);
+    let urgent = Job::single(10 * US, 50 * US, 200 * US);
+    let out = simulate(&cfg, &[long, urgent]).unwrap();
+    let (a, b) = (out.records[0], out.records[1]);
+    assert_eq!(b.completion, Some(10 * US + 100 * US + 50 * US), "{b:?}");
+    assert_eq!(a.preemptions, 1, "{a:?}");
+    assert_eq!(a.completion, Some(160 * US + 100 * US + 1_000 * US), "{a:?}");
+    assert_eq!(out.worker_busy, 1_260 * US);
+}

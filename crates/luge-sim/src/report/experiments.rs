@@ -352,9 +352,11 @@ impl Run<'_> {
         cfg.policy_config = pc.clone();
         // The papers' estimators saw execution only.
         cfg.estimate_start_cost = false;
-        // SledgeScale spreads requests over its dispatchers by RSS (§3.3); Luge's submitters,
-        // which the other experiments' `luge` contenders stand for, hand them out in turn.
-        if self.exp.name().starts_with("sledgescale-") {
+        // SledgeScale spreads requests over its dispatchers by RSS (§3.3), and so does a Luge
+        // node of many inline workers (the kernel's `SO_REUSEPORT` hash picks the worker that
+        // receives and runs a request): `scale` models both. Elsewhere requests go to the groups
+        // in turn, as the runtime's submitters hand out what no receiving worker runs itself.
+        if self.exp.name().starts_with("sledgescale-") || self.exp == Experiment::Scale {
             cfg.spread = Spread::Hash;
         }
         cfg
