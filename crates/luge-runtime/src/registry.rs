@@ -397,15 +397,40 @@ impl Registry {
     /// to the OS (otherwise that happens when the last request ends). `None`: no such function
     /// (`then` does not run).
     pub(crate) fn unregister_with<T>(&self, name: &str, then: impl FnOnce() -> T) -> Option<T> {
-        let (function, shared) = {
-            let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
-            let function = functions.by_name.remove(name)?;
-            functions.by_id.remove(&function.id.0);
-            let shared = functions.by_name.values().any(|f| f.module_hash == function.module_hash);
-            (function, shared)
-        };
+        let removed = self.remove_where(name, |_| true)?;
         // Outside the lock: requests look functions up under it.
         let done = then();
+        self.free(removed);
+        Some(done)
+    }
+
+    /// Removes `function` if it is still the one registered under its name (not one registered
+    /// again under that name since), as [`unregister_with`](Self::unregister_with) does.
+    pub(crate) fn unregister_exact(&self, function: &Arc<Function>) -> bool {
+        let removed = self.remove_where(&function.config.name, |f| Arc::ptr_eq(f, function));
+        removed.map(|r| self.free(r)).is_some()
+    }
+
+    /// Takes the function `name` out of the maps if `matches` it; with whether another
+    /// registered function shares its module.
+    fn remove_where(
+        &self,
+        name: &str,
+        matches: impl FnOnce(&Arc<Function>) -> bool,
+    ) -> Option<(Arc<Function>, bool)> {
+        let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
+        if !matches(functions.by_name.get(name)?) {
+            return None;
+        }
+        let function = functions.by_name.remove(name)?;
+        functions.by_id.remove(&function.id.0);
+        let shared = functions.by_name.values().any(|f| f.module_hash == function.module_hash);
+        Some((function, shared))
+    }
+
+    /// The slow part of a removal, outside the registry's lock: the cached artifact goes unless
+    /// another function shares it, and the module is freed if no request holds it.
+    fn free(&self, (function, shared): (Arc<Function>, bool)) {
         if let Some(cache) = self.cache.as_ref().filter(|_| !shared) {
             cache.remove(&function.module_hash);
         }
@@ -413,7 +438,6 @@ impl Registry {
             drop(function);
             crate::engine::trim_heap();
         }
-        Some(done)
     }
 
     /// Whether a function or a chain has this name.

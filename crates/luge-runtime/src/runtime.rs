@@ -379,6 +379,12 @@ impl Runtime {
         self.unregister_with(name, || ())
     }
 
+    /// Removes `function` only if it is still the one registered under its name — not one a
+    /// later registration put there after it was removed — and says whether it did.
+    pub fn unregister_exact(&self, function: &Arc<Function>) -> bool {
+        self.inner.registry.unregister_exact(function)
+    }
+
     /// [`unregister`](Self::unregister), running `then` as soon as the function is out of the
     /// registry — no new request finds it — and before its module is freed, which can take a
     /// while: e.g. to drop its routes under a lock that must not be held that long.

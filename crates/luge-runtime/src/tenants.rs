@@ -19,7 +19,8 @@
 //! A request over a limit is refused before it is queued, with
 //! [`Rejection::TenantLimit`](crate::Rejection) naming the limit (HTTP 429 + `Retry-After`,
 //! RPC `TenantLimit`); it never reaches a dispatcher, so it costs the other tenants nothing but
-//! the refusal. Tenants not declared — and tenant 0 unless declared — have no limits. The
+//! the refusal. Tenant 0 has no limits unless declared; once any tenant is declared, a function
+//! of an undeclared one is refused at registration (with none declared, none has limits). The
 //! checks are atomics on the submitting thread: no lock on the request path. All times are
 //! passed in (ns on the runtime's clock), so the rules are tested without sleeping.
 

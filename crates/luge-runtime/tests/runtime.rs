@@ -475,7 +475,8 @@ fn an_idle_worker_lets_unused_ready_sandboxes_go_and_drops_a_removed_functions()
 }
 
 /// `unregister_with` runs its closure once the name is gone from the registry (the admin API
-/// drops the routes there) — and not at all for a name that is not registered.
+/// drops the routes there) — and not at all for a name that is not registered; and
+/// `unregister_exact` removes only the function it is given.
 #[test]
 fn unregister_with_runs_once_the_function_is_gone() {
     let rt = Runtime::start(RuntimeConfig::default()).unwrap();
@@ -484,6 +485,15 @@ fn unregister_with_runs_once_the_function_is_gone() {
     let mut ran = false;
     assert!(matches!(rt.unregister_with("gone", || ran = true), Err(Error::UnknownFunction(_))));
     assert!(!ran);
+    // `unregister_exact` removes only the very function given, not one registered again under
+    // its name since (an admin PUT undoing itself must not remove another client's).
+    let first = rt.register(FunctionConfig::new("again"), NOOP.as_bytes()).unwrap();
+    rt.unregister("again").unwrap();
+    let second = rt.register(FunctionConfig::new("again"), NOOP.as_bytes()).unwrap();
+    assert!(!rt.unregister_exact(&first));
+    assert_eq!(rt.function("again").unwrap().id, second.id);
+    assert!(rt.unregister_exact(&second));
+    assert!(rt.function("again").is_none());
 }
 
 #[test]

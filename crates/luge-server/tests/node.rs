@@ -67,9 +67,11 @@ fn one_function_answers_over_both_front_ends() {
     assert!(TcpStream::connect(http).is_err(), "still accepting after shutdown");
 }
 
-/// Routes are in place before the first connection is accepted — the front end's own
-/// (`HttpConfig::routes`) and the functions' — and a function whose route is refused at run
-/// time is not left registered without it.
+/// A node starts with its functions' routes handed to the front end (`HttpConfig::routes`,
+/// installed before the listener accepts), alongside the front end's own; and a function whose
+/// route is refused at run time is not left registered without it. (The start-up race itself —
+/// a request in the moment between the listener opening and a route set after — is too short
+/// to provoke from a test.)
 #[test]
 fn routes_are_in_place_from_the_first_connection() {
     let mut c = config();

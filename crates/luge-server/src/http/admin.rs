@@ -318,21 +318,24 @@ pub(super) async fn put_function(
     let registered = tokio::task::spawn_blocking(move || {
         let function = worker.runtime.register(config, &module)?;
         let name = &function.config.name;
-        match worker.take_route(wanted, name) {
+        let ours = || worker.runtime.function(name).is_some_and(|f| Arc::ptr_eq(&f, &function));
+        match worker.take_route(wanted, name, ours) {
             Ok(route) => {
                 tracing::info!(function = %name, id = function.id.0, route, "function registered");
                 Ok(Ok((function, route)))
             }
-            Err(reason) => {
-                let _ = worker.runtime.unregister(name);
-                Ok(Err(reason))
+            Err(not) => {
+                // Only this PUT's function: one registered under the name since is another's.
+                worker.runtime.unregister_exact(&function);
+                Ok(Err(not))
             }
         }
     })
     .await;
     let (function, route) = match registered {
         Ok(Ok(Ok(registered))) => registered,
-        Ok(Ok(Err(reason))) => return bad(reason),
+        Ok(Ok(Err(NotRouted::Refused(reason)))) => return bad(reason),
+        Ok(Ok(Err(NotRouted::Gone))) => return removed_meanwhile(shared, name),
         Ok(Err(luge_runtime::Error::Register { reason: RegisterError::Duplicate, .. })) => {
             return already_registered(shared, name);
         }
@@ -379,14 +382,32 @@ pub(super) fn route_conflict(
         .map(|other| format!("`{own}` is already the route of `{other}`"))
 }
 
+/// Why a just-registered function or chain did not get its route.
+pub(super) enum NotRouted {
+    /// It was removed (and perhaps registered again by another client) meanwhile: nothing of
+    /// it is left to undo.
+    Gone,
+    /// The route cannot be its (the caller unregisters it).
+    Refused(String),
+}
+
 impl Shared {
     /// Gives the just-registered `name` its explicit `route` (if any) under the routes' lock,
-    /// checked again there ([`route_conflict`]: taken meanwhile); the route it is reported at,
-    /// or why it cannot have it (the caller unregisters it).
-    pub(super) fn take_route(&self, route: Option<String>, name: &str) -> Result<String, String> {
+    /// checked again there ([`route_conflict`]: taken meanwhile) — if it is still `ours`, not
+    /// removed by a `DELETE` (and registered again by another `PUT`) since; the route it is
+    /// reported at, or why not.
+    pub(super) fn take_route(
+        &self,
+        route: Option<String>,
+        name: &str,
+        ours: impl FnOnce() -> bool,
+    ) -> Result<String, NotRouted> {
         let mut routes = self.routes_mut();
+        if !ours() {
+            return Err(NotRouted::Gone);
+        }
         if let Some(reason) = route_conflict(self, &routes, route.as_deref(), name) {
-            return Err(reason);
+            return Err(NotRouted::Refused(reason));
         }
         Ok(match route {
             Some(route) => {
@@ -432,6 +453,15 @@ fn refusal_status(error: &luge_runtime::Error) -> (StatusCode, &'static str) {
         },
         _ => (StatusCode::BAD_REQUEST, "bad_request"),
     }
+}
+
+/// 409: what a `PUT` registered was removed before it got its route.
+pub(super) fn removed_meanwhile(shared: &Shared, name: &str) -> Response<Full<Bytes>> {
+    shared.error(
+        StatusCode::CONFLICT,
+        "conflict",
+        format!("`{name}` was removed while it was being registered; PUT it again"),
+    )
 }
 
 /// 409: `name` is taken.

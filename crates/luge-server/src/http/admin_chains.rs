@@ -3,6 +3,7 @@
 //! registered functions — what a manifest's `[[chain]]` declares
 //! (Edge-RT §III). A chain shares the functions' names, routes and ids.
 
+use super::admin::{NotRouted, removed_meanwhile};
 use super::*;
 use luge_proto::{ChainInfo, ChainSpec, micros};
 use luge_runtime::{Chain, ChainConfig, RegisterError};
@@ -68,13 +69,15 @@ pub(super) async fn put(
         }
         Err(e) => return bad(e.to_string()),
     };
-    // Checked again under the routes' lock: a route taken meanwhile.
-    let route = match shared.take_route(spec.route, name) {
+    // Checked again under the routes' lock: a route taken meanwhile, or the chain removed.
+    let ours = || shared.runtime.chain(name).is_some_and(|c| Arc::ptr_eq(&c, &chain));
+    let route = match shared.take_route(spec.route, name, ours) {
         Ok(route) => route,
-        Err(reason) => {
+        Err(NotRouted::Refused(reason)) => {
             let _ = shared.runtime.unregister_chain(name);
             return bad(reason);
         }
+        Err(NotRouted::Gone) => return removed_meanwhile(shared, name),
     };
     tracing::info!(chain = name, id = chain.id.0, route, "chain registered");
     let mut response = shared.json(StatusCode::CREATED, &info(&chain, route));
