@@ -185,21 +185,70 @@ pub(crate) fn wait_for_signal(set: &libc::sigset_t) -> i32 {
     signal
 }
 
-/// Waits for SIGINT or SIGTERM. SIGHUP — `ExecReload=kill -HUP`, a closed terminal — would
-/// end the process at once by default, dropping every request in flight; `luge serve` does not
-/// reload its manifest (the admin API adds and removes functions live), so it says so and goes
-/// on serving.
-fn wait_for_stop(set: &libc::sigset_t) -> i32 {
+/// How often `luge serve` looks at its threads while it waits for a signal.
+const WATCH_PERIOD: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Why `luge serve` stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// SIGINT or SIGTERM.
+    Signal(i32),
+    /// A thread the node needs has stopped (a bug): it cannot serve until it restarts.
+    ThreadStopped(&'static str),
+}
+
+/// A blocked signal of `set` taken within `timeout`, else `None`.
+fn wait_for_signal_within(set: &libc::sigset_t, timeout: std::time::Duration) -> Option<i32> {
+    let timeout = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `set` holds the blocked signals, a null info pointer is allowed and `timeout` is
+    // a valid timespec that outlives the call.
+    let signal = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &timeout) };
+    // -1: the timeout passed (EAGAIN) or another signal interrupted the wait (EINTR).
+    (signal > 0).then_some(signal)
+}
+
+/// Waits for SIGINT or SIGTERM, or for `stopped` to name a thread the node needs that has
+/// stopped (looked at every [`WATCH_PERIOD`]): such a node answers `/healthz` 503 but serves no
+/// more, and under a supervisor without an HTTP check (systemd) only its exit gets it
+/// restarted. SIGHUP — `ExecReload=kill -HUP`, a closed terminal — would end the process at
+/// once by default, dropping every request in flight; `luge serve` does not reload its manifest
+/// (the admin API adds and removes functions live), so it says so and goes on serving.
+fn wait_for_stop(set: &libc::sigset_t, stopped: impl Fn() -> Option<&'static str>) -> Stop {
     loop {
-        let signal = wait_for_signal(set);
-        if signal != libc::SIGHUP {
-            return signal;
+        match wait_for_signal_within(set, WATCH_PERIOD) {
+            Some(libc::SIGHUP) => tracing::warn!(
+                "SIGHUP ignored: luge serve does not reload its manifest; restart it to apply a \
+                 changed manifest, or add and remove functions through the admin API"
+            ),
+            Some(signal) => return Stop::Signal(signal),
+            None => {
+                if let Some(why) = stopped() {
+                    return Stop::ThreadStopped(why);
+                }
+            }
         }
-        tracing::warn!(
-            "SIGHUP ignored: luge serve does not reload its manifest; restart it to apply a \
-             changed manifest, or add and remove functions through the admin API"
-        );
     }
+}
+
+/// Debug builds only, for the tests: `LUGE_TEST_STOP_THREAD_AFTER_MS=N` ends a thread the
+/// runtime watches N ms after start-up, as a bug in it would (a panic), so that a test can see
+/// `luge serve` exit. Release builds have no such hook.
+#[cfg(debug_assertions)]
+fn inject_a_stopped_thread(runtime: &Runtime) {
+    let Some(ms) =
+        std::env::var("LUGE_TEST_STOP_THREAD_AFTER_MS").ok().and_then(|v| v.parse().ok())
+    else {
+        return;
+    };
+    let watch = runtime.watch_thread("an injected fault (LUGE_TEST_STOP_THREAD_AFTER_MS)");
+    std::thread::spawn(move || {
+        let _watch = watch;
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        panic!("injected by LUGE_TEST_STOP_THREAD_AFTER_MS");
+    });
 }
 
 /// Runs `luge serve` until a signal arrives.
@@ -337,8 +386,19 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let agent = node.http().and_then(|h| h.agent_addr());
     let expose_metrics = manifest.server.expose_metrics;
     print_banner(&manifest, node.runtime(), (http, rpc, admin, agent), &config, expose_metrics);
-    let signal = wait_for_stop(&signals);
-    tracing::info!(signal, "shutting down: finishing requests in flight (grace {grace:?})");
+    #[cfg(debug_assertions)]
+    inject_a_stopped_thread(node.runtime());
+    let runtime = std::sync::Arc::clone(node.runtime());
+    let stop = wait_for_stop(&signals, || runtime.stopped_thread());
+    match stop {
+        Stop::Signal(signal) => {
+            tracing::info!(signal, "shutting down: finishing requests in flight (grace {grace:?})")
+        }
+        Stop::ThreadStopped(why) => tracing::error!(
+            "{why}: the node cannot serve until it restarts; finishing what it can (grace \
+             {grace:?}) and exiting with status 1, for its supervisor to restart it"
+        ),
+    }
     let report = node.shutdown();
     if report.udp_unanswered > 0 {
         tracing::warn!(
@@ -347,7 +407,10 @@ pub fn run(args: ServeArgs) -> Result<()> {
         );
     }
     tracing::info!("stopped");
-    Ok(())
+    match stop {
+        Stop::Signal(_) => Ok(()),
+        Stop::ThreadStopped(why) => anyhow::bail!("{why}; restart the node"),
+    }
 }
 
 /// What `luge serve` prints once it serves: its settings, addresses and functions. Written

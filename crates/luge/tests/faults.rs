@@ -1,5 +1,5 @@
-//! Faults of the machine under a `luge serve` (`docs/reliability.md`, "Faults"): here a full
-//! disk under the AoT cache. (SIGTERM under load is in `cli.rs`; faults of guests and clients
+//! Faults of the machine under a `luge serve` (`docs/reliability.md`, "Faults"): a full disk
+//! under the AoT cache, and a thread the node needs that stops. (SIGTERM under load is in `cli.rs`; faults of guests and clients
 //! are in `luge-server`'s `tests/faults.rs`.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
@@ -100,4 +100,21 @@ fn a_full_disk_under_the_cache_means_serving_compiled() {
     assert_eq!(cached.len(), CALLS.len(), "{cached:?}");
     assert!(cached.iter().all(|p| p.extension().is_some_and(|e| e == "cwasm")), "{cached:?}");
     std::fs::remove_dir_all(&xdg).unwrap();
+}
+
+/// A thread the node needs stops (a bug; injected here, in this debug build, by
+/// `LUGE_TEST_STOP_THREAD_AFTER_MS`): the node could answer `/healthz` 503 but would serve no
+/// more, so `luge serve` finishes what it can and exits with status 1, saying why — for a
+/// supervisor without an HTTP check (systemd's `Restart=on-failure`) to restart it.
+#[test]
+fn a_stopped_thread_ends_luge_serve_with_a_failure() {
+    let cache = std::env::temp_dir().join(format!("luge-stopped-thread-{}", std::process::id()));
+    let server = Server::start_configured(&[], &cache, "error", |command| {
+        command.env("LUGE_TEST_STOP_THREAD_AFTER_MS", "1000");
+    });
+    serves_every_builtin(&server);
+    let (code, log) = server.wait_for_exit(std::time::Duration::from_secs(30));
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("a thread serving the runtime has stopped; restart the node"), "{log}");
+    let _ = std::fs::remove_dir_all(&cache);
 }

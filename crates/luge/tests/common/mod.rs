@@ -106,6 +106,26 @@ impl Server {
         log
     }
 
+    /// Waits (at most `within`) for the server to exit on its own: its exit code and what it
+    /// logged (started with [`start_logging`](Self::start_logging)).
+    pub fn wait_for_exit(mut self, within: Duration) -> (i32, String) {
+        let mut child = self.child.take().unwrap();
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > within {
+                terminate(&child);
+                panic!("the server did not exit within {within:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut log = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut log).unwrap();
+        (status.code().unwrap_or(-1), log)
+    }
+
     /// Sends SIGTERM without waiting.
     pub fn signal(&self) {
         terminate(self.child.as_ref().unwrap());
