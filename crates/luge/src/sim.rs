@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_sched::{Admission, CtEdfConfig, Overrun, PolicyKind, QueueKind, UllConfig};
 use luge_sim::{
-    EstimatorMode, Experiment, ExperimentOptions, JobShape, Overheads, Report, SimConfig,
+    EstimatorMode, Experiment, ExperimentOptions, JobShape, Overheads, Report, SimConfig, Spread,
     max_sustainable, run_experiment, run_point, sweep,
 };
 use luge_workload::{Rate, WorkloadSpec};
@@ -60,6 +60,15 @@ enum Format {
     Json,
 }
 
+/// How requests are spread over dispatcher groups.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SpreadArg {
+    /// In turn, as the runtime's submitters hand them out.
+    RoundRobin,
+    /// By a hash of the request id: a NIC's RSS (SledgeScale §3.3).
+    Hash,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Estimate {
     /// Actual execution times (the papers' assumption for synthetic loads).
@@ -100,6 +109,9 @@ struct RunArgs {
     /// Dispatcher groups (workers are split evenly among them).
     #[arg(long, default_value_t = 1)]
     dispatchers: usize,
+    /// How requests are spread over the dispatcher groups.
+    #[arg(long, value_enum, default_value_t = SpreadArg::RoundRobin)]
+    spread: SpreadArg,
     /// Workload: a name (fixed, high-bimodal, extreme-bimodal, sdvbs, exponential, lognormal,
     /// edgert-bimodal, azure, file:PATH) or a full spec such as
     /// `lognormal,deadline=10x,arrivals=onoff`.
@@ -281,6 +293,10 @@ fn adhoc(a: RunArgs) -> Result<()> {
     }
     let mut cfg = SimConfig::new(a.policy, workers);
     cfg.dispatchers = a.dispatchers;
+    cfg.spread = match a.spread {
+        SpreadArg::RoundRobin => Spread::RoundRobin,
+        SpreadArg::Hash => Spread::Hash,
+    };
     cfg.overheads = parse_overheads(&a.overheads)?;
     cfg.policy_config.admission = a.admission.admission();
     cfg.policy_config.batch_window = a.batch_window_us.saturating_mul(1_000);

@@ -637,6 +637,25 @@ fn sim_reads_a_spec_load_as_the_simulated_workers_and_keeps_its_seed() {
     assert!(seed(&json(&run("exponential,load=0.5", &[]))).ends_with("seed=1"));
 }
 
+/// `luge sim --spread`: requests go to the dispatcher groups in turn (the runtime's way) by
+/// default, or by a hash of their id (the papers' RSS), which loads the groups unevenly.
+#[test]
+fn sim_spreads_requests_over_groups_in_turn_or_by_hash() {
+    let p99 = |spread: &str| -> f64 {
+        let out = Command::new(LUGE)
+            .args(["sim", "--workload", "fixed,deadline=100ms", "--workers", "4"])
+            .args(["--dispatchers", "4", "--load", "0.8", "--requests", "20000"])
+            .args(["--admission", "none", "--format", "json", "--spread", spread])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["latency_us"]["p99"].as_f64().unwrap()
+    };
+    let (turns, hashed) = (p99("round-robin"), p99("hash"));
+    assert!(hashed > turns, "round robin p99 {turns} µs, hash {hashed} µs");
+}
+
 /// `luge sim --notify-interval-us`: arrivals with the slack for it wait for the period's end;
 /// `--notify-periodic` holds the others too, which a deadline shorter than the period cannot
 /// survive.
