@@ -156,7 +156,7 @@ impl Report {
             let _ = writeln!(out);
             let _ = writeln!(
                 out,
-                "{:<6}{:<12}{:>10}{:>10}{:>12}{:>12}{:>12}{:>14}",
+                "{:<6}{:<12}{:>10}{:>10}{:>12}{:>12}{:>12}{:>14}{:>16}",
                 "class",
                 "name",
                 "planned",
@@ -164,12 +164,13 @@ impl Report {
                 "p50 µs",
                 "p99 µs",
                 "p99.9 µs",
-                "slowdown p99"
+                "slowdown p99",
+                "ran ÷ nominal"
             );
             for c in &s.per_class {
                 let _ = writeln!(
                     out,
-                    "{:<6}{:<12}{:>10}{:>10.3}{:>12}{:>12}{:>12}{:>14}",
+                    "{:<6}{:<12}{:>10}{:>10.3}{:>12}{:>12}{:>12}{:>14}{:>16}",
                     c.class,
                     c.name.as_deref().unwrap_or("-"),
                     c.planned,
@@ -178,6 +179,9 @@ impl Report {
                     num(c.latency_us.p99, true),
                     num(c.latency_us.p999, true),
                     num(c.slowdown.p99, true),
+                    c.execution_vs_nominal
+                        .p50
+                        .map_or_else(|| "-".to_owned(), |r| format!("{r:.2}×")),
                 );
             }
         }

@@ -292,6 +292,19 @@ pub fn run(config: RunConfig) -> Result<Report, BenchError> {
             100.0 * c.relative_error()
         ));
     }
+    for c in &summary.per_class {
+        if let Some(ratio) = c.execution_vs_nominal.p50
+            && !(0.8..=1.25).contains(&ratio)
+        {
+            notes.push(format!(
+                "class {} ran {ratio:.2}× its nominal execution (median, as the node reported \
+                 it): the calibration, one call at a time, does not describe this load's \
+                 conditions, so its slowdowns and deadlines are relative to a nominal size it \
+                 did not have",
+                c.name.as_deref().map_or_else(|| c.class.to_string(), str::to_owned)
+            ));
+        }
+    }
     if !closed && max_in_flight >= window {
         notes.push(format!(
             "the window of {window} was full at times: requests waited in the client (counted in \

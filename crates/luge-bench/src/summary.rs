@@ -74,6 +74,10 @@ pub struct ClassSummary {
     pub latency_us: Percentiles,
     /// Latency ÷ execution.
     pub slowdown: Percentiles,
+    /// The execution the node reported ÷ the nominal one, over the successes that reported
+    /// one: how closely the requests ran as planned (a `spin` calibrated one call at a time
+    /// need not describe a request at this load, say one that meets a worker just woken).
+    pub execution_vs_nominal: Percentiles,
 }
 
 /// Everything measured in one run (see the module documentation for the accounting).
@@ -221,6 +225,8 @@ struct ClassRecord {
     late: u64,
     latency: Dist,
     slowdown: Dist,
+    /// Server-reported ÷ nominal execution, in thousandths.
+    execution_ratio: Dist,
 }
 
 /// Accumulates samples as they arrive (memory independent of the run length unless the samples
@@ -300,6 +306,7 @@ impl Recorder {
             late: 0,
             latency: Dist::new(NS),
             slowdown: Dist::new(MILLI),
+            execution_ratio: Dist::new(MILLI),
         });
         class.planned += 1;
         if s.sent_too_late() {
@@ -323,6 +330,9 @@ impl Recorder {
             }
             if let Some(e) = s.server_execution_ns {
                 self.execution.record(e as f64);
+                if s.nominal_execution_ns > 0 {
+                    class.execution_ratio.record(e as f64 / s.nominal_execution_ns as f64);
+                }
             }
             if let Some(r) = s.server_readiness_ns {
                 self.readiness.record(r as f64);
@@ -371,6 +381,7 @@ impl Recorder {
                 sent_too_late: c.late,
                 latency_us: c.latency.percentiles(1e-3),
                 slowdown: c.slowdown.percentiles(1.0),
+                execution_vs_nominal: c.execution_ratio.percentiles(1.0),
             })
             .collect();
         let summary = Summary {
@@ -480,6 +491,18 @@ mod tests {
         assert_eq!(s.send_lag_us.max, Some(0.0));
     }
 
+    /// A class that ran twice as long as planned says so (the report notes it).
+    #[test]
+    fn what_a_class_ran_is_set_beside_its_nominal_execution() {
+        let samples: Vec<Sample> = (0..100)
+            .map(|i| Sample { server_execution_ns: Some(20_000), ..ok(i, i as u16 % 2, 50, 10) })
+            .collect();
+        let s = Summary::from_samples(&samples, |_| None);
+        let ratios: Vec<Option<f64>> =
+            s.per_class.iter().map(|c| c.execution_vs_nominal.p50).collect();
+        assert!(ratios.iter().all(|r| close(*r, 2.0)), "{ratios:?}");
+    }
+
     #[test]
     fn failures_are_infinite_and_misses() {
         // 990 fast successes and 10 failures of different kinds: p99 is still finite (rank 990),
@@ -513,6 +536,9 @@ mod tests {
         assert_eq!((c1.class, c1.name.as_deref(), c1.planned, c1.errors), (1, Some("c1"), 10, 10));
         assert_eq!((c1.deadline_miss_rate, c1.latency_us.p50), (1.0, None));
         assert_eq!(s.per_class[0].deadline_miss_rate, 0.0);
+        // They ran as planned; class 1 reported none that succeeded.
+        assert!(close(s.per_class[0].execution_vs_nominal.p50, 1.0));
+        assert_eq!(c1.execution_vs_nominal.p50, None);
         // p99 tips into infinity once more than 1 % fail.
         samples.push(Sample { error: Some(ErrorKind::Unsent), sent_ns: None, ..samples[995] });
         samples.push(Sample { error: Some(ErrorKind::Unsent), sent_ns: None, ..samples[995] });

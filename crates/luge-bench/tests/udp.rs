@@ -356,6 +356,11 @@ fn spin_is_calibrated_and_the_report_has_its_fields() {
     }
     assert_eq!(r.summary.per_class.len(), 2);
     assert!(r.summary.per_class.iter().all(|c| c.name.is_some() && c.planned > 0));
+    let ran = |r: &luge_bench::Report| -> Vec<f64> {
+        r.summary.per_class.iter().map(|c| c.execution_vs_nominal.p50.unwrap()).collect()
+    };
+    assert!(ran(&r).iter().all(|x| (x - 1.0).abs() < 0.02), "{:?}", ran(&r));
+    assert!(!r.notes.iter().any(|n| n.contains("nominal")), "{:?}", r.notes);
 
     let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
     for key in [
@@ -396,6 +401,21 @@ fn spin_is_calibrated_and_the_report_has_its_fields() {
     let table = r.render_table();
     assert!(table.contains("calibration  spin:") && table.contains("latency µs"), "{table}");
     assert!(table.contains("client CPU   ") && table.contains("% busy"), "{table}");
+    assert!(table.contains("ran ÷ nominal"), "{table}");
+
+    // A calibration that halves the speed: every class runs 2-3× its nominal size, and the
+    // report says so.
+    let mut c = RunConfig::new(
+        Target::Rpc(server.addr),
+        "high-bimodal,rate=400,seed=6".parse().unwrap(),
+        Mapping::Spin(FunctionRef::new(9, "/spin")),
+    );
+    c.duration = Duration::from_millis(300);
+    c.calibration = CalibrationMode::Given(luge_bench::Calibration::given(1.5, 0.0).unwrap());
+    let r = run(c).unwrap();
+    assert!(ran(&r).iter().all(|&x| x > 1.9), "{:?}", ran(&r));
+    let noted = r.notes.iter().filter(|n| n.contains("its nominal execution")).count();
+    assert_eq!(noted, 2, "{:?}", r.notes);
 }
 
 #[test]
