@@ -537,12 +537,31 @@ impl<'a> Sim<'a> {
     /// A notification period ends for group `g`: one notification for everything it held.
     fn period_end(&mut self, g: usize) -> Result<(), SimError> {
         let held = std::mem::take(&mut self.groups[g].held);
+        if held.is_empty() {
+            // Seen already, on a round the group made for something else.
+            return Ok(());
+        }
         let at = self.wake(g);
         for id in held {
             match at {
                 Some(at) => self.push_due(at, self.due, Ev::Dispatch(id, g)),
                 None => self.dispatch(id, g)?,
             }
+        }
+        Ok(())
+    }
+
+    /// Group `g` makes a round for something else (a completion, a preemption, a timer, an
+    /// arrival it was notified of): like the runtime's dispatcher, which reads its whole
+    /// submission queue on every round, it takes the arrivals held for the period's end too.
+    /// Not under Edge-RT's rule ([`SimConfig::notify_urgent`] off), whose scheduler sees
+    /// messages only at the period's end.
+    fn take_held(&mut self, g: usize) -> Result<(), SimError> {
+        if !self.cfg.notify_urgent {
+            return Ok(());
+        }
+        for id in std::mem::take(&mut self.groups[g].held) {
+            self.dispatch(id, g)?;
         }
         Ok(())
     }
@@ -618,7 +637,8 @@ impl<'a> Sim<'a> {
         }
         let cost = self.cfg.overheads.tick;
         self.groups[g].busy_until = self.now.saturating_add(cost);
-        self.feed(g, Event::Tick, cost)
+        self.feed(g, Event::Tick, cost)?;
+        self.take_held(g)
     }
 
     /// Hands request `id` (a job's stage) to group `g`'s policy; a busy dispatcher sees it when
@@ -655,10 +675,18 @@ impl<'a> Sim<'a> {
         let before = self.groups[g].policy.stats().workers_inspected;
         self.feed_inner(g, Event::Arrival(req))?;
         let inspected = self.groups[g].policy.stats().workers_inspected - before;
+        // Refused outright: the runtime refuses such an arrival on the thread that received it,
+        // from the backlog the group last published, and its dispatcher never sees it.
+        let refused = matches!(self.out.as_slice(), [Action::Reject { req: r, .. }] if r.id == id);
         let o = &self.cfg.overheads;
-        let cost = o.dispatch_base.saturating_add(o.dispatch_per_worker.saturating_mul(inspected));
+        let cost = if refused {
+            0
+        } else {
+            o.dispatch_base.saturating_add(o.dispatch_per_worker.saturating_mul(inspected))
+        };
         self.groups[g].busy_until = self.now.saturating_add(cost);
-        self.apply(g, cost)
+        self.apply(g, cost)?;
+        self.take_held(g)
     }
 
     fn feed(&mut self, g: usize, ev: Event, cost: Nanos) -> Result<(), SimError> {
@@ -744,12 +772,15 @@ impl<'a> Sim<'a> {
     /// a policy counts the start-up as part of the run, as its estimates do
     /// ([`SimConfig::estimate_start_cost`]).
     fn start_on(&mut self, w: usize, req: Request, at: Nanos, handoff: Nanos) {
+        // A uLL request's first start takes a sandbox its worker built ahead, while idle
+        // (`SimConfig::ull_lane`; the runtime's ready sandboxes, HORSE §3).
+        let ready = self.cfg.ull_lane.is_some_and(|lane| lane.is_ull(&req));
         let runs = &mut self.runs[job_of(req.id).0];
         let o = &self.cfg.overheads;
-        let start_cost = o.context_switch.saturating_add(if *runs == 0 {
-            o.sandbox_start
-        } else {
-            o.preempt_resume
+        let start_cost = o.context_switch.saturating_add(match *runs {
+            0 if ready => 0,
+            0 => o.sandbox_start,
+            _ => o.preempt_resume,
         });
         *runs += 1;
         self.epoch += 1;
@@ -805,6 +836,7 @@ impl<'a> Sim<'a> {
             self.finish_record(g, id, Outcome::Completed)?;
         }
         self.feed(g, Event::Completed { worker: local, id, executed }, 0)?;
+        self.take_held(g)?;
         if last {
             return Ok(());
         }
@@ -844,7 +876,8 @@ impl<'a> Sim<'a> {
         self.records[job_of(id).0].preemptions += 1;
         let g = self.group_of_worker[w];
         let local = w - self.groups[g].first_worker;
-        self.feed(g, Event::Preempted { worker: local, id, executed }, 0)
+        self.feed(g, Event::Preempted { worker: local, id, executed }, 0)?;
+        self.take_held(g)
     }
 
     fn finish_record(&mut self, g: usize, id: RequestId, outcome: Outcome) -> Result<(), SimError> {

@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use luge_sched::PolicyKind;
-use luge_sim::{Job, Outcome, Overheads, SimConfig, Spread, simulate};
+use luge_sched::{PolicyKind, UllConfig};
+use luge_sim::{Job, Outcome, Overheads, Record, SimConfig, Spread, simulate};
 
 const US: u64 = 1_000;
 
@@ -94,4 +94,61 @@ fn a_preemption_during_start_up_loses_the_start_up() {
     assert_eq!(a.preemptions, 1, "{a:?}");
     assert_eq!(a.completion, Some(160 * US + 100 * US + 1_000 * US), "{a:?}");
     assert_eq!(out.worker_busy, 1_260 * US);
+}
+
+/// An arrival held for the notification period's end is seen sooner when its group makes a
+/// round for something else — here the completion of the run before it — as the runtime's
+/// dispatcher reads its whole submission queue on every round.
+#[test]
+fn a_held_arrival_is_seen_on_the_groups_next_round() {
+    let mut cfg = SimConfig::new(PolicyKind::SledgeScale, 1);
+    cfg.check_contract = true;
+    cfg.overheads = Overheads::NONE;
+    cfg.notify_interval = 1_000 * US;
+    // The first has too little slack to be held (notified at once); the second is held.
+    let jobs = [Job::single(0, 300 * US, 500 * US), Job::single(100 * US, 10 * US, 50_000 * US)];
+    let out = simulate(&cfg, &jobs).unwrap();
+    assert_eq!(out.deferred, 1);
+    assert_eq!(out.records[0].first_start, Some(0));
+    // Taken when the first run ends, not at the period's end (1 ms).
+    assert_eq!(out.records[1].first_start, Some(300 * US), "{:?}", out.records);
+    // Edge-RT's rule holds everything to the period's end: its scheduler sees messages then.
+    cfg.notify_urgent = false;
+    let out = simulate(&cfg, &jobs).unwrap();
+    assert_eq!(out.records[1].first_start, Some(1_000 * US), "{:?}", out.records);
+}
+
+/// With the uLL lane, a uLL request's first start takes a sandbox its worker built ahead: no
+/// sandbox start on its path (the runtime's ready sandboxes); other requests pay it.
+#[test]
+fn a_ull_request_starts_in_a_ready_sandbox() {
+    let mut cfg = SimConfig::new(PolicyKind::SledgeScale, 1);
+    cfg.check_contract = true;
+    cfg.ull_lane = Some(UllConfig::default());
+    let o = cfg.overheads;
+    let jobs =
+        [Job::single(0, 5 * US, 10_000 * US), Job::single(1_000 * US, 500 * US, 10_000 * US)];
+    let out = simulate(&cfg, &jobs).unwrap();
+    let ran = |r: Record| r.completion.unwrap() - r.first_start.unwrap();
+    assert_eq!(ran(out.records[0]), o.context_switch + 5 * US);
+    assert_eq!(ran(out.records[1]), o.context_switch + o.sandbox_start + 500 * US);
+}
+
+/// An arrival refused outright costs its dispatcher nothing (the runtime refuses it on the
+/// thread that received it): the next arrival is dispatched as if it had not come.
+#[test]
+fn an_arrival_refused_outright_costs_the_dispatcher_nothing() {
+    let mut cfg = SimConfig::new(PolicyKind::SledgeScale, 2);
+    cfg.check_contract = true;
+    cfg.overheads = Overheads { dispatch_base: 50 * US, ..Overheads::NONE };
+    let jobs = [
+        Job::single(0, 1_000 * US, 100_000 * US),
+        // Cannot make its deadline even if it started now.
+        Job::single(10 * US, 100 * US, 50 * US),
+        Job::single(20 * US, 10 * US, 100_000 * US),
+    ];
+    let out = simulate(&cfg, &jobs).unwrap();
+    assert!(matches!(out.records[1].outcome, Outcome::Rejected(_)), "{:?}", out.records[1]);
+    // The dispatcher was busy with the first until 50 µs; the third is dispatched then.
+    assert_eq!(out.records[2].first_start, Some(100 * US), "{:?}", out.records);
 }
