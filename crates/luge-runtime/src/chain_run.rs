@@ -144,6 +144,7 @@ impl Run {
         let timing = Timing {
             queued: first.queued,
             instantiation: first.instantiation,
+            start_up: first.start_up,
             executed: sum(|t| t.executed),
             total: self.received.elapsed(),
             preemptions: self.stages.iter().map(|s| s.timing.preemptions).sum(),

@@ -53,6 +53,10 @@ pub struct Timing {
     /// wall time on a thread that does nothing else meanwhile), part of `executed`; 0 if it
     /// never ran or started in a ready sandbox.
     pub instantiation: Duration,
+    /// From its worker picking it up to its first guest instruction: the store and its WASI
+    /// set-up, the instantiation (none from a ready sandbox) and the entry point's lookup —
+    /// `instantiation` and what surrounds it; part of `executed`.
+    pub start_up: Duration,
     /// CPU time it had on workers, over all run segments, its sandbox's build and teardown
     /// included: the worker thread's CPU clock, which its execution budget counts too. Time the
     /// worker waited for a core is not in it (it is in `total`, so in [`Timing::queueing`]); on
@@ -74,11 +78,10 @@ impl Timing {
     }
 
     /// Readiness as HORSE §2 defines it: from receipt until the first guest instruction ran —
-    /// parsing, admission, queueing, the hand-off to a worker and the sandbox's instantiation
-    /// (`queued + instantiation`). Behind
-    /// HTTP's `Luge-Readiness-Ns` and the readiness metric.
+    /// parsing, admission, queueing, the hand-off to a worker and the sandbox's start-up
+    /// (`queued + start_up`). Behind HTTP's `Luge-Readiness-Ns` and the readiness metric.
     pub fn readiness(&self) -> Duration {
-        self.queued.saturating_add(self.instantiation)
+        self.queued.saturating_add(self.start_up)
     }
 }
 

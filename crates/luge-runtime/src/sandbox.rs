@@ -246,6 +246,10 @@ async fn run(spec: Spec) -> SandboxResult {
     let Spec { function, payload, guest, id, signals, clock, ready } = spec;
     let limits = function.config.limits;
     let name = function.config.name.as_str();
+    // The start-up, to the first guest instruction (`Timing::start_up`): on the worker's
+    // thread, which does nothing else meanwhile, so wall time is its CPU but for time waiting
+    // for a core.
+    let starting = signals.clock.now();
     let (mut store, instance) = match ready {
         Some(Ready { mut store, instance }) => {
             // Armed when it was built: the bumps since (the ticker's, this request's own
@@ -328,6 +332,8 @@ async fn run(spec: Spec) -> SandboxResult {
             .ok_or_else(|| wasmtime::format_err!("no `_start` function"))
             .and_then(|f| f.typed::<(), ()>(&store))
             .map_err(Stage::Start)?;
+        let started = timer.clock.now().saturating_sub(starting);
+        task_clock.start_up.store(started, Ordering::Relaxed);
         entry.call_async(&mut store, ()).await.map_err(Stage::Run)
     }
     .await;

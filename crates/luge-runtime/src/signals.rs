@@ -226,6 +226,9 @@ pub(crate) struct TaskClock {
     /// Time building the task's sandbox took, ns (set once, before its first instruction; wall
     /// time on the worker's thread, which does nothing else meanwhile).
     pub instantiation: AtomicU64,
+    /// Time from the worker picking the task up to its first guest instruction, ns (set once;
+    /// `Timing::start_up`).
+    pub start_up: AtomicU64,
     /// The running worker's CPU clock when this segment began ([`UNREAD`]: not read yet — a
     /// short segment reads it only if it lives to its first epoch callback; `sandbox::arm`).
     pub cpu_start: AtomicU64,
@@ -247,6 +250,7 @@ impl Default for TaskClock {
             cpu_end: AtomicU64::new(u64::MAX),
             cpu: AtomicU64::new(0),
             instantiation: AtomicU64::new(0),
+            start_up: AtomicU64::new(0),
             cpu_start: AtomicU64::new(UNREAD),
             wall_start: AtomicU64::new(0),
             cpu_left: AtomicU64::new(0),

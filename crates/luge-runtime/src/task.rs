@@ -35,7 +35,7 @@ pub(crate) struct Task {
     /// behind it. The CPU it had — its budget, what it reports — is `clock.cpu`.
     pub executed: Nanos,
     pub preemptions: u32,
-    /// It takes the uLL lane (HORSE §3): a worker starts it in a ready sandbox if it has one.
+    /// It takes the uLL lane (HORSE §4.1.3): a worker starts it in a ready sandbox if it has one.
     pub ull: bool,
     /// It is known to run briefly: it takes the uLL lane, or its known estimate is at most the
     /// group's short run (`GroupShared::short_run`). Its worker keeps reading its own socket
@@ -62,6 +62,7 @@ impl Task {
         let timing = Timing {
             queued: Duration::from_nanos(queued),
             instantiation: Duration::from_nanos(self.clock.instantiation.load(Ordering::Relaxed)),
+            start_up: Duration::from_nanos(self.clock.start_up.load(Ordering::Relaxed)),
             executed: Duration::from_nanos(self.clock.cpu.load(Ordering::Relaxed)),
             total: Duration::from_nanos(now.saturating_sub(self.received)),
             preemptions: self.preemptions,

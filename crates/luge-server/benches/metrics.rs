@@ -22,6 +22,7 @@ fn outcome() -> Outcome {
         timing: Timing {
             queued: Duration::from_micros(12),
             instantiation: Duration::from_micros(8),
+            start_up: Duration::from_micros(9),
             executed: Duration::from_micros(30),
             total: Duration::from_micros(45),
             preemptions: 0,

@@ -577,6 +577,7 @@ mod tests {
             timing: Timing {
                 queued: us(5),
                 instantiation: us(executed_us / 2),
+                start_up: us(executed_us / 2),
                 executed: us(executed_us),
                 total: us(5 + executed_us),
                 preemptions: 0,
