@@ -1,6 +1,7 @@
 //! Coalesced load updates (HORSE §4.2): when a load estimate is updated once per event with
 //! `x ← a·x + b`, `n` such updates collapse into one affine map computed in O(1), so a batch of
-//! `n` requests updates the estimate once instead of `n` times.
+//! `n` requests could update the estimate once instead of `n` times. Nothing uses it yet: Luge's
+//! execution estimates are medians of recent runs (`Estimator`), not an affine update.
 //!
 //! Applying `f(x) = a·x + b` `n` times gives `aⁿ·x + b·Σ_{i=0}^{n−1} aⁱ`, and the geometric sum is
 //! `(1 − aⁿ) / (1 − a)` for `a ≠ 1` (`n` for `a = 1`). HORSE's text writes the exponent of the

@@ -214,19 +214,27 @@ impl<K: Ord + Copy, V> RunList<K, V> {
     }
 
     /// Merges a plan computed against the list as it is (HORSE §4.1, Alg. 1): the batch's nodes
-    /// join the arena in one bulk copy, then each sub-list is spliced in with two pointer writes.
+    /// join the arena (in slots popped nodes left free, else at its end: O(m)), then each
+    /// sub-list is spliced in with two pointer writes.
     pub fn merge(&mut self, plan: MergePlan<K, V>) -> Result<(), StalePlan> {
         if plan.version != self.version {
             return Err(StalePlan);
         }
-        let base = self.nodes.len();
         let added = plan.nodes.len();
-        self.nodes.extend(plan.nodes.into_iter().map(|mut n| {
-            n.next = n.next.map(|i| i + base);
-            Some(n)
-        }));
+        let slots: Vec<usize> = (0..added)
+            .map(|_| {
+                self.free.pop().unwrap_or_else(|| {
+                    self.nodes.push(None);
+                    self.nodes.len() - 1
+                })
+            })
+            .collect();
+        for (mut n, &slot) in plan.nodes.into_iter().zip(&slots) {
+            n.next = n.next.and_then(|i| slots.get(i).copied());
+            self.nodes[slot] = Some(n);
+        }
         for (point, head, tail) in plan.splices {
-            let (head, tail) = (head + base, tail + base);
+            let (Some(&head), Some(&tail)) = (slots.get(head), slots.get(tail)) else { continue };
             // Alg. 1, lines 3–5: tmp ← arrayB[key].next; arrayB[key].next ← head; tail.next ← tmp.
             let after = match point {
                 Some(p) => {
@@ -265,6 +273,19 @@ mod tests {
         let order: Vec<_> = list.iter().map(|(_, v)| *v).collect();
         assert_eq!(order, ["a5", "b10", "b20", "a20", "a25", "a26", "b30", "a40"]);
         assert_eq!(list.len(), 8);
+    }
+
+    /// Merged nodes take the slots popped ones left: a list that takes batches and pops as many
+    /// keeps its arena at its largest length.
+    #[test]
+    fn merges_reuse_the_slots_of_popped_nodes() {
+        let mut list = RunList::new();
+        for round in 0..100u32 {
+            let plan = list.plan((0..8).map(|i| (round * 8 + i, ())));
+            list.merge(plan).unwrap();
+            while list.pop_first().is_some() {}
+        }
+        assert!(list.nodes.len() <= 8, "the arena grew to {}", list.nodes.len());
     }
 
     #[test]
