@@ -399,9 +399,9 @@ fn sandbox(c: &mut Criterion) {
             ran("sandbox", param, "luge_copy_init");
             b.iter(|| black_box(copy_rt.run_here(&copy, payload.clone()).unwrap()))
         });
-        // A uLL request in a ready sandbox (HORSE §3): the build happens before the timed
-        // region, as a worker builds it while idle; the request and the sandbox's drop are
-        // timed, as on the worker.
+        // A uLL request in a ready sandbox (after HORSE §1–2's warm sandboxes): the build happens
+        // before the timed region, as a worker builds it while idle; the request and the sandbox's
+        // drop are timed, as on the worker.
         group.bench_function(BenchmarkId::new("luge_ready", param), |b| {
             ran("sandbox", param, "luge_ready");
             b.iter_batched(
@@ -453,7 +453,8 @@ fn roundtrip(c: &mut Criterion) {
     let mut group = c.benchmark_group("roundtrip");
     for (param, mode) in [("sleep", WaitMode::Sleep), ("spin", WaitMode::Spin)] {
         if mode == WaitMode::Spin && !bench_mode() {
-            // `cargo test --all-targets`: no spinning threads in parallel tests: a spinning server would starve the other tests on a small box.
+            // `cargo test --all-targets`: no spinning threads in parallel tests: a spinning server
+            // would starve the other tests on a small box.
             continue;
         }
         let done = Done::new(mode);

@@ -111,13 +111,13 @@ pub struct RuntimeConfig {
     /// that a burst costs one wake-up instead of one each, and such an arrival waits at most
     /// about this long to be seen. Arrivals with less slack are notified at once.
     pub notify_interval: Duration,
-    /// The uLL lane (HORSE §3; `luge_sched::UllLane`): ultra-low-latency requests — functions
+    /// The uLL lane (HORSE §4.1.3; `luge_sched::UllLane`): ultra-low-latency requests — functions
     /// declared so (`FunctionConfig::ull`) or whose known estimate is at most `ull_threshold` —
     /// run ahead of every other request, on a worker taken from a running request at its next
     /// epoch tick if none is idle. On by default.
     pub ull_lane: bool,
     /// The estimate at or under which a function's requests take the uLL lane without being
-    /// declared (HORSE §3: 20 µs); zero = only declared functions.
+    /// declared (HORSE §2: its Category 1, ≤ 20 µs); zero = only declared functions.
     pub ull_threshold: Duration,
     /// How long a uLL request may run while others wait before it is handed to the policy as
     /// an ordinary request (100 µs).
@@ -126,9 +126,9 @@ pub struct RuntimeConfig {
     /// requests run in a row before it gets the worker back for a slice (`UllConfig::burst`;
     /// 16); 0 = no bound.
     pub ull_burst: u32,
-    /// Ready sandboxes (HORSE §3) each worker keeps instantiated ahead of arrival per uLL
-    /// function, at most (how many adapts to its arrivals, `ready.rs`); 0 = none. With the uLL
-    /// lane only.
+    /// Ready sandboxes (after HORSE §1–2's warm sandboxes) each worker keeps instantiated ahead of
+    /// arrival per uLL function, at most (how many adapts to its arrivals, `ready.rs`); 0 = none.
+    /// With the uLL lane only.
     pub ready_sandboxes: usize,
     /// Ready sandboxes each worker keeps in all, at most (also capped at half the pool's slots
     /// over all workers).
@@ -180,7 +180,7 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
-    /// The uLL lane every dispatcher group puts in front of its policy (HORSE §3), or `None`
+    /// The uLL lane every dispatcher group puts in front of its policy (HORSE §4.1.3), or `None`
     /// with `ull_lane` off.
     pub fn ull_config(&self) -> Option<UllConfig> {
         self.ull_lane.then(|| UllConfig {

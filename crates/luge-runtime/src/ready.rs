@@ -1,6 +1,6 @@
-//! Ready sandboxes (HORSE §3): for ultra-low-latency functions, each worker keeps a few
-//! sandboxes instantiated ahead of their requests, so that such a request starts at its first
-//! guest instruction instead of at a store and an instantiation.
+//! Ready sandboxes (after HORSE §1–2's warm sandboxes): for ultra-low-latency functions, each
+//! worker keeps a few sandboxes instantiated ahead of their requests, so that such a request
+//! starts at its first guest instruction instead of at a store and an instantiation.
 //!
 //! Isolation is unchanged: a ready sandbox is a fresh store and instance that no request has
 //! touched, and it serves exactly one request, which drops it as any sandbox is dropped. What

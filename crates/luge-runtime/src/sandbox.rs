@@ -118,9 +118,9 @@ pub(crate) struct Spec {
     pub ready: Option<Ready>,
 }
 
-/// A sandbox built ahead of its request (HORSE §3's ready sandboxes, `ready.rs`): a fresh store
-/// with the function instantiated and not a single instruction of `_start` run. It serves
-/// exactly one request.
+/// A sandbox built ahead of its request (ready sandboxes, HORSE's warm sandboxes §1–2,
+/// `ready.rs`): a fresh store with the function instantiated and not a single instruction of
+/// `_start` run. It serves exactly one request.
 pub(crate) struct Ready {
     store: Store<SandboxState>,
     instance: Instance,

@@ -16,8 +16,8 @@ pub struct WorkerStats {
     pub busy: Duration,
     /// Run segments it ended: one per completed request, plus one per preemption.
     pub segments: u64,
-    /// Ready sandboxes it holds for uLL functions (HORSE §3; `RuntimeConfig::ready_sandboxes`),
-    /// each a slot of the sandbox pool.
+    /// Ready sandboxes it holds for uLL functions (after HORSE §1–2's warm sandboxes;
+    /// `RuntimeConfig::ready_sandboxes`), each a slot of the sandbox pool.
     pub ready: u64,
     /// The linear memory those hold, bytes (their memories' sizes; resident only as touched).
     pub ready_bytes: u64,
@@ -46,7 +46,7 @@ pub struct GroupStats {
     /// Arrivals whose wake-up was left to the periodic notification (`notify_interval`,
     /// Edge-RT §IV-B's Δtimer) because they had slack for it.
     pub deferred: u64,
-    /// Arrivals that took the uLL lane (HORSE §3; `RuntimeConfig::ull_lane`).
+    /// Arrivals that took the uLL lane (HORSE §4.1.3; `RuntimeConfig::ull_lane`).
     pub ull: u64,
     /// Requests committed to a worker behind its run (deadline-limited batching, Edge-RT §IV-A;
     /// `PolicyConfig::batch_window`): each started there without a hand-off, or was handed back

@@ -1,5 +1,6 @@
 //! Runtime behaviour end to end: real Wasmtime sandboxes on real worker threads. Every test uses
-//! sleep mode and unpinned threads (no spinning or pinned servers in parallel tests: they would starve each other on a small box).
+//! sleep mode and unpinned threads (no spinning or pinned servers in parallel tests: they would
+//! starve each other on a small box).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -390,8 +391,9 @@ fn a_reused_slot_is_reset_whatever_pages_the_last_sandbox_dirtied() {
 
 #[test]
 fn ready_sandboxes_serve_one_request_each_and_never_show_a_previous_one() {
-    // HORSE §3: a uLL function's requests start in sandboxes built ahead of them (no
-    // instantiation on their path) — each fresh: request n's write is never seen by n + 1.
+    // Ready sandboxes (after HORSE §1–2's warm sandboxes): a uLL function's requests start in
+    // sandboxes built ahead of them (no instantiation on their path) — each fresh: request n's
+    // write is never seen by n + 1.
     for layout in [Layout::Threads, Layout::Inline] {
         let rt = Runtime::start(RuntimeConfig { layout, ..RuntimeConfig::default() }).unwrap();
         register(&rt, "leak", LEAK, |c| c.ull = true);
@@ -759,8 +761,8 @@ fn ull_beside_a_long_request(
 
 #[test]
 fn a_ull_request_does_not_wait_for_a_running_long_one_in_either_layout() {
-    // HORSE §3: a declared uLL function runs at the next epoch tick of a long request, even with
-    // a later deadline (EDF alone would let it wait ~0.2 s).
+    // HORSE §4.1.3: a declared uLL function runs at the next epoch tick of a long request, even
+    // with a later deadline (EDF alone would let it wait ~0.2 s).
     let declared: fn(&mut FunctionConfig) = |c| c.ull = true;
     // Undeclared, with an estimate within the lane's threshold (20 µs), it is uLL too.
     let short: fn(&mut FunctionConfig) = |c| c.expected_execution = Some(Duration::from_micros(5));

@@ -1,8 +1,8 @@
 //! One dispatch decision vs worker count (1 … 64): SledgeScale's Algorithm 2 (a `work_before`
 //! tree query per worker) beside LL(D) (the same scan reading one cached total per worker) and a
 //! naive Algorithm 2 that sums each worker's queue from a `BTreeMap`, all in the same run; and
-//! SledgeScale behind the uLL lane (HORSE §3, on by default in the runtime): an ordinary arrival
-//! passing through it, and a uLL arrival borrowing a worker.
+//! SledgeScale behind the uLL lane (HORSE §4.1.3, on by default in the runtime): an ordinary
+//! arrival passing through it, and a uLL arrival borrowing a worker.
 
 #![allow(missing_docs, clippy::unwrap_used)]
 
@@ -26,9 +26,9 @@ const WORKERS: [usize; 5] = [1, 4, 16, 32, 64];
 
 /// Benches the arrival of `req` at the loaded policy `p`, as `name`: every iteration decides on a
 /// fresh clone of `p` (the clone is set-up, not measured), so queues keep DEPTH entries instead of
-/// growing by one per iteration. One clone per timed batch: with many clones made ahead (criterion's
-/// small-input batches) the decision read cold memory, and the lane's larger clone made it look
-/// up to 2× slower than the same decision without the lane.
+/// growing by one per iteration. One clone per timed batch: with many clones made ahead
+/// (criterion's small-input batches) the decision read cold memory, and the lane's larger clone
+/// made it look up to 2× slower than the same decision without the lane.
 fn arrival<P: Policy + Clone>(
     group: &mut BenchmarkGroup<'_, WallTime>,
     (name, n): (&str, usize),

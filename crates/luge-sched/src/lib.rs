@@ -16,7 +16,7 @@
 //! - [`RunList`] — a sorted run list that merges a batch in one splice per insertion point
 //!   (HORSE §4.1, P²SM); [`Affine`] — `n` load updates `x ← a·x + b` coalesced into one (HORSE
 //!   §4.2).
-//! - [`UllLane`] — a run queue for ultra-low-latency requests ahead of any policy (HORSE §3).
+//! - [`UllLane`] — a run queue for ultra-low-latency requests ahead of any policy (HORSE §4.1.3).
 
 mod backlog;
 mod coalesce;

@@ -53,7 +53,7 @@ pub struct Request {
     pub estimate_known: bool,
     /// What becomes of it once it can no longer meet its deadline (with shedding on).
     pub on_overrun: Overrun,
-    /// Its function is declared ultra-low-latency (HORSE §3): with the uLL lane
+    /// Its function is declared ultra-low-latency (HORSE §4.1.3): with the uLL lane
     /// ([`UllLane`](crate::UllLane)) it runs ahead of every other request. The lane also counts
     /// a request as uLL when its known estimate is within the lane's threshold.
     pub ull: bool,

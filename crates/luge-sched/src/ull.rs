@@ -1,4 +1,4 @@
-//! The uLL lane (HORSE §3): ultra-low-latency requests — functions of a few µs, declared
+//! The uLL lane (HORSE §4.1.3): ultra-low-latency requests — functions of a few µs, declared
 //! (`Request::ull`) or estimated within a threshold — wait in a run queue of their own, ahead of
 //! every other request, and never behind another request's time slice.
 //!
@@ -38,7 +38,7 @@ use crate::request::{Nanos, Overrun, Request, RequestId};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UllConfig {
     /// A request whose known estimate is at most this is ultra-low-latency even if its function
-    /// is not declared so (HORSE §3: 20 µs). 0 = only declared functions.
+    /// is not declared so (HORSE §2: its Category 1, ≤ 20 µs). 0 = only declared functions.
     pub threshold: Nanos,
     /// How long a uLL request may run before it is handed to the inner policy (100 µs).
     pub slice: Nanos,

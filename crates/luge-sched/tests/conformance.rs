@@ -2,8 +2,8 @@
 //! simulator): starts, completions and preemption deliveries arrive after random delays, so
 //! preemptions race completions and reach requests that have not started yet. No call may break
 //! the contract, and no request may be left unanswered once the driver has nothing left to do.
-//! The same driver runs every policy behind the uLL lane (HORSE §3), each checked inside the lane
-//! too, and holds the lane to its promise: no other request starts while a uLL request waits.
+//! The same driver runs every policy behind the uLL lane (HORSE §4.1.3), each checked inside the
+//! lane too, and holds the lane to its promise: no other request starts while a uLL request waits.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -736,7 +736,7 @@ fn demoted_requests_run_late_and_never_keep_on_time_requests_waiting() {
 
 #[test]
 fn behind_the_ull_lane_every_policy_keeps_the_contract_and_nothing_starts_while_ull_waits() {
-    // HORSE §3: with the lane, a uLL request waits only for the uLL requests ahead of it; every
+    // HORSE §4.1.3: with the lane, a uLL request waits only for the uLL requests ahead of it; every
     // policy, checked outside the lane and inside it, with the short requests (and one long
     // request in seven, declared) in the lane, and runaways that outrun the lane's slice.
     let mut stopped = 0;

@@ -132,7 +132,7 @@ pub struct SimConfig {
     /// interval is notified at once (Luge's rule, the default). Off, every arrival waits for
     /// the next period, as Edge-RT's timer-polled scheduler does.
     pub notify_urgent: bool,
-    /// The uLL lane (HORSE §3) in front of every group's policy, as the runtime's `ull_lane`
+    /// The uLL lane (HORSE §4.1.3) in front of every group's policy, as the runtime's `ull_lane`
     /// (`luge_sched::UllLane`); `None` (the default, as in the papers' experiments): none.
     pub ull_lane: Option<UllConfig>,
     /// How requests are spread over dispatcher groups.
@@ -773,7 +773,8 @@ impl<'a> Sim<'a> {
     /// ([`SimConfig::estimate_start_cost`]).
     fn start_on(&mut self, w: usize, req: Request, at: Nanos, handoff: Nanos) {
         // A uLL request's first start takes a sandbox its worker built ahead, while idle
-        // (`SimConfig::ull_lane`; the runtime's ready sandboxes, HORSE §3).
+        // (`SimConfig::ull_lane`; the runtime's ready sandboxes, after HORSE §1–2's warm
+        // sandboxes).
         let ready = self.cfg.ull_lane.is_some_and(|lane| lane.is_ull(&req));
         let runs = &mut self.runs[job_of(req.id).0];
         let o = &self.cfg.overheads;

@@ -1,6 +1,6 @@
-//! The uLL lane (HORSE §3) in the simulator, as the runtime runs it (`ull_lane`): short requests
-//! run ahead of long ones whatever their deadlines, at the cost of one preemption of a long run
-//! each time, and the long ones still complete.
+//! The uLL lane (HORSE §4.1.3) in the simulator, as the runtime runs it (`ull_lane`): short
+//! requests run ahead of long ones whatever their deadlines, at the cost of one preemption of a
+//! long run each time, and the long ones still complete.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -84,7 +84,7 @@ enum BenchCommand {
     /// called one by one (p99, one in flight, HTTP and UDP-RPC), after checking that it answers
     /// byte for byte what they give by hand.
     Chain(ChainArgs),
-    /// HORSE: an ultra-short function (no-op, 5 µs, 20 µs) alone and beside a saturating load
+    /// HORSE: an ultra-short function (no-op, 5 µs, 20 µs) alone and beside a load
     /// of 2 ms requests, with no uLL lane, the lane, and the lane with ready sandboxes:
     /// latency, readiness and its share of the trigger, the long requests' throughput.
     Horse(HorseArgs),
@@ -925,7 +925,9 @@ fn scenario(s: Scenario, c: &CommonArgs) -> Result<()> {
         }
     });
     opts.protocols = given_or(&c.protocols, || opts.protocols.clone());
-    if !wide && (opts.modes.len() > 1 || opts.layouts.len() > 1) {
+    // `path` sweeps wait modes, not layouts.
+    let modes_swept = wide || matches!(s, Scenario::Path(_));
+    if (!modes_swept && opts.modes.len() > 1) || (!wide && opts.layouts.len() > 1) {
         eprintln!(
             "luge bench {}: uses the first wait mode and layout only ({} / {})",
             s.name(),

@@ -163,7 +163,7 @@ struct RunArgs {
     /// within this window of it, to run back to back without a hand-off (0 = off).
     #[arg(long, default_value_t = 0)]
     batch_window_us: u64,
-    /// The uLL lane (HORSE §3), as the runtime's `ull_lane`: requests whose estimate is at most
+    /// The uLL lane (HORSE §4.1.3), as the runtime's `ull_lane`: requests whose estimate is at most
     /// --ull-threshold-us run ahead of every other request.
     #[arg(long)]
     ull_lane: bool,

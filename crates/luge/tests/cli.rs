@@ -719,7 +719,7 @@ fn sim_runs_timeline_worker_queues_and_shows_the_horizon_cost() {
 }
 
 /// `luge sim --ull-lane`: the 10 µs requests of `extreme-bimodal` under one deadline for all run
-/// ahead of the 10 ms ones (HORSE §3) instead of queueing behind them.
+/// ahead of the 10 ms ones (HORSE §4.1.3) instead of queueing behind them.
 #[test]
 fn sim_runs_short_requests_ahead_with_the_ull_lane() {
     let p50 = |extra: &[&str]| -> f64 {

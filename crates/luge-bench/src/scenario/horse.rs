@@ -1,5 +1,5 @@
 //! `luge bench horse`: HORSE (§2 Table 1, §3) on the real runtime — what the uLL lane and ready
-//! sandboxes do for ultra-short functions, alone and beside a saturating load of long ones.
+//! sandboxes do for ultra-short functions, alone and beside long ones at 0.9 of the worker.
 //!
 //! An ultra-short function — the no-op, or `spin` at 5 µs or 20 µs of guest work, declared
 //! `class = "ull"` — is called over UDP-RPC at a fixed Poisson rate, alone and then beside a
@@ -146,7 +146,7 @@ fn measure(
     let spin = node.function("spin")?;
     let timeout = Duration::from_secs(if opts.quick { 3 } else { 5 });
     let cal = calibrate_once(calibration, &target, &spin, timeout, opts, "horse")?;
-    let seed = opts.seed + p.trial as u64;
+    let seed = opts.seed.wrapping_add(p.trial as u64);
     let short = match p.work {
         None => Driver::fixed(target.clone(), node.noop()?, seed),
         Some(ns) => {
@@ -165,7 +165,7 @@ fn measure(
     let long = Driver::fixed_for(
         target,
         Mapping::Fixed { function: spin, payload: k_long.to_string().into_bytes() },
-        seed + 1,
+        seed.wrapping_add(1),
         LONG,
     )?;
     let long_rate = load / LONG.as_secs_f64();
@@ -211,7 +211,7 @@ fn summarise(
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "HORSE §3 on the runtime: an ultra-short function declared `class = \"ull\"` — the \
+        "HORSE (§2, §4.1.3) on the runtime: an ultra-short function declared `class = \"ull\"` — the \
          no-op, or `spin` at 5 µs or 20 µs of guest work — over UDP-RPC at {} /s (Poisson, \
          100 ms deadline, {:.1} s per point), alone and beside a second load generator keeping \
          the worker {:.0} % busy with {} ms `spin` requests (same deadline); a fresh node per \

@@ -54,7 +54,7 @@ pub enum Experiment {
     /// Luge's overload experiment: goodput at 1–5× capacity with and without admission on the
     /// wait and shedding, and high-bimodal short-request p99 against SRPT near saturation.
     Overload,
-    /// HORSE §3's uLL lane: 10 µs / 10 ms requests under one deadline on 1 and 48 workers at
+    /// HORSE §4.1.3's uLL lane: 10 µs / 10 ms requests under one deadline on 1 and 48 workers at
     /// rising load, with and without the lane.
     HorseLane,
     /// Scale on paper: no-op throughput at 16–64 cores from this machine's per-request costs,
@@ -113,7 +113,7 @@ impl Experiment {
             Experiment::EdgeRtFig6a => "Deadline-limited batching, Δbatch (Edge-RT Fig. 6a)",
             Experiment::Sfs => "Azure duration mix, unknown execution times (SFS §VIII)",
             Experiment::Overload => "Goodput under overload with and without admission on the wait",
-            Experiment::HorseLane => "Short requests with and without the uLL lane (HORSE §3)",
+            Experiment::HorseLane => "Short requests with and without the uLL lane (HORSE §4.1.3)",
             Experiment::Scale => {
                 "No-op throughput at 16–64 cores from this machine's costs (SledgeScale Fig. 5)"
             }

@@ -1,4 +1,4 @@
-//! The uLL lane (HORSE §3) at the paper's and at this box's scale: `extreme-bimodal` (10 µs /
+//! The uLL lane (HORSE §4.1.3) at the paper's and at this box's scale: `extreme-bimodal` (10 µs /
 //! 10 ms, 99.5 : 0.5) with one deadline for both classes, so that EDF alone never favours the
 //! short requests, on 1 and 48 workers at rising load, `sledgescale` with Luge's admission
 //! without the lane, with it as shipped (share bound: 16 uLL requests in a row), and with it
@@ -82,7 +82,7 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
         );
     }
     t.md.push_str(
-        "\nHORSE §3 gives ≤ 20 µs functions a run queue of their own so that they never wait \
+        "\nHORSE §4.1.3 reserves a run queue for ultra-low-latency (≤ 20 µs, §2) functions so that they never wait \
          behind a longer request's slice. Without the lane a short request waits for the long \
          ones queued ahead of it whenever their deadlines are no later than its own.\n",
     );
