@@ -460,10 +460,11 @@ mod tests {
         assert_eq!(a[1].function, FunctionId(u32::from(a[1].class)));
         assert_eq!((a[2].class, a[2].execution, a[2].function), (1, 3_000_000, FunctionId(1)));
         assert_eq!((a[3].class, a[3].relative_deadline), (0, 300_000));
-        // Rates are ignored for traces; a zero rate stops a synthetic generator.
-        assert_eq!(s.clone().with_rate(Rate::PerSecond(1.0)).generate(10), a);
-        let stopped = WorkloadSpec::new(ServiceDist::preset(crate::Preset::Fixed))
-            .with_rate(Rate::PerSecond(0.0));
+        // A trace takes no rate; a zero rate, set without the spec's checks, stops a
+        // synthetic generator.
+        assert!(s.clone().with_rate(Rate::PerSecond(1.0)).is_err());
+        let mut stopped = WorkloadSpec::new(ServiceDist::preset(crate::Preset::Fixed));
+        stopped.arrivals.set_rate(Rate::PerSecond(0.0));
         assert!(stopped.generate(3).is_empty());
     }
 }

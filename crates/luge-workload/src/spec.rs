@@ -67,10 +67,24 @@ impl WorkloadSpec {
         }
     }
 
-    /// The same spec with another rate (ignored by a trace).
-    pub fn with_rate(mut self, rate: Rate) -> Self {
+    /// The same spec with another rate, checked as the parser checks a spec's own
+    /// ([`validate`](Self::validate)). Refused for a trace, which sets its own arrival times.
+    pub fn with_rate(mut self, rate: Rate) -> Result<Self, WorkloadError> {
+        if matches!(self.arrivals, ArrivalProcess::Trace(_)) {
+            return Err(WorkloadError::Inconsistent(TRACE_SETS_ITS_TIMES.into()));
+        }
         self.arrivals.set_rate(rate);
-        self
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Checks the arrival process as the parser does: a rate (or load and workers) that is a
+    /// positive number, at least [`MIN_RATE_PER_SECOND`], and for `onoff` / `mmpp` positive
+    /// sojourns, `low` in [0, 1] and cycles that expect an arrival often enough. A spec built
+    /// or changed in code should pass it before it is run: a generator does not refuse a rate
+    /// it cannot use, it gives no arrivals (or ends early).
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        check_arrivals(&self.arrivals, self.dist.mean())
     }
 
     /// The same spec with another seed.
@@ -311,43 +325,73 @@ impl FromStr for WorkloadSpec {
                     return Err(WorkloadError::UnknownArrivals(other.to_owned()));
                 };
                 if rate.is_some() || bursty_keys.clone().next().is_some() {
-                    return Err(WorkloadError::Inconsistent(
-                        "a trace sets its own arrival times: no rate, load, workers, on, off or low"
-                            .into(),
-                    ));
+                    return Err(WorkloadError::Inconsistent(TRACE_SETS_ITS_TIMES.into()));
                 }
                 let path =
                     decode_path(path).map_err(|m| WorkloadError::bad_value("arrivals", m))?;
                 ArrivalProcess::Trace(Trace::load(&path)?)
             }
         };
-        // A rate so low that an arrival is not expected for ages makes a bursty process
-        // switch states without end before its first arrival (and overflows the time).
-        if let ArrivalProcess::Poisson { rate } | ArrivalProcess::Mmpp { rate, .. } = &arrivals {
-            let per_second = rate.per_second(dist.mean());
-            if per_second.is_nan() || per_second < MIN_RATE_PER_SECOND {
-                return Err(WorkloadError::bad_value(
-                    if matches!(rate, Rate::Load { .. }) { "load" } else { "rate" },
-                    format!(
-                        "{per_second:e} requests/s is below the least the generator takes, \
-                         {MIN_RATE_PER_SECOND} (one a quarter of an hour)"
-                    ),
-                ));
+        check_arrivals(&arrivals, dist.mean())?;
+        Ok(Self { dist, deadline, arrivals, seed })
+    }
+}
+
+/// Why a trace takes no rate.
+const TRACE_SETS_ITS_TIMES: &str =
+    "a trace sets its own arrival times: no rate, load, workers, on, off or low";
+
+/// The checks of [`WorkloadSpec::validate`], for a distribution of mean `mean` (ns).
+fn check_arrivals(arrivals: &ArrivalProcess, mean: f64) -> Result<(), WorkloadError> {
+    let rate = match arrivals {
+        ArrivalProcess::Poisson { rate } | ArrivalProcess::Mmpp { rate, .. } => *rate,
+        ArrivalProcess::Trace(_) => return Ok(()),
+    };
+    let key = match rate {
+        Rate::PerSecond(r) if !(r.is_finite() && r > 0.0) => {
+            return Err(WorkloadError::bad_value("rate", format!("{r} must be > 0")));
+        }
+        Rate::PerSecond(_) => "rate",
+        Rate::Load { load, .. } if !(load.is_finite() && load > 0.0) => {
+            return Err(WorkloadError::bad_value("load", format!("{load} must be > 0")));
+        }
+        Rate::Load { workers: 0, .. } => {
+            return Err(WorkloadError::bad_value("workers", "0 is not a positive integer"));
+        }
+        Rate::Load { .. } => "load",
+    };
+    // A rate so low that an arrival is not expected for ages makes a bursty process
+    // switch states without end before its first arrival (and overflows the time).
+    let per_second = rate.per_second(mean);
+    if per_second.is_nan() || per_second < MIN_RATE_PER_SECOND {
+        return Err(WorkloadError::bad_value(
+            key,
+            format!(
+                "{per_second:e} requests/s is below the least the generator takes, \
+                 {MIN_RATE_PER_SECOND} (one a quarter of an hour)"
+            ),
+        ));
+    }
+    if let ArrivalProcess::Mmpp { on, off, low, .. } = arrivals {
+        for (key, d) in [("on", on), ("off", off)] {
+            if *d == 0 {
+                return Err(WorkloadError::bad_value(key, "must be > 0"));
             }
+        }
+        if !(0.0..=1.0).contains(low) {
+            return Err(WorkloadError::bad_value("low", format!("{low} is not in [0, 1]")));
         }
         // A bursty process draws its state changes one by one: cycles so short that hardly any
         // has an arrival cost millions of draws per arrival.
-        if let ArrivalProcess::Mmpp { rate, on, off, .. } = &arrivals {
-            let per_cycle = rate.per_second(dist.mean()) / 1e9 * (on + off) as f64;
-            if per_cycle < MIN_ARRIVALS_PER_CYCLE {
-                return Err(WorkloadError::Inconsistent(format!(
-                    "{per_cycle:e} arrivals per on/off cycle: lengthen `on`/`off` or raise the \
-                     rate (at least {MIN_ARRIVALS_PER_CYCLE:e})"
-                )));
-            }
+        let per_cycle = per_second / 1e9 * (on + off) as f64;
+        if per_cycle < MIN_ARRIVALS_PER_CYCLE {
+            return Err(WorkloadError::Inconsistent(format!(
+                "{per_cycle:e} arrivals per on/off cycle: lengthen `on`/`off` or raise the \
+                 rate (at least {MIN_ARRIVALS_PER_CYCLE:e})"
+            )));
         }
-        Ok(Self { dist, deadline, arrivals, seed })
     }
+    Ok(())
 }
 
 /// The lowest arrival rate a spec may ask for (per second): one request in ~17 minutes.
@@ -414,6 +458,38 @@ mod tests {
         assert!("fixed,rate=0.001".parse::<WorkloadSpec>().is_ok());
     }
 
+    /// A rate given in code is checked as one in the text: `luge sim --load 0`, `--rate nan`
+    /// or a rate too low for on/off cycles must not run a workload without arrivals. A trace
+    /// takes no rate at all, rather than ignoring it.
+    #[test]
+    fn with_rate_checks_the_rate_as_the_parser_does() {
+        let base: WorkloadSpec = "fixed,seed=3".parse().unwrap();
+        for (rate, key) in [
+            (Rate::Load { load: 0.0, workers: 4 }, "`load`"),
+            (Rate::Load { load: -1.0, workers: 4 }, "`load`"),
+            (Rate::Load { load: f64::NAN, workers: 4 }, "`load`"),
+            (Rate::Load { load: 0.5, workers: 0 }, "`workers`"),
+            (Rate::PerSecond(f64::NAN), "`rate`"),
+            (Rate::PerSecond(-1.0), "`rate`"),
+            (Rate::PerSecond(1e-6), "`rate`"),
+        ] {
+            let err = base.clone().with_rate(rate).unwrap_err().to_string();
+            assert!(err.contains(key), "{rate:?}: {err}");
+        }
+        let onoff: WorkloadSpec = "fixed,arrivals=onoff,on=1ns,off=1ns".parse().unwrap();
+        let err = onoff.with_rate(Rate::PerSecond(0.001)).unwrap_err().to_string();
+        assert!(err.contains("per on/off cycle"), "{err}");
+        let spec = base.with_rate(Rate::Load { load: 0.8, workers: 2 }).unwrap();
+        assert_eq!(spec.arrivals.rate(), Some(Rate::Load { load: 0.8, workers: 2 }));
+        assert_eq!(spec.seed, 3);
+
+        let trace = tmp("rate.csv", "arrival_us\n0\n");
+        let t: WorkloadSpec = format!("fixed,arrivals=trace:{}", trace.display()).parse().unwrap();
+        assert!(t.validate().is_ok());
+        let err = t.with_rate(Rate::PerSecond(1.0)).unwrap_err().to_string();
+        assert!(err.contains("own arrival times"), "{err}");
+    }
+
     #[test]
     fn every_name_round_trips() {
         for name in Preset::NAMES {
@@ -431,7 +507,7 @@ mod tests {
         let spec: WorkloadSpec = spec_text.parse().unwrap();
         assert_eq!(spec.dist.classes().len(), 2);
         round_trip(&spec);
-        round_trip(&spec.clone().with_rate(Rate::PerSecond(1234.5)));
+        round_trip(&spec.clone().with_rate(Rate::PerSecond(1234.5)).unwrap());
     }
 
     #[test]
@@ -566,7 +642,16 @@ mod tests {
                 1 => ArrivalProcess::Mmpp { rate, on, off, low: 0.0 },
                 _ => ArrivalProcess::Mmpp { rate, on, off, low },
             };
-            round_trip(&WorkloadSpec { dist, deadline, arrivals, seed });
+            let spec = WorkloadSpec { dist, deadline, arrivals, seed };
+            // Random parts can make a rate the parser refuses (a tiny scale's huge `load`
+            // rate, cycles too short for a low rate): then so must `validate`, and vice versa.
+            match spec.validate() {
+                Ok(()) => round_trip(&spec),
+                Err(e) => {
+                    let text = spec.to_string();
+                    proptest::prop_assert!(text.parse::<WorkloadSpec>().is_err(), "{text}: {e}");
+                }
+            }
         }
     }
 }

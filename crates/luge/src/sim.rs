@@ -8,8 +8,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use luge_sched::{Admission, CtEdfConfig, Overrun, PolicyKind, QueueKind, UllConfig};
 use luge_sim::{
-    EstimatorMode, Experiment, ExperimentOptions, JobShape, Overheads, Report, SimConfig, Spread,
-    max_sustainable, run_experiment, run_point, sweep,
+    EstimatorMode, Experiment, ExperimentOptions, JobShape, Overheads, Report, SimConfig, SimError,
+    Spread, max_sustainable, run_experiment, run_point, sweep,
 };
 use luge_workload::{Rate, WorkloadSpec};
 
@@ -117,17 +117,17 @@ struct RunArgs {
     /// `lognormal,deadline=10x,arrivals=onoff`.
     #[arg(long, default_value = "lognormal")]
     workload: String,
-    /// Target utilisation of the workers (overrides the spec's rate).
+    /// Target utilisation of the workers (overrides the spec's rate; not with a trace).
     #[arg(long, conflicts_with = "rate")]
     load: Option<f64>,
-    /// Arrival rate in requests per second (overrides the spec's rate).
+    /// Arrival rate in requests per second (overrides the spec's rate; not with a trace).
     #[arg(long)]
     rate: Option<f64>,
-    /// Sweep these loads (comma-separated) instead of one run.
+    /// Sweep these loads (comma-separated) instead of one run (not with a trace).
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["load", "rate"])]
     loads: Vec<f64>,
     /// Find the largest load meeting a target instead: `p999_slowdown=200` or
-    /// `p999_latency_us=500` (bisection between 0.05 and 1.0).
+    /// `p999_latency_us=500` (bisection between 0.05 and 1.0; not with a trace).
     #[arg(long, conflicts_with_all = ["load", "rate", "loads"])]
     max_load_at: Option<String>,
     /// Requests to simulate per run.
@@ -260,6 +260,18 @@ fn adhoc(a: RunArgs) -> Result<()> {
     }
     let mut spec: WorkloadSpec =
         a.workload.parse().with_context(|| format!("--workload {}", a.workload))?;
+    // A trace sets its own arrival times: a rate would be ignored, and a sweep would repeat one
+    // run under different labels.
+    let trace = spec.arrivals.rate().is_none();
+    if trace
+        && (a.load.is_some() || a.rate.is_some() || !a.loads.is_empty() || a.max_load_at.is_some())
+    {
+        bail!(
+            "--workload {} replays a trace, which sets its own arrival times: --load, --rate, \
+             --loads and --max-load-at do not apply to it",
+            a.workload
+        );
+    }
     // `--seed` wins over the spec's `seed=`; without either, seed 1.
     match a.seed {
         Some(seed) => spec = spec.with_seed(seed),
@@ -269,10 +281,19 @@ fn adhoc(a: RunArgs) -> Result<()> {
     let workers = a.workers;
     let simulated = u32::try_from(workers).unwrap_or(u32::MAX);
     match (a.load, a.rate) {
-        (Some(l), _) => spec = spec.with_rate(Rate::Load { load: l, workers: simulated }),
-        (_, Some(r)) => spec = spec.with_rate(Rate::PerSecond(r)),
+        _ if trace => {}
+        (Some(l), _) => {
+            spec = spec
+                .with_rate(Rate::Load { load: l, workers: simulated })
+                .with_context(|| format!("--load {l}"))?;
+        }
+        (_, Some(r)) => {
+            spec = spec.with_rate(Rate::PerSecond(r)).with_context(|| format!("--rate {r}"))?;
+        }
         _ if !a.workload.contains("load=") && !a.workload.contains("rate=") => {
-            spec = spec.with_rate(Rate::Load { load: 0.8, workers: simulated });
+            spec = spec
+                .with_rate(Rate::Load { load: 0.8, workers: simulated })
+                .with_context(|| format!("--workload {} at the default load, 0.8", a.workload))?;
         }
         _ => {
             // A `load=` in the spec is the utilisation of the simulated workers: without its
@@ -287,7 +308,9 @@ fn adhoc(a: RunArgs) -> Result<()> {
                          drop one of them, or give the load with --load"
                     );
                 }
-                spec = spec.with_rate(Rate::Load { load, workers: simulated });
+                spec = spec
+                    .with_rate(Rate::Load { load, workers: simulated })
+                    .with_context(|| format!("--workload {}", a.workload))?;
             }
         }
     }
@@ -319,8 +342,18 @@ fn adhoc(a: RunArgs) -> Result<()> {
         ..UllConfig::default()
     });
     let shape = JobShape { stages: a.stages, on_overrun: a.on_overrun };
+    // Every load of a sweep is checked before any runs (a bad one would else give a row of no
+    // requests, or end the sweep half done).
+    for &load in &a.loads {
+        spec.clone()
+            .with_rate(Rate::Load { load, workers: simulated })
+            .with_context(|| format!("--loads: {load}"))?;
+    }
     let at_load = |load: f64| {
-        let s = spec.clone().with_rate(Rate::Load { load, workers: workers as u32 });
+        let s = spec
+            .clone()
+            .with_rate(Rate::Load { load, workers: simulated })
+            .map_err(|e| SimError::Config(format!("load {load}: {e}")))?;
         run_point(&s, &cfg, a.requests, shape)
     };
     if let Some(target) = &a.max_load_at {

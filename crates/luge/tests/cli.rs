@@ -637,6 +637,50 @@ fn sim_reads_a_spec_load_as_the_simulated_workers_and_keeps_its_seed() {
     assert!(seed(&json(&run("exponential,load=0.5", &[]))).ends_with("seed=1"));
 }
 
+/// `luge sim`'s rate flags are checked as a spec's own rate is: a load or rate that gives no
+/// arrivals is refused, not run into a row of 0 requests; so are the rate flags for a trace,
+/// which sets its own arrival times (a sweep would repeat one run under different labels).
+#[test]
+fn sim_refuses_rates_without_arrivals_and_rates_for_a_trace() {
+    let run = |workload: &str, extra: &[&str]| -> std::process::Output {
+        Command::new(LUGE)
+            .args(["sim", "--workload", workload, "--requests", "200", "--threads", "1"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    for (workload, flags, needle) in [
+        ("fixed", &["--load", "0"][..], "--load 0"),
+        ("fixed", &["--load=-1"][..], "--load -1"),
+        ("fixed", &["--rate", "nan"][..], "--rate NaN"),
+        ("fixed", &["--loads", "0.5,-1"][..], "--loads: -1"),
+        ("fixed,arrivals=onoff,on=1ns,off=1ns", &["--rate", "0.001"][..], "per on/off cycle"),
+    ] {
+        let out = run(workload, flags);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{workload} {flags:?}: {err}");
+        assert!(err.contains(needle), "{workload} {flags:?}: {err}");
+    }
+    let dir = std::env::temp_dir().join(format!("luge-cli-sim-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("t.csv");
+    std::fs::write(&trace, "arrival_us,execution_us\n0,10\n5,20\n9,10\n").unwrap();
+    let workload = format!("fixed,arrivals=trace:{}", trace.display());
+    for flags in [&["--load", "0.5"][..], &["--rate", "100"], &["--loads", "0.5,0.7,0.9"]] {
+        let out = run(&workload, flags);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?}");
+        assert!(err.contains("replays a trace"), "{flags:?}: {err}");
+    }
+    let out = run(&workload, &["--max-load-at", "p999_slowdown=10"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("replays a trace"));
+    let out = run(&workload, &["--format", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["requests"].as_u64(), Some(3), "{r}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `luge sim --spread`: requests go to the dispatcher groups in turn (the runtime's way) by
 /// default, or by a hash of their id (the papers' RSS), which loads the groups unevenly.
 #[test]

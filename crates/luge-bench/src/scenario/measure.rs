@@ -204,13 +204,13 @@ impl Driver {
 
     /// Open loop at `rate` requests per second.
     pub(crate) fn open(&self, rate: f64, duration: Duration) -> Result<Report, BenchError> {
-        let w = self.workload.clone().with_rate(Rate::PerSecond(rate));
+        let w = self.workload.clone().with_rate(Rate::PerSecond(rate))?;
         run(self.config(w, Mode::Open { window: self.window }, duration))
     }
 
     /// Open loop at utilisation `load` of one worker.
     pub(crate) fn at_load(&self, load: f64, duration: Duration) -> Result<Report, BenchError> {
-        let w = self.workload.clone().with_rate(Rate::Load { load, workers: 1 });
+        let w = self.workload.clone().with_rate(Rate::Load { load, workers: 1 })?;
         run(self.config(w, Mode::Open { window: self.window }, duration))
     }
 }
@@ -355,7 +355,7 @@ mod tests {
     #[test]
     fn a_fixed_load_declares_the_execution_it_is_given() {
         for execution in [Duration::from_millis(2), Duration::from_micros(5)] {
-            let spec = fixed_at(execution).unwrap().with_rate(Rate::PerSecond(1000.0));
+            let spec = fixed_at(execution).unwrap().with_rate(Rate::PerSecond(1000.0)).unwrap();
             for a in spec.generate(3) {
                 let declared = Duration::from_nanos(a.execution);
                 assert!(declared.abs_diff(execution) <= Duration::from_nanos(1), "{declared:?}");

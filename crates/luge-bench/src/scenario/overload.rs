@@ -532,7 +532,7 @@ pub(crate) fn run(
                     capacities.push(c);
                     let base = parse_spec(mix.spec(), opts.seed)?;
                     for &multiple in &multiples {
-                        let w = base.clone().with_rate(Rate::PerSecond(multiple * capacity));
+                        let w = base.clone().with_rate(Rate::PerSecond(multiple * capacity))?;
                         let m = bench.measure(
                             w,
                             Mode::Open { window: window(protocol) },

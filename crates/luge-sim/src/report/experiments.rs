@@ -372,7 +372,7 @@ impl Run<'_> {
         requests: usize,
     ) -> Result<Report, SimError> {
         run_point(
-            &spec_at(dist, load, cfg.workers, self.opts.seed),
+            &spec_at(dist, load, cfg.workers, self.opts.seed)?,
             cfg,
             requests,
             JobShape::default(),
@@ -394,10 +394,16 @@ impl Run<'_> {
     }
 }
 
-fn spec_at(dist: &ServiceDist, load: f64, workers: usize, seed: u64) -> WorkloadSpec {
+fn spec_at(
+    dist: &ServiceDist,
+    load: f64,
+    workers: usize,
+    seed: u64,
+) -> Result<WorkloadSpec, SimError> {
     WorkloadSpec::new(dist.clone())
         .with_rate(Rate::Load { load, workers: workers as u32 })
-        .with_seed(seed)
+        .map(|s| s.with_seed(seed))
+        .map_err(|e| SimError::Config(format!("workload: {e}")))
 }
 
 fn fmt_opt(v: Option<f64>) -> String {

@@ -14,7 +14,7 @@ use luge_sched::{Admission, PolicyConfig, PolicyKind, RejectReason};
 use luge_workload::{Preset, ServiceDist};
 
 use super::{ExperimentError, ExperimentOutput, Run, Tables, Writer, jobs_of, spec_at};
-use crate::engine::{Job, simulate};
+use crate::engine::{Job, SimError, simulate};
 use crate::record::{Outcome, Record};
 use crate::report::plot::{Chart, Series, svg};
 
@@ -87,20 +87,20 @@ pub(super) fn chains_of(
     (stages, load, workers): (u8, f64, usize),
     seed: u64,
     requests: usize,
-) -> Vec<Job> {
+) -> Result<Vec<Job>, SimError> {
     // A `stages`-th of the rate, `stages` times the work: the utilisation stays `load`.
-    let spec = spec_at(per_stage, load / f64::from(stages), workers, seed);
+    let spec = spec_at(per_stage, load / f64::from(stages), workers, seed)?;
     let mut jobs = jobs_of(&spec, requests);
     for j in &mut jobs {
         j.execution *= u64::from(stages);
         j.stages = stages;
     }
-    jobs
+    Ok(jobs)
 }
 
 /// The chains of one point: the light/heavy mix at `load` of the workers, each request a chain
 /// of [`STAGES`] stages of its class's execution.
-fn chains(run: &Run<'_>, load: f64, requests: usize) -> Vec<Job> {
+fn chains(run: &Run<'_>, load: f64, requests: usize) -> Result<Vec<Job>, SimError> {
     let dist = ServiceDist::preset(Preset::EdgeRtBimodal);
     chains_of(&dist, (STAGES, load, WORKERS), run.opts.seed, requests)
 }
@@ -123,7 +123,7 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
         cfg.dispatchers = DISPATCHERS;
         // Luge's estimates include a stage's start-up on its worker, as the runtime's do.
         cfg.estimate_start_cost = c.admission.is_some();
-        let out = simulate(&cfg, &chains(run, load, n))?;
+        let out = simulate(&cfg, &chains(run, load, n)?)?;
         Ok([Shares::of(&out.records, 0), Shares::of(&out.records, 1)])
     })?;
     let mut t = Tables::new(

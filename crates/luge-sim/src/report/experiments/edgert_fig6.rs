@@ -70,7 +70,7 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
     let loads = [0.9, 0.5];
     let dist = per_stage()?;
     let chains_at = |load: f64| chains_of(&dist, (STAGES, load, WORKERS), opts.seed, n);
-    let jobs = [chains_at(loads[0]), chains_at(loads[1])];
+    let jobs = [chains_at(loads[0])?, chains_at(loads[1])?];
     let mut points: Vec<(usize, Rule, u64)> = Vec::new();
     for l in 0..loads.len() {
         for r in RULES {

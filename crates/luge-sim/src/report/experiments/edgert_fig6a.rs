@@ -50,7 +50,7 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
     };
     let policies = [PolicyKind::SledgeScale, PolicyKind::Lld];
     let dist = per_stage()?;
-    let jobs = chains_of(&dist, (STAGES, LOAD, WORKERS), opts.seed, n);
+    let jobs = chains_of(&dist, (STAGES, LOAD, WORKERS), opts.seed, n)?;
     let points: Vec<(PolicyKind, u64)> =
         policies.iter().flat_map(|&p| windows_us.iter().map(move |&w| (p, w))).collect();
     let group = WORKERS / DISPATCHERS;

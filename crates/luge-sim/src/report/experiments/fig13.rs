@@ -32,6 +32,7 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
     let reports = run.points(&points, |(policy, _, dist)| {
         let spec = WorkloadSpec::new(dist.clone())
             .with_rate(Rate::PerSecond(14_400.0))
+            .map_err(|e| SimError::Config(format!("workload: {e}")))?
             .with_seed(opts.seed);
         let cfg = run.config(*policy, workers, &PolicyConfig::papers(workers));
         run_point(&spec, &cfg, n, JobShape::default())

@@ -64,7 +64,7 @@ pub(super) fn run(run: &Run<'_>) -> Result<ExperimentOutput, ExperimentError> {
     )?;
     // The RTE distribution at 90 % load (the paper's CDF): 50 quantiles per policy.
     let cdf_load = 0.9;
-    let jobs = jobs_of(&spec_at(&dist, cdf_load, workers, opts.seed), n);
+    let jobs = jobs_of(&spec_at(&dist, cdf_load, workers, opts.seed)?, n);
     let cdfs = sweep(
         &policies,
         opts.threads,
