@@ -41,5 +41,5 @@ pub use crate::error::WorkloadError;
 pub use crate::generator::{Arrival, Generator, MAX_TIME};
 pub use crate::mix::{Mix, MixClass};
 pub use crate::rng::Rng;
-pub use crate::spec::{MIN_RATE_PER_SECOND, WorkloadSpec};
+pub use crate::spec::{MAX_RATE_PER_SECOND, MIN_RATE_PER_SECOND, WorkloadSpec};
 pub use crate::trace::{Trace, TraceRow};

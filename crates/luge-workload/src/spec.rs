@@ -17,7 +17,7 @@
 //! | `truncate` | cap of the conditional law X \| X ≤ cap (exponential, lognormal) | off |
 //! | `deadline` | `Kx`, a duration (`5ms`), or `class:Kx` ([`DeadlineRule`]) | `class:10x` |
 //! | `arrivals` | `poisson`, `onoff`, `mmpp`, or `trace:PATH` (a CSV trace, read when parsed) | `poisson` |
-//! | `rate` | requests per second (at least [`MIN_RATE_PER_SECOND`], 0.001, also as `load` gives it) | — |
+//! | `rate` | requests per second, from [`MIN_RATE_PER_SECOND`] (0.001) to [`MAX_RATE_PER_SECOND`] (10⁹), also as `load` gives it | — |
 //! | `load`, `workers` | target utilisation ρ of W workers: rate = ρ·W / mean | `load=0.5,workers=1` |
 //! | `on`, `off` | mean high / low sojourn of `onoff` / `mmpp` | `10ms`, `30ms` |
 //! | `low` | low-state rate / average rate of `mmpp` (`onoff` has 0) | 0 |
@@ -79,7 +79,7 @@ impl WorkloadSpec {
     }
 
     /// Checks the arrival process as the parser does: a rate (or load and workers) that is a
-    /// positive number, at least [`MIN_RATE_PER_SECOND`], and for `onoff` / `mmpp` positive
+    /// positive number, from [`MIN_RATE_PER_SECOND`] to [`MAX_RATE_PER_SECOND`], and for `onoff` / `mmpp` positive
     /// sojourns, `low` in [0, 1] and cycles that expect an arrival often enough. A spec built
     /// or changed in code should pass it before it is run: a generator does not refuse a rate
     /// it cannot use, it gives no arrivals (or ends early).
@@ -372,6 +372,17 @@ fn check_arrivals(arrivals: &ArrivalProcess, mean: f64) -> Result<(), WorkloadEr
             ),
         ));
     }
+    // Arrival instants are whole nanoseconds: a faster rate piles arrivals onto the same
+    // instants (an infinite one, from a huge `load` over a short mean, onto 0).
+    if per_second > MAX_RATE_PER_SECOND {
+        return Err(WorkloadError::bad_value(
+            key,
+            format!(
+                "{per_second:e} requests/s is above the most the generator takes, \
+                 {MAX_RATE_PER_SECOND:e} (one a nanosecond)"
+            ),
+        ));
+    }
     if let ArrivalProcess::Mmpp { on, off, low, .. } = arrivals {
         for (key, d) in [("on", on), ("off", off)] {
             if *d == 0 {
@@ -396,6 +407,10 @@ fn check_arrivals(arrivals: &ArrivalProcess, mean: f64) -> Result<(), WorkloadEr
 
 /// The lowest arrival rate a spec may ask for (per second): one request in ~17 minutes.
 pub const MIN_RATE_PER_SECOND: f64 = 1e-3;
+
+/// The highest average arrival rate a spec may ask for (per second): one request a nanosecond,
+/// the resolution of arrival instants.
+pub const MAX_RATE_PER_SECOND: f64 = 1e9;
 
 /// The fewest arrivals an on/off or MMPP cycle may expect: one per million cycles.
 const MIN_ARRIVALS_PER_CYCLE: f64 = 1e-6;
@@ -456,6 +471,22 @@ mod tests {
             assert!(err.contains(key), "{text}: {err}");
         }
         assert!("fixed,rate=0.001".parse::<WorkloadSpec>().is_ok());
+    }
+
+    /// Rates past one a nanosecond are refused, an infinite one (a huge load) included.
+    #[test]
+    fn absurd_rates_are_refused() {
+        for (text, key) in [
+            ("fixed,load=1e308,workers=2", "`load`"),
+            ("fixed,rate=1e15", "`rate`"),
+            ("fixed,scale=1e-6,load=0.9,workers=8", "`load`"),
+        ] {
+            let err = text.parse::<WorkloadSpec>().unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains("above the most"), "{text}: {err}");
+        }
+        assert!("fixed,rate=1e9".parse::<WorkloadSpec>().is_ok());
+        let spec: WorkloadSpec = "fixed".parse().unwrap();
+        assert!(spec.with_rate(Rate::Load { load: 1e308, workers: 2 }).is_err());
     }
 
     /// A rate given in code is checked as one in the text: `luge sim --load 0`, `--rate nan`
