@@ -394,7 +394,8 @@ fn check_arrivals(arrivals: &ArrivalProcess, mean: f64) -> Result<(), WorkloadEr
         }
         // A bursty process draws its state changes one by one: cycles so short that hardly any
         // has an arrival cost millions of draws per arrival.
-        let per_cycle = per_second / 1e9 * (on + off) as f64;
+        // In f64: each sojourn may be up to u64::MAX ns, their sum past it.
+        let per_cycle = per_second / 1e9 * (*on as f64 + *off as f64);
         if per_cycle < MIN_ARRIVALS_PER_CYCLE {
             return Err(WorkloadError::Inconsistent(format!(
                 "{per_cycle:e} arrivals per on/off cycle: lengthen `on`/`off` or raise the \
@@ -471,6 +472,19 @@ mod tests {
             assert!(err.contains(key), "{text}: {err}");
         }
         assert!("fixed,rate=0.001".parse::<WorkloadSpec>().is_ok());
+    }
+
+    /// Sojourns that fit a u64 each but not summed are read, not overflowed (a panic in a
+    /// debug build).
+    #[test]
+    fn long_sojourns_do_not_overflow() {
+        let text = "fixed,arrivals=onoff,on=10000000000s,off=10000000000s";
+        let spec: WorkloadSpec = text.parse().unwrap();
+        assert!(matches!(
+            spec.arrivals,
+            ArrivalProcess::Mmpp { on: 10_000_000_000_000_000_000, .. }
+        ));
+        round_trip(&spec);
     }
 
     /// Rates past one a nanosecond are refused, an infinite one (a huge load) included.
