@@ -79,8 +79,9 @@ pub struct Generator {
 pub const MAX_TIME: Nanos = 1 << 62;
 
 /// The most state changes an on/off or MMPP stream draws looking for one arrival: past it the
-/// stream ends (a spec's cycles are checked to expect an arrival in far fewer).
-const MAX_SWITCHES: u32 = 1 << 24;
+/// stream ends (a spec's cycles are checked to expect an arrival in far fewer:
+/// `MIN_ARRIVALS_PER_CYCLE` in `spec.rs`).
+pub(crate) const MAX_SWITCHES: u32 = 1 << 24;
 
 impl Generator {
     /// A generator positioned at the workload's first arrival.

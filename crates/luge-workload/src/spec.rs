@@ -19,7 +19,7 @@
 //! | `arrivals` | `poisson`, `onoff`, `mmpp`, or `trace:PATH` (a CSV trace, read when parsed) | `poisson` |
 //! | `rate` | requests per second, from [`MIN_RATE_PER_SECOND`] (0.001) to [`MAX_RATE_PER_SECOND`] (10⁹), also as `load` gives it | — |
 //! | `load`, `workers` | target utilisation ρ of W workers: rate = ρ·W / mean | `load=0.5,workers=1` |
-//! | `on`, `off` | mean high / low sojourn of `onoff` / `mmpp` | `10ms`, `30ms` |
+//! | `on`, `off` | mean high / low sojourn of `onoff` / `mmpp`; a cycle (on + off) must expect at least 10⁻⁴ arrivals at the rate | `10ms`, `30ms` |
 //! | `low` | low-state rate / average rate of `mmpp` (`onoff` has 0) | 0 |
 //! | `seed` | seed of the random streams (`u64`) | 0 |
 //!
@@ -392,14 +392,19 @@ fn check_arrivals(arrivals: &ArrivalProcess, mean: f64) -> Result<(), WorkloadEr
         if !(0.0..=1.0).contains(low) {
             return Err(WorkloadError::bad_value("low", format!("{low} is not in [0, 1]")));
         }
-        // A bursty process draws its state changes one by one: cycles so short that hardly any
-        // has an arrival cost millions of draws per arrival.
+        // A bursty process draws its state changes one by one, and gives up (ends the stream)
+        // after the generator's budget of them: cycles so short that hardly any has an arrival
+        // would cost millions of draws per arrival, and could spend the budget.
         // In f64: each sojourn may be up to u64::MAX ns, their sum past it.
         let per_cycle = per_second / 1e9 * (*on as f64 + *off as f64);
         if per_cycle < MIN_ARRIVALS_PER_CYCLE {
             return Err(WorkloadError::Inconsistent(format!(
                 "{per_cycle:e} arrivals per on/off cycle: lengthen `on`/`off` or raise the \
-                 rate (at least {MIN_ARRIVALS_PER_CYCLE:e})"
+                 rate (at least {MIN_ARRIVALS_PER_CYCLE:e}, one per {} cycles, so that the \
+                 generator, which draws at most {} state changes looking for an arrival, \
+                 never ends the stream early)",
+                1.0 / MIN_ARRIVALS_PER_CYCLE,
+                crate::generator::MAX_SWITCHES
             )));
         }
     }
@@ -413,8 +418,15 @@ pub const MIN_RATE_PER_SECOND: f64 = 1e-3;
 /// the resolution of arrival instants.
 pub const MAX_RATE_PER_SECOND: f64 = 1e9;
 
-/// The fewest arrivals an on/off or MMPP cycle may expect: one per million cycles.
-const MIN_ARRIVALS_PER_CYCLE: f64 = 1e-6;
+/// The fewest arrivals an on/off or MMPP cycle may expect: one per 10 000 cycles.
+///
+/// With m arrivals expected per cycle, a cycle has none with probability at most 1 / (1 + m)
+/// (exactly that for on/off; an MMPP's low state only adds arrivals), so the generator's
+/// [`MAX_SWITCHES`](crate::generator::MAX_SWITCHES) state changes (2^23 cycles) all pass without
+/// one with probability below (1 + m)^−2^23: e^−839 at this minimum, never in practice (at
+/// 10⁻⁶ it would be e^−8.4, an early end every ~4 000 arrivals). A stream at the minimum
+/// costs ~10⁴ cycles of draws per arrival.
+pub(crate) const MIN_ARRIVALS_PER_CYCLE: f64 = 1e-4;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
@@ -472,6 +484,21 @@ mod tests {
             assert!(err.contains(key), "{text}: {err}");
         }
         assert!("fixed,rate=0.001".parse::<WorkloadSpec>().is_ok());
+    }
+
+    /// The per-cycle minimum keeps the generator's budget of state changes out of reach: a
+    /// spec with fewer arrivals per cycle, which would end early now and then, is refused
+    /// (`rate=0.001` with 1 ms cycles expects 10⁻⁶ per cycle) and says why.
+    #[test]
+    fn cycles_too_empty_for_the_generators_budget_are_refused() {
+        let text = "fixed,arrivals=onoff,rate=0.001,on=500us,off=500us";
+        let err = text.parse::<WorkloadSpec>().unwrap_err().to_string();
+        assert!(err.contains("per on/off cycle") && err.contains("ends the stream early"), "{err}");
+        assert!("fixed,arrivals=onoff,rate=0.1,on=500us,off=500us".parse::<WorkloadSpec>().is_ok());
+        // P(2^23 cycles without an arrival) at the minimum: negligible.
+        let cycles = f64::from(crate::generator::MAX_SWITCHES / 2);
+        let ln_p_early_end = -cycles * MIN_ARRIVALS_PER_CYCLE.ln_1p();
+        assert!(ln_p_early_end < -690.0, "{ln_p_early_end}");
     }
 
     /// Sojourns that fit a u64 each but not summed are read, not overflowed (a panic in a
