@@ -39,9 +39,10 @@ impl DeadlineRule {
     pub const DEFAULT_MULTIPLE: f64 = 10.0;
 
     /// The relative deadline of a request of `execution` ns whose class has the fixed deadline
-    /// `class_deadline` (if any). K × execution is rounded to whole ns and saturates.
+    /// `class_deadline` (if any). K × execution is rounded to whole ns, at least 1 (a deadline
+    /// of 0 cannot be met, and is refused wherever one is given), and saturates.
     pub fn relative_deadline(&self, class_deadline: Option<Nanos>, execution: Nanos) -> Nanos {
-        let multiple = |k: f64| (k * execution as f64).round() as Nanos;
+        let multiple = |k: f64| ((k * execution as f64).round() as Nanos).max(1);
         match *self {
             DeadlineRule::Multiple(k) => multiple(k),
             DeadlineRule::Fixed(d) => d,
@@ -101,6 +102,9 @@ mod tests {
         assert_eq!(DeadlineRule::default().relative_deadline(Some(5), e), 5);
         assert_eq!(DeadlineRule::default().relative_deadline(None, e), 260_000);
         assert_eq!(DeadlineRule::ClassOr(2.5).relative_deadline(None, 3), 8);
+        // K × execution below half a nanosecond: 1 ns, not an unmeetable 0.
+        assert_eq!(DeadlineRule::Multiple(0.1).relative_deadline(None, 1), 1);
+        assert_eq!(DeadlineRule::ClassOr(0.001).relative_deadline(None, 100), 1);
         for r in [
             DeadlineRule::Multiple(10.0),
             DeadlineRule::Multiple(2.5),

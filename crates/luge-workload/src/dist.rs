@@ -57,7 +57,8 @@
 //! # Options
 //!
 //! - `scale` multiplies the whole time axis of the distribution: executions and the classes'
-//!   fixed deadlines (default 1).
+//!   fixed deadlines (default 1). A scaled deadline is rounded to whole nanoseconds and is at
+//!   least 1 ns (a deadline of 0 cannot be met, and mix files refuse one).
 //! - `truncate` (exponential and log-normal only; default off) replaces X by X | X ≤ cap — the
 //!   *conditional* distribution, sampled exactly by inverse CDF on [0, F(cap)], so there is no
 //!   atom at the cap. Mean, second moment, median and class split are recomputed in closed form
@@ -400,7 +401,8 @@ impl ServiceDist {
     /// Compiles a validated (source, scale, truncate).
     fn compile(source: DistSource, scale: f64, truncate: Option<Nanos>) -> Self {
         let base = Self::base(&source);
-        let scale_ns = |ns: Nanos| (ns as f64 * scale).round() as Nanos;
+        // A class deadline scaled below half a nanosecond is 1 ns, not an unmeetable 0.
+        let scale_deadline = |ns: Nanos| ((ns as f64 * scale).round() as Nanos).max(1);
         let (model, classes, mean, second_moment, median) = match (base.law(scale), base) {
             (Some(law), _) => {
                 let cap = truncate.map_or(f64::INFINITY, |c| c as f64);
@@ -450,7 +452,7 @@ impl ServiceDist {
                         name: c.name.clone(),
                         probability: p,
                         mean_execution: (a + b) / 2.0,
-                        deadline: c.deadline.map(scale_ns),
+                        deadline: c.deadline.map(scale_deadline),
                     });
                 }
                 if let Some(last) = cumulative.last_mut() {
@@ -733,6 +735,15 @@ mod tests {
             assert!((mean - d.mean()).abs() < 1e-6 * d.mean(), "{name}: class means");
         }
         assert_eq!(Preset::from_name("nope"), None);
+    }
+
+    /// Class deadlines scaled below half a nanosecond stay meetable: 1 ns, never 0.
+    #[test]
+    fn scaled_class_deadlines_are_at_least_one_nanosecond() {
+        let d = ServiceDist::preset(Preset::EdgeRtBimodal).with_scale(1e-8).unwrap();
+        let deadlines: Vec<_> = d.classes().iter().map(|c| c.deadline).collect();
+        // 10 ms and 500 ms × 1e-8: 0.1 ns → 1 ns, 5 ns.
+        assert_eq!(deadlines, [Some(1), Some(5)]);
     }
 
     #[test]

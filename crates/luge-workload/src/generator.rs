@@ -29,7 +29,7 @@ pub struct Arrival {
     pub class: u16,
     /// The request's true execution time (ns, ≥ 1).
     pub execution: Nanos,
-    /// Relative deadline (ns).
+    /// Relative deadline (ns, ≥ 1).
     pub relative_deadline: Nanos,
 }
 
@@ -393,6 +393,19 @@ mod tests {
         let median = 100_000.0 * std::f64::consts::LN_2;
         assert!(e.iter().all(|x| (x.class == 1) == (x.execution as f64 > median)));
         assert!(e.iter().all(|x| x.relative_deadline == 10 * x.execution));
+    }
+
+    /// No generated request is due the instant it arrives, however small the deadline's
+    /// multiple or the scale of a class deadline.
+    #[test]
+    fn relative_deadlines_are_never_zero() {
+        for text in [
+            "fixed,scale=1e-5,deadline=0.1x,rate=1000,seed=1",
+            "edgert-bimodal,scale=1e-8,rate=1000,seed=2",
+        ] {
+            let a = spec(text).generate(2_000);
+            assert!(a.iter().all(|x| x.relative_deadline >= 1), "{text}");
+        }
     }
 
     #[test]
