@@ -219,7 +219,9 @@ impl Iterator for Generator {
                 (n, Some(n))
             }
             Clock::Stopped => (0, Some(0)),
-            _ => (usize::MAX, None),
+            // Unbounded, but a synthetic stream can end (at `MAX_TIME`, or out of state
+            // changes): no lower bound to promise (a collector would reserve it).
+            Clock::Poisson { .. } | Clock::Mmpp { .. } => (0, None),
         }
     }
 }
@@ -269,8 +271,11 @@ mod tests {
                 }
                 ArrivalProcess::Trace(_) => unreachable!(),
             }
+            assert_eq!(s.generator().size_hint(), (0, None), "{arrivals}: it can end");
             let a = s.generate(1_000);
             assert!(a.len() < 1_000, "{arrivals}: {}", a.len());
+            // As many as there are: nothing reserved for a lower bound the stream never meets.
+            assert_eq!(s.generate(usize::MAX), a, "{arrivals}");
             assert!(arrivals != "poisson" || !a.is_empty(), "a few in 146 years");
             assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
             assert!(a.iter().all(|x| x.at <= MAX_TIME));

@@ -103,7 +103,8 @@ impl WorkloadSpec {
         Generator::new(self)
     }
 
-    /// The first `n` arrivals (fewer if a trace ends first).
+    /// The first `n` arrivals (fewer if the stream ends first: a trace's end, or a synthetic
+    /// stream's at [`MAX_TIME`](crate::MAX_TIME)). Nothing is reserved ahead for `n`.
     pub fn generate(&self, n: usize) -> Vec<Arrival> {
         self.generator().take(n).collect()
     }
