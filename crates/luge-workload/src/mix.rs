@@ -18,7 +18,8 @@
 //!
 //! - Fields are separated by whitespace; `#` starts a comment (anywhere on a line); blank lines
 //!   are ignored. Line numbers in errors are 1-based and count every line.
-//! - `name`: the class name (unique, no whitespace). Classes get tags 0, 1, 2, … in file order.
+//! - `name`: the class name (unique, no whitespace). Classes get tags 0, 1, 2, … in file order;
+//!   a mix has at most 65 536 (the tag is a `u16`), and a line past that is refused.
 //! - `execution_us`: execution time in microseconds, a decimal number (`113`, `2.5`) converted
 //!   exactly to nanoseconds, or `lo..hi` for a uniform range (both ends inclusive, `lo ≤ hi`).
 //! - `weight`: positive relative frequency (share of *requests*, not of work); weights are
@@ -26,6 +27,7 @@
 //! - `deadline_us` (optional): the class's fixed relative deadline in microseconds, used by the
 //!   `class:Kx` deadline rule (the default); classes without one get K × execution.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use luge_sched::Nanos;
@@ -81,15 +83,19 @@ impl Mix {
         if classes.is_empty() {
             return Err("a mix needs at least one class".to_owned());
         }
-        if classes.len() > usize::from(u16::MAX) + 1 {
-            return Err(format!("{} classes; at most 65536 fit a u16 class tag", classes.len()));
+        if classes.len() > MAX_CLASSES {
+            return Err(format!(
+                "{} classes; at most {MAX_CLASSES} fit a u16 class tag",
+                classes.len()
+            ));
         }
         if classes.iter().all(|c| c.execution_max == 0) {
             return Err("at least one class needs a positive execution time".to_owned());
         }
-        for (i, c) in classes.iter().enumerate() {
+        let mut names = HashSet::with_capacity(classes.len());
+        for c in &classes {
             validate_class(c)?;
-            if classes[..i].iter().any(|d| d.name == c.name) {
+            if !names.insert(c.name.as_str()) {
                 return Err(format!("duplicate class name `{}`", c.name));
             }
         }
@@ -118,9 +124,11 @@ impl Mix {
         Self::parse(&text, path)
     }
 
-    /// Parses mix-file text; `origin` only labels error messages.
+    /// Parses mix-file text; `origin` only labels error messages. A class past the 65 536th is
+    /// refused at its line, before the rest of the file is read.
     pub fn parse(text: &str, origin: &Path) -> Result<Self, WorkloadError> {
         let mut classes: Vec<MixClass> = Vec::new();
+        let mut names: HashSet<&str> = HashSet::new();
         for (i, raw) in text.lines().enumerate() {
             let line = i + 1;
             let bad =
@@ -137,6 +145,11 @@ impl Mix {
                 )));
             }
             let name = fields[0];
+            if classes.len() == MAX_CLASSES {
+                return Err(bad(format!(
+                    "more than {MAX_CLASSES} classes; at most {MAX_CLASSES} fit a u16 class tag"
+                )));
+            }
             let (lo, hi) = match fields[1].split_once("..") {
                 Some((lo, hi)) => (
                     parse_decimal_ns(lo, 1_000).map_err(|e| bad(format!("execution_us: {e}")))?,
@@ -165,7 +178,7 @@ impl Mix {
                 deadline,
             };
             validate_class(&class).map_err(bad)?;
-            if classes.iter().any(|c| c.name == class.name) {
+            if !names.insert(name) {
                 return Err(bad(format!("duplicate class name `{name}`")));
             }
             classes.push(class);
@@ -174,6 +187,9 @@ impl Mix {
             .map_err(|message| WorkloadError::BadFile { path: PathBuf::from(origin), message })
     }
 }
+
+/// The most classes a mix may have: class tags are `u16`.
+const MAX_CLASSES: usize = u16::MAX as usize + 1;
 
 fn validate_class(c: &MixClass) -> Result<(), String> {
     if c.name.is_empty() || c.name.chars().any(char::is_whitespace) {
@@ -235,5 +251,26 @@ mod tests {
         assert!(huge.to_string().contains("weights' sum"), "{huge}");
         let empty = Mix::parse("# nothing\n", Path::new("e.mix")).unwrap_err();
         assert!(empty.to_string().contains("at least one class"), "{empty}");
+    }
+
+    /// The class limit is checked as the file is read: the 65 537th class is refused at its
+    /// line (the rest of a huge file is never parsed); 65 536 distinct classes are a mix.
+    #[test]
+    fn the_class_limit_is_met_while_reading() {
+        let mut text: String = (0..MAX_CLASSES).map(|i| format!("c{i} 10 1\n")).collect();
+        let mix = Mix::parse(&text, Path::new("big.mix")).unwrap();
+        assert_eq!(mix.classes().len(), MAX_CLASSES);
+        assert_eq!(Mix::new(mix.classes().to_vec()).unwrap(), mix);
+        text.push_str("extra 10 1\nnot a class line\n");
+        let err = Mix::parse(&text, Path::new("big.mix")).unwrap_err();
+        assert!(
+            matches!(&err, WorkloadError::BadLine { line, .. } if *line == MAX_CLASSES + 1),
+            "{err}"
+        );
+        assert!(err.to_string().contains("more than 65536 classes"), "{err}");
+        let mut dup = mix.classes().to_vec();
+        dup.push(MixClass::point("c7", 10, 1.0));
+        dup.remove(0);
+        assert!(Mix::new(dup).unwrap_err().contains("duplicate class name `c7`"));
     }
 }
