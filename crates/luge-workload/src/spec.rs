@@ -436,8 +436,9 @@ mod tests {
 
     use super::*;
 
-    /// A file in this process's scratch directory, removed when dropped, and the directory
-    /// with the last of them (tests in one process share it, so each only tries).
+    /// A file in a scratch directory of its own, both removed when dropped. Each file has its
+    /// own directory: with one shared by the tests of a process, one test's clean-up could
+    /// remove it between another's `create_dir_all` and `write`.
     struct TmpFile(PathBuf);
 
     impl Drop for TmpFile {
@@ -457,11 +458,29 @@ mod tests {
     }
 
     fn tmp(name: &str, contents: &str) -> TmpFile {
-        let dir = std::env::temp_dir().join(format!("luge-workload-spec-{}", std::process::id()));
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("luge-workload-spec-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join(name);
         std::fs::write(&p, contents).unwrap();
         TmpFile(p)
+    }
+
+    /// Scratch files of concurrent tests do not share a directory, so that dropping one never
+    /// removes the directory of another.
+    #[test]
+    fn each_scratch_file_has_a_directory_of_its_own() {
+        let a = tmp("same.csv", "a");
+        let b = tmp("same.csv", "b");
+        assert_ne!(a.parent(), b.parent());
+        let dir = b.parent().unwrap().to_owned();
+        drop(a);
+        assert!(dir.is_dir());
+        assert_eq!(std::fs::read_to_string(&*b).unwrap(), "b");
+        drop(b);
+        assert!(!dir.exists());
     }
 
     fn round_trip(spec: &WorkloadSpec) {
