@@ -2,8 +2,9 @@
 //!
 //! # Why not `rand`
 //!
-//! A workload must be *reproducible*: the same spec and seed must give the same requests on every
-//! machine, in the simulator and in the load generator, today and after a dependency upgrade.
+//! A workload must be *reproducible*: the same spec and seed must give the same requests in the
+//! simulator and in the load generator, today and after a dependency upgrade (for what differs
+//! across machines, see "Portability" below).
 //! `rand`'s `StdRng` is documented as not portable across versions, and `rand_distr` may change
 //! its sampling algorithms between releases. Everything this crate needs is a uniform `u64`
 //! stream plus inverse-CDF transforms (see `math.rs` and `dist.rs`), so owning ~40 lines of a
@@ -17,6 +18,18 @@
 //!
 //! Every sample consumes a fixed number of `u64`s (one per uniform), so a stream never depends on
 //! floating-point branches of an earlier sample.
+//!
+//! # Portability
+//!
+//! The uniform stream is integer arithmetic, bit for bit the same everywhere. The transforms
+//! that turn uniforms into executions and gaps (`exp`, `ln`, `ln_1p` here and in `math.rs` and
+//! `dist.rs`, and the log-normal's mean that a `load` divides by) are the standard library's,
+//! which calls the platform's libm: they are not correctly rounded, and C libraries (glibc,
+//! musl, macOS), or versions of one, may differ in the last bit. The same binary with the same
+//! libm therefore gives the same requests on every run and machine. Across libms the requests
+//! are the same but for rare values whose rounding to whole nanoseconds tips the other way: an
+//! execution or arrival instant 1 ns apart (and, as rarely, a log-normal or exponential sample
+//! at its median in the other class).
 
 /// SplitMix64 (Steele, Lea & Flood, 2014): used only to expand a 64-bit seed into xoshiro state
 /// and to derive independent sub-streams.
