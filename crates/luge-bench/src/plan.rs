@@ -16,9 +16,10 @@
 //!
 //! The untruncated log-normal has a p99.99 of seconds, which would dominate a short run on a
 //! small machine; on the real runtime the plan applies the documented truncation
-//! [`LOGNORMAL_RUNTIME_TRUNCATION`] (X | X ≤ 1 s) when the spec has none, and the report's
-//! workload string shows it. A `load=` rate is then relative to the truncated mean,
-//! so the offered utilisation is what it says.
+//! [`LOGNORMAL_RUNTIME_TRUNCATION`] scaled with the law (X | X ≤ 1 s × `scale`: the same
+//! quantile, ≈ p99.9, at every scale) when the spec has none, and the report's workload string
+//! shows it. A `load=` rate is then relative to the truncated mean, so the offered utilisation
+//! is what it says.
 //!
 //! Deadlines are the workload's (default 10 × execution, `deadline=class:10x`), sent to the
 //! server in µs (rounded up) and checked by the client from the intended send time.
@@ -162,7 +163,10 @@ impl Plan {
         let truncated = workload.dist.source() == &DistSource::Preset(Preset::LogNormal)
             && workload.dist.truncation().is_none();
         if truncated {
-            workload.dist = workload.dist.with_truncation(Some(LOGNORMAL_RUNTIME_TRUNCATION))?;
+            // The cap is of the unscaled law: scaled with it, it cuts at the same quantile.
+            let cap =
+                (LOGNORMAL_RUNTIME_TRUNCATION as f64 * workload.dist.scale()).round().max(1.0);
+            workload.dist = workload.dist.with_truncation(Some(cap as u64))?;
         }
         let mut spread = false;
         let (functions, payloads, per_class) = match mapping {
@@ -214,7 +218,7 @@ impl Plan {
         &self.workload
     }
 
-    /// True when [`LOGNORMAL_RUNTIME_TRUNCATION`] was applied.
+    /// True when [`LOGNORMAL_RUNTIME_TRUNCATION`] (× the law's scale) was applied.
     pub fn truncated(&self) -> bool {
         self.truncated
     }
@@ -372,6 +376,20 @@ mod tests {
         );
         let given = Plan::new(&spec("lognormal,truncate=5ms"), &fixed, None, None, 10).unwrap();
         assert!(!given.truncated());
+        // A scaled law is cut at the same quantile: 1 s × scale.
+        for (scale, cap) in [(10.0, 10_000_000_000), (0.001, 1_000_000)] {
+            let w = spec(&format!("lognormal,scale={scale},seed=1"));
+            let plan = Plan::new(&w, &fixed, None, None, 10).unwrap();
+            assert!(plan.truncated());
+            assert_eq!(plan.workload().dist.truncation(), Some(cap), "scale {scale}");
+            let unscaled = plan.workload().dist.quantile(0.999) / scale;
+            let at_scale_1 = Plan::new(&spec("lognormal"), &fixed, None, None, 10)
+                .unwrap()
+                .workload()
+                .dist
+                .quantile(0.999);
+            assert!((unscaled / at_scale_1 - 1.0).abs() < 1e-9, "scale {scale}");
+        }
     }
 
     #[test]

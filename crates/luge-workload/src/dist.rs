@@ -64,8 +64,8 @@
 //!   atom at the cap. Mean, second moment, median and class split are recomputed in closed form
 //!   for the truncated law (the class split is the truncated median, so classes stay 50:50). The
 //!   simulator uses the untruncated log-normal; the real runtime should use
-//!   [`LOGNORMAL_RUNTIME_TRUNCATION`] (1 s ≈ the untruncated p99.9) because requests of seconds
-//!   (p99.99 ≈ 4.4 s) would dominate a 20 s run on a small machine.
+//!   [`LOGNORMAL_RUNTIME_TRUNCATION`] × `scale` (1 s ≈ the untruncated p99.9 at scale 1) because
+//!   requests of seconds (p99.99 ≈ 4.4 s) would dominate a 20 s run on a small machine.
 //!
 //! # Sampling
 //!
@@ -86,8 +86,9 @@ use crate::rng::Rng;
 /// (Edge-RT §VI: "light tasks comprise 80% of the total execution").
 pub const EDGERT_LIGHT_WORK_SHARE: f64 = 0.8;
 
-/// The truncation the real runtime should apply to `lognormal` (1 s, ≈ the untruncated p99.9;
-/// see the module documentation). Not applied by default.
+/// The truncation the real runtime should apply to `lognormal` at scale 1 (1 s, ≈ the
+/// untruncated p99.9; see the module documentation), times the spec's `scale` otherwise, so that
+/// it stays at that quantile. Not applied by default.
 pub const LOGNORMAL_RUNTIME_TRUNCATION: Nanos = 1_000_000_000;
 
 const US: Nanos = 1_000;

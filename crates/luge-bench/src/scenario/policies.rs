@@ -4,7 +4,7 @@
 //! `spin` trusts the expected execution each request carries (the papers' oracle estimates), so
 //! every policy sees the same estimates. One calibration (measured on the first node) serves
 //! every policy, so every policy gets the same iteration counts. The log-normal is truncated for
-//! the runtime (X | X ≤ 1 s) unless the spec gives its own truncation; its "short"
+//! the runtime (X | X ≤ 1 s × its `scale`) unless the spec gives its own truncation; its "short"
 //! class is the half below the (truncated) median. Deadlines are the workload's (10 ×
 //! execution). The headlines: the short class's p99 under `sledgescale` ÷ under `fifo` (goal
 //! ≤ 1/10), and under each policy ÷ under `srpt`, when it runs (goal at loads 0.9 and 0.95:
@@ -52,7 +52,7 @@ const DEFAULT_POLICIES: [PolicyKind; 7] = [
 ];
 
 /// The `spin` function of a benchmark node: as given, but with room for the longest request
-/// of the mixes (the log-normal's 1 s cap plus the fixed cost) before the kill budget.
+/// of the mixes (the unscaled log-normal's 1 s cap plus the fixed cost) before the kill budget.
 pub(crate) fn spin_function(functions: &[NodeFunction]) -> Result<NodeFunction, BenchError> {
     let mut spin = functions
         .iter()
