@@ -93,6 +93,15 @@ impl WorkloadSpec {
         self
     }
 
+    /// The keys the text of a spec gives itself (`seed`, `rate`, `load`, `workers`, …, in the
+    /// grammar's order), so that a caller with defaults of its own can tell a value the user
+    /// wrote from one the spec defaulted. Only the items are read: the distribution, `file:PATH`
+    /// included, is not a key (`file:runs/seed=3/m.mix` gives none), and no file is loaded.
+    pub fn keys_given(text: &str) -> Result<Vec<&'static str>, WorkloadError> {
+        let items = Items::split(text)?;
+        Ok(KEYS.iter().copied().filter(|k| items.get(k).is_some()).collect())
+    }
+
     /// Average arrival rate in requests per second (`None` for a trace).
     pub fn rate_per_second(&self) -> Option<f64> {
         self.arrivals.rate().map(|r| r.per_second(self.dist.mean()))
@@ -580,6 +589,17 @@ mod tests {
         assert!(t.validate().is_ok());
         let err = t.with_rate(Rate::PerSecond(1.0)).unwrap_err().to_string();
         assert!(err.contains("own arrival times"), "{err}");
+    }
+
+    /// The keys a spec's text gives are its items', never words inside a path.
+    #[test]
+    fn keys_given_are_the_items_of_the_text() {
+        let keys = |t: &str| WorkloadSpec::keys_given(t).unwrap();
+        assert_eq!(keys("exponential,seed=7, load=0.8"), ["load", "seed"]);
+        assert_eq!(keys("fixed,truncate=1s,deadline=10x"), ["truncate", "deadline"]);
+        assert!(keys("file:runs/seed=3/rate=5/m.mix").is_empty());
+        assert!(keys("file:/nonexistent/load=1.mix,workers=2").contains(&"workers"));
+        assert!(WorkloadSpec::keys_given("fixed,seed=1,seed=2").is_err());
     }
 
     #[test]

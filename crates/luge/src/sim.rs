@@ -260,6 +260,10 @@ fn adhoc(a: RunArgs) -> Result<()> {
     }
     let mut spec: WorkloadSpec =
         a.workload.parse().with_context(|| format!("--workload {}", a.workload))?;
+    // What the spec's text gives itself, as parsed (a `seed=` inside a `file:` path is not one).
+    let given = WorkloadSpec::keys_given(&a.workload)
+        .with_context(|| format!("--workload {}", a.workload))?;
+    let gives = |key: &str| given.contains(&key);
     // A trace sets its own arrival times: a rate would be ignored, and a sweep would repeat one
     // run under different labels.
     let trace = spec.arrivals.rate().is_none();
@@ -275,7 +279,7 @@ fn adhoc(a: RunArgs) -> Result<()> {
     // `--seed` wins over the spec's `seed=`; without either, seed 1.
     match a.seed {
         Some(seed) => spec = spec.with_seed(seed),
-        None if !a.workload.contains("seed=") => spec = spec.with_seed(DEFAULT_SEED),
+        None if !gives("seed") => spec = spec.with_seed(DEFAULT_SEED),
         None => {}
     }
     let workers = a.workers;
@@ -290,7 +294,7 @@ fn adhoc(a: RunArgs) -> Result<()> {
         (_, Some(r)) => {
             spec = spec.with_rate(Rate::PerSecond(r)).with_context(|| format!("--rate {r}"))?;
         }
-        _ if !a.workload.contains("load=") && !a.workload.contains("rate=") => {
+        _ if !gives("load") && !gives("rate") => {
             spec = spec
                 .with_rate(Rate::Load { load: 0.8, workers: simulated })
                 .with_context(|| format!("--workload {} at the default load, 0.8", a.workload))?;
@@ -302,7 +306,7 @@ fn adhoc(a: RunArgs) -> Result<()> {
             if let Some(Rate::Load { load, workers: w }) = spec.arrivals.rate()
                 && w != simulated
             {
-                if a.workload.contains("workers=") {
+                if gives("workers") {
                     bail!(
                         "--workload says load={load} of workers={w}, but --workers is {workers}: \
                          drop one of them, or give the load with --load"

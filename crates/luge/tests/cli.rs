@@ -637,6 +637,35 @@ fn sim_reads_a_spec_load_as_the_simulated_workers_and_keeps_its_seed() {
     assert!(seed(&json(&run("exponential,load=0.5", &[]))).ends_with("seed=1"));
 }
 
+/// `luge sim` takes the seed and load defaults (1, 0.8 of `--workers`) unless the spec's own
+/// items give them: a `seed=` or `rate=` inside a mix file's path is not one.
+#[test]
+fn sim_reads_seed_and_load_from_the_spec_not_from_a_path() {
+    let dir = std::env::temp_dir()
+        .join(format!("luge-cli-sim-{}", std::process::id()))
+        .join("seed=3")
+        .join("rate=5");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mix = dir.join("m.mix");
+    std::fs::write(&mix, "a 10 1\nb 20 1\n").unwrap();
+    let run = |workload: &str| -> String {
+        let out = Command::new(LUGE)
+            .args(["sim", "--workload", workload, "--workers", "4", "--requests", "500"])
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        r["workload"].as_str().unwrap().to_owned()
+    };
+    let path = mix.display();
+    let w = run(&format!("file:{path}"));
+    assert!(w.ends_with(",load=0.8,workers=4,seed=1"), "{w}");
+    let w = run(&format!("file:{path},load=0.5,seed=7"));
+    assert!(w.ends_with(",load=0.5,workers=4,seed=7"), "{w}");
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap().parent().unwrap());
+}
+
 /// `luge sim`'s rate flags are checked as a spec's own rate is: a load or rate that gives no
 /// arrivals is refused, not run into a row of 0 requests; so are the rate flags for a trace,
 /// which sets its own arrival times (a sweep would repeat one run under different labels).
