@@ -144,7 +144,7 @@ pub struct ScenarioOptions {
     pub progress: bool,
     /// Thread placement.
     pub pin: Pin,
-    /// Workload seed.
+    /// Workload seed (a user's spec that gives its own `seed=` keeps it).
     pub seed: u64,
 }
 
@@ -248,7 +248,8 @@ pub struct PoliciesOptions {
     pub policies: Vec<PolicyKind>,
     /// Offered loads (utilisation of the one worker).
     pub loads: Vec<f64>,
-    /// Workload specs without a rate (`high-bimodal`, `lognormal`, …).
+    /// Workload specs without a rate (`high-bimodal`, `lognormal`, …); a spec's own `seed=`
+    /// wins over [`ScenarioOptions::seed`].
     pub workloads: Vec<String>,
     /// Run time per point (default 5 s, 0.3 s quick; log-normal points run twice as long).
     pub duration: Option<Duration>,
@@ -282,7 +283,8 @@ pub struct SimRealOptions {
     pub policy: Option<PolicyKind>,
     /// Offered loads (default 0.5, 0.7, 0.9; quick 0.7).
     pub loads: Vec<f64>,
-    /// Workload specs without a rate (default high-bimodal, exponential; quick high-bimodal).
+    /// Workload specs without a rate (default high-bimodal, exponential; quick high-bimodal); a
+    /// spec's own `seed=` wins over [`ScenarioOptions::seed`].
     pub workloads: Vec<String>,
     /// The simulator's node model; `None` = measured here (see the module documentation of
     /// `sim_real`).
@@ -445,7 +447,8 @@ pub struct PeersOptions {
     pub component: Option<PathBuf>,
     /// The wasi-http spin component `wasmtime serve` runs for the deadline mix.
     pub spin_component: Option<PathBuf>,
-    /// The deadline mix (a `WorkloadSpec`; default `high-bimodal`).
+    /// The deadline mix (a `WorkloadSpec`; default `high-bimodal`); its own `seed=` wins over
+    /// [`ScenarioOptions::seed`].
     pub mix_workload: String,
     /// Its load, of one core (default 0.9).
     pub mix_load: f64,

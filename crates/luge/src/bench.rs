@@ -256,7 +256,7 @@ struct CommonArgs {
     /// Protocols of compare, noop and overload, comma-separated [default: udp,http].
     #[arg(long, value_enum, value_delimiter = ',')]
     protocols: Vec<ProtocolArg>,
-    /// Workload seed.
+    /// Workload seed (a `--workloads` or `--mix-workload` spec's own `seed=` wins).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// AoT cache directory of the runtimes [default: `luge serve`'s, ~/.cache/luge].
@@ -306,7 +306,8 @@ struct PoliciesArgs {
     /// Loads, comma-separated [default: 0.5,0.7,0.8,0.9; quick: 0.8].
     #[arg(long, value_delimiter = ',')]
     loads: Vec<f64>,
-    /// Workload specs without a rate, separated by `;` [default: high-bimodal;lognormal].
+    /// Workload specs without a rate, separated by `;` [default: high-bimodal;lognormal]; a
+    /// spec's own `seed=` wins over `--seed`.
     #[arg(long, value_delimiter = ';')]
     workloads: Vec<String>,
     /// Time per point (log-normal points run twice as long) [default: 5s; quick 300ms].
@@ -350,7 +351,8 @@ struct SimRealArgs {
     /// Loads, comma-separated [default: 0.5,0.7,0.9; quick: 0.7].
     #[arg(long, value_delimiter = ',')]
     loads: Vec<f64>,
-    /// Workload specs without a rate, separated by `;` [default: high-bimodal;exponential].
+    /// Workload specs without a rate, separated by `;` [default: high-bimodal;exponential]; a
+    /// spec's own `seed=` wins over `--seed`.
     #[arg(long, value_delimiter = ';')]
     workloads: Vec<String>,
     /// The simulator's node model: `measured` (default overheads without sandbox start, the
@@ -571,7 +573,8 @@ struct PeersArgs {
     /// target/peers/http-spin.wasm].
     #[arg(long)]
     spin_component: Option<PathBuf>,
-    /// The deadline mix, open loop against Luge's `spin` and the peer's.
+    /// The deadline mix, open loop against Luge's `spin` and the peer's (its own `seed=` wins
+    /// over `--seed`).
     #[arg(long, default_value = "high-bimodal")]
     mix_workload: String,
     /// The mix's load, of one core.

@@ -1,5 +1,6 @@
 //! Measurements shared by the scenarios: one run as a compact [`Point`], a driver bound to one
-//! target and mapping, and the search for the highest rate whose p99 meets a target.
+//! target and mapping, the search for the highest rate whose p99 meets a target, and the
+//! reading of a workload spec the user gave.
 
 use std::time::Duration;
 
@@ -136,6 +137,16 @@ pub(crate) struct Driver {
     /// Open-loop window.
     pub window: usize,
     pub keep_samples: bool,
+}
+
+/// A workload spec the user gave (`--workloads`, `--mix-workload`), seeded with the scenario's
+/// `--seed` unless the spec gives its own `seed=`, which wins: a spec names its workload whole.
+pub(crate) fn user_workload(text: &str, seed: u64) -> Result<WorkloadSpec, BenchError> {
+    let bad =
+        |e: luge_workload::WorkloadError| BenchError::Config(format!("workload `{text}`: {e}"));
+    let spec: WorkloadSpec = text.parse().map_err(bad)?;
+    let own_seed = WorkloadSpec::keys_given(text).map_err(bad)?.contains(&"seed");
+    Ok(if own_seed { spec } else { spec.with_seed(seed) })
 }
 
 /// The workload `fixed` (10 µs) scaled to `execution`, with a 100 ms deadline.
@@ -350,6 +361,16 @@ mod tests {
         assert_eq!(r(&[None], &[None]), None);
         assert_eq!(r(&[Some(0.0)], &[Some(0.0)]), None);
         assert_eq!(r(&[], &[Some(1.0)]), None);
+    }
+
+    /// A user's spec keeps its own seed; without one it takes the scenario's.
+    #[test]
+    fn a_user_workload_keeps_its_own_seed() {
+        assert_eq!(user_workload("high-bimodal,seed=7", 1).unwrap().seed, 7);
+        assert_eq!(user_workload("high-bimodal,seed=0", 1).unwrap().seed, 0);
+        assert_eq!(user_workload("high-bimodal", 3).unwrap().seed, 3);
+        let err = user_workload("high-bimodal,seed=x", 1).unwrap_err().to_string();
+        assert!(err.contains("workload `high-bimodal,seed=x`"), "{err}");
     }
 
     #[test]

@@ -29,9 +29,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
-use luge_workload::WorkloadSpec;
-
-use super::measure::{Driver, Point};
+use super::measure::{Driver, Point, user_workload};
 use super::node::Pinning;
 use super::order::in_trial_order;
 use super::output::{Results, Table, pct, ratio_range, rps, spread, us};
@@ -476,11 +474,7 @@ fn mix(
     trials: usize,
     duration: Duration,
 ) -> Result<(Calibration, Vec<MixRun>), BenchError> {
-    let spec: WorkloadSpec = p
-        .mix_workload
-        .parse::<WorkloadSpec>()
-        .map_err(|e| BenchError::Config(format!("workload `{}`: {e}", p.mix_workload)))?
-        .with_seed(opts.seed);
+    let spec = user_workload(&p.mix_workload, opts.seed)?;
     let spin = FunctionRef::new(0, "/spin");
     let Some(&(_, luge)) = servers.first() else {
         return Err(BenchError::Scenario("the mix needs Luge to calibrate on".into()));

@@ -6,11 +6,12 @@
 //! every policy, so every policy gets the same iteration counts. The log-normal is truncated for
 //! the runtime (X | X ≤ 1 s × its `scale`) unless the spec gives its own truncation; its "short"
 //! class is the half below the (truncated) median. Deadlines are the workload's (10 ×
-//! execution). The headlines: the short class's p99 under `sledgescale` ÷ under `fifo` (goal
-//! ≤ 1/10), and under each policy ÷ under `srpt`, when it runs (goal at loads 0.9 and 0.95:
-//! ≤ 2×), beside each one's share of deadlines missed (refusals included), short class and all:
-//! a p99 is infinite once over a hundredth of the class failed, so the shares are what can
-//! still be compared where the p99s cannot.
+//! execution); its seed is `--seed` unless the spec gives its own `seed=`. The headlines: the
+//! short class's p99 under `sledgescale` ÷ under `fifo` (goal ≤ 1/10), and under each policy ÷
+//! under `srpt`, when it runs (goal at loads 0.9 and 0.95: ≤ 2×), beside each one's share of
+//! deadlines missed (refusals included), short class and all: a p99 is infinite once over a
+//! hundredth of the class failed, so the shares are what can still be compared where the p99s
+//! cannot.
 //!
 //! `--trials` trials (default 5) run one after the other, each running every policy in turn
 //! on a node of its own, so a policy's repetitions are interleaved with the others'. Ratios are
@@ -31,7 +32,7 @@ use luge_workload::WorkloadSpec;
 use serde::Serialize;
 use serde_json::json;
 
-use super::measure::{Driver, Point, calibrate_once, median};
+use super::measure::{Driver, Point, calibrate_once, median, user_workload};
 use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
 use super::output::{Results, Table, pct, ratio_range, rps, slug, spread, us};
 use super::{PoliciesOptions, Protocol, ScenarioOptions, layout_name, wait_name};
@@ -207,14 +208,8 @@ pub(crate) fn run(
         vec!["high-bimodal".into(), "lognormal,truncate=20ms".into()],
         vec!["high-bimodal".into(), "lognormal".into()],
     );
-    let specs: Vec<WorkloadSpec> = workloads
-        .iter()
-        .map(|w| {
-            w.parse::<WorkloadSpec>()
-                .map(|s| s.with_seed(opts.seed))
-                .map_err(|e| BenchError::Config(format!("workload `{w}`: {e}")))
-        })
-        .collect::<Result<_, _>>()?;
+    let specs: Vec<WorkloadSpec> =
+        workloads.iter().map(|w| user_workload(w, opts.seed)).collect::<Result<_, _>>()?;
     let base = opts.duration_or(p.duration, Duration::from_millis(300), Duration::from_secs(5));
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
     let spin = spin_function(&opts.functions)?;

@@ -2,7 +2,8 @@
 //! and how far apart their p50, p99 and deadline-miss rates are.
 //!
 //! The real run: `spin` on 1 worker under the policy, UDP-RPC, Poisson arrivals at each load,
-//! calibrated iterations, trusted client estimates (= the simulator's oracle). The simulated
+//! calibrated iterations, trusted client estimates (= the simulator's oracle), seeded with
+//! `--seed` unless the workload spec gives its own `seed=`. The simulated
 //! run: the *same* arrivals — the report's canonical workload string parsed back, the same
 //! number of requests — on 1 simulated worker with the same policy and admission settings.
 //!
@@ -38,7 +39,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::measure::Driver;
-use super::measure::median;
+use super::measure::{median, user_workload};
 use super::node::{LugeNode, NodeSpec, Pinning};
 use super::output::{Results, Table, middle, pct, slug, us};
 use super::policies::spin_function;
@@ -230,10 +231,7 @@ pub(crate) fn run(
         let mut reals = Vec::new();
         for trial in 1..=trials {
             for w in &workloads {
-                let base: WorkloadSpec = w
-                    .parse::<WorkloadSpec>()
-                    .map_err(|e| BenchError::Config(format!("workload `{w}`: {e}")))?
-                    .with_seed(opts.seed);
+                let base = user_workload(w, opts.seed)?;
                 let driver = Driver {
                     target: target.clone(),
                     mapping: Mapping::Spin(spin.clone()),
