@@ -117,7 +117,7 @@ struct RunArgs {
     #[arg(long, default_value = "udp://127.0.0.1:8081")]
     target: Target,
     /// Workload spec, e.g. `high-bimodal,load=0.8` or `fixed,rate=20000,deadline=10ms`
-    /// (`luge sim --help` lists the names; `docs/benchmarks.md` the grammar).
+    /// (`luge sim --help` lists the names; `crates/luge-workload/src/spec.rs` the grammar).
     #[arg(long, default_value = "high-bimodal,load=0.5")]
     workload: String,
     /// `open[:WINDOW]` (arrivals at the workload's times, at most WINDOW in flight; default

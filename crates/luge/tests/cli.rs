@@ -637,6 +637,23 @@ fn sim_reads_a_spec_load_as_the_simulated_workers_and_keeps_its_seed() {
     assert!(seed(&json(&run("exponential,load=0.5", &[]))).ends_with("seed=1"));
 }
 
+/// `luge bench run --help` says where the workload grammar is, and that file has it.
+#[test]
+fn bench_run_help_points_to_the_workload_grammar() {
+    let out = Command::new(LUGE).args(["bench", "run", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<&str> = help.split_whitespace().collect();
+    let at = words
+        .windows(2)
+        .position(|w| w[0] == "the" && w[1].starts_with("grammar"))
+        .unwrap_or_else(|| panic!("no pointer to the grammar in:\n{help}"));
+    let path = words[at - 1].trim_matches(|c| c == '`' || c == ';' || c == ',');
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path);
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert!(text.contains("# Grammar"), "{path} has no grammar section");
+}
+
 /// `luge sim` takes the seed and load defaults (1, 0.8 of `--workers`) unless the spec's own
 /// items give them: a `seed=` or `rate=` inside a mix file's path is not one.
 #[test]
