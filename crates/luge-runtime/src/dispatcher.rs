@@ -479,7 +479,9 @@ impl Dispatcher {
         // The policy's admission judges the request on its own estimate only when that rests on
         // knowledge (`Request::estimate_known`): a function never run and not seeded has only the
         // default estimate, and refusing on that guess would refuse it forever.
-        let declared = expected.is_some() || task.function.config.expected_execution.is_some();
+        let given = expected.is_some();
+        let seeded = task.function.config.expected_execution.is_some();
+        let declared = given || seeded;
         let known = declared || self.estimator.samples(function) > 0;
         // The node's own per-request work (hand-offs, wake-ups) occupies the worker too: the
         // wait a request imposes on those behind it is its execution plus that.
@@ -531,6 +533,19 @@ impl Dispatcher {
             .with_ull(task.function.config.ull);
         if !known {
             request = request.with_guessed_estimate();
+        }
+        if given {
+            // The lane takes no client's word (`Request::client_estimate`): a request carrying
+            // an estimate is uLL only if the node's own estimate of its function would make it.
+            request = request.with_client_estimate();
+            let own = (seeded || self.estimator.samples(function) > 0).then(|| {
+                let own =
+                    self.estimator.estimate(function).saturating_add(self.turnaround.overhead());
+                Request::new(id, function, arrival, relative_deadline, own)
+            });
+            if own.is_some_and(|r| self.shared.ull_lane.is_some_and(|lane| lane.is_ull(&r))) {
+                request = request.with_ull(true);
+            }
         }
         if self.shared.ull_lane.is_some_and(|lane| lane.is_ull(&request)) {
             self.shared.ull.fetch_add(1, Ordering::Relaxed);

@@ -782,6 +782,26 @@ fn a_ull_request_does_not_wait_for_a_running_long_one_in_either_layout() {
     assert_eq!(unknown, (vec!["spin", "noop"], 0, 0));
 }
 
+/// The lane takes no client's word: a trusted client estimate within the lane's threshold does
+/// not put a request of a never-run function in the lane, and one above it does not keep a
+/// function the node knows to be short out of it (`docs/security.md`, the uLL lane).
+#[test]
+fn a_clients_estimate_neither_earns_nor_loses_the_lane() {
+    let ull_after = |seed: Option<Duration>, claimed: Duration| {
+        let rt = Runtime::start(RuntimeConfig::default()).unwrap();
+        register(&rt, "noop", NOOP, |c| {
+            c.trust_client_estimate = true;
+            c.expected_execution = seed;
+        });
+        let options = SubmitOptions { expected: Some(claimed), ..Default::default() };
+        ok(rt.submit("noop", Vec::new(), options).wait());
+        rt.group_stats()[0].ull
+    };
+    assert_eq!(ull_after(None, Duration::from_micros(1)), 0, "a client's claim");
+    let seed = Some(Duration::from_micros(5));
+    assert_eq!(ull_after(seed, Duration::from_millis(1)), 1, "the operator's estimate");
+}
+
 #[test]
 fn every_policy_serves_a_mixed_load() {
     let layouts = PolicyKind::ALL

@@ -51,6 +51,10 @@ pub struct Request {
     /// request on its own estimate only when it is known: refusing a never-run function on a
     /// guess would refuse it forever, since its estimate could never improve.
     pub estimate_known: bool,
+    /// Whether `expected` is a client's figure (a function that trusts its clients'
+    /// estimates). Admission and ordering use it like any other; the uLL lane does not: a
+    /// client cannot put a request in the lane by claiming it is short (`docs/security.md`).
+    pub client_estimate: bool,
     /// What becomes of it once it can no longer meet its deadline (with shedding on).
     pub on_overrun: Overrun,
     /// Its function is declared ultra-low-latency (HORSE §4.1.3): with the uLL lane
@@ -125,6 +129,7 @@ impl Request {
             class: 0,
             tenant: 0,
             estimate_known: true,
+            client_estimate: false,
             on_overrun: Overrun::Kill,
             ull: false,
         }
@@ -139,6 +144,12 @@ impl Request {
     /// Sets what becomes of it once it can no longer meet its deadline (builder style).
     pub fn with_overrun(mut self, on_overrun: Overrun) -> Self {
         self.on_overrun = on_overrun;
+        self
+    }
+
+    /// Marks `expected` as a client's figure (builder style); see [`Request::client_estimate`].
+    pub fn with_client_estimate(mut self) -> Self {
+        self.client_estimate = true;
         self
     }
 

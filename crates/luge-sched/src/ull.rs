@@ -57,9 +57,14 @@ impl Default for UllConfig {
 }
 
 impl UllConfig {
-    /// Whether `req` belongs in the lane: declared uLL, or a known estimate within the threshold.
+    /// Whether `req` belongs in the lane: declared uLL, or a known estimate within the threshold
+    /// that is not a client's figure ([`Request::client_estimate`]).
     pub fn is_ull(&self, req: &Request) -> bool {
-        req.ull || (self.threshold > 0 && req.estimate_known && req.expected <= self.threshold)
+        req.ull
+            || (self.threshold > 0
+                && req.estimate_known
+                && !req.client_estimate
+                && req.expected <= self.threshold)
     }
 }
 

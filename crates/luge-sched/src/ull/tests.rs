@@ -182,3 +182,14 @@ fn a_zero_slice_is_one_nanosecond() {
     let p = UllLane::new(PolicyKind::SledgeScale.build(&config), ull);
     assert_eq!(p.config.slice, 1);
 }
+
+/// A client's estimate never earns the lane: a request within the threshold on a client's
+/// figure goes to the inner policy, the same request on the node's own estimate to the lane.
+#[test]
+fn a_clients_estimate_does_not_earn_the_lane() {
+    let lane = UllConfig::default();
+    let short = Request::new(RequestId(1), FunctionId(0), 0, 1_000_000, 1_000);
+    assert!(lane.is_ull(&short), "the node's own estimate within the threshold");
+    assert!(!lane.is_ull(&short.with_client_estimate()), "a client's claim");
+    assert!(lane.is_ull(&short.with_client_estimate().with_ull(true)), "declared by the operator");
+}
