@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use luge_sched::{Estimator, EstimatorConfig, Policy, PolicyConfig, RequestId, UllConfig, UllLane};
+use luge_sched::{
+    Estimator, EstimatorConfig, Overrun, Policy, PolicyConfig, RequestId, UllConfig, UllLane,
+};
 
 use luge_proto::{TraceContext, nanos};
 
@@ -21,7 +23,7 @@ use crate::reply::{Reply, Ticket};
 use crate::signals::{Clock, Epoch, InlineHooks, Signals, TaskClock, WorkerSignals};
 use crate::stats::{GroupStats, WorkerStats};
 use crate::task::{Task, TaskState, WorkerShared};
-use crate::tenants::{TenantStats, Tenants};
+use crate::tenants::{TenantConfig, TenantStats, Tenants};
 use crate::worker;
 
 mod shutdown;
@@ -341,6 +343,12 @@ impl Runtime {
             let reason = RegisterError::UnknownTenant(config.tenant);
             return Err(Error::Register { name: config.name, reason });
         }
+        if let Some(reason) = never_admitted(&config, tenant) {
+            return Err(Error::Register {
+                name: config.name,
+                reason: RegisterError::Limit(reason),
+            });
+        }
         let quota = tenant.and_then(|t| {
             Some(crate::registry::Quota {
                 tenant: t.id,
@@ -580,6 +588,15 @@ impl Runtime {
             .iter()
             .map(|s| self.function(s).ok_or_else(|| invalid(format!("no function named `{s}`"))))
             .collect::<Result<Vec<_>, _>>()?;
+        let declared = (stages.iter().filter_map(|f| f.config.expected_execution))
+            .fold(Duration::ZERO, Duration::saturating_add);
+        if declared >= config.relative_deadline {
+            return Err(invalid(format!(
+                "its stages' declared executions add up to {declared:?}, not below its deadline \
+                 of {:?}: every request would be refused as infeasible",
+                config.relative_deadline
+            )));
+        }
         let id = self.inner.registry.reserve(&config.name)?;
         let chain = Arc::new(Chain::new(id, config, stages));
         let mut chains = self.inner.chains.write().unwrap_or_else(|p| p.into_inner());
@@ -777,6 +794,35 @@ impl Runtime {
             }
         }
     }
+}
+
+/// Why no request of a function with `config` could ever be admitted, if that is so: its
+/// declared execution is not below its own deadline and it is not demoted (every request at the
+/// default deadline refused as infeasible), or its memory cap is above its tenant's
+/// `max_memory_bytes` (every request refused by the tenant's limit).
+fn never_admitted(config: &FunctionConfig, tenant: Option<&TenantConfig>) -> Option<String> {
+    if let Some(expected) = config.expected_execution
+        && expected >= config.relative_deadline
+        && config.on_overrun == Overrun::Kill
+    {
+        return Some(format!(
+            "expected execution of {expected:?} is not below the relative deadline of {:?}: \
+             every request at that deadline would be refused as infeasible (give a longer \
+             deadline, or on_overrun = \"demote\" to run them late)",
+            config.relative_deadline
+        ));
+    }
+    let tenant_max = tenant.and_then(|t| Some((t, t.max_memory_bytes?)));
+    if let Some((t, max)) = tenant_max
+        && config.limits.max_memory_bytes > max
+    {
+        return Some(format!(
+            "memory limit of {} bytes exceeds tenant {} (`{}`)'s max_memory_bytes of {max}: \
+             every request would be refused by the tenant's limit",
+            config.limits.max_memory_bytes, t.id, t.name
+        ));
+    }
+    None
 }
 
 /// `policy` behind the uLL lane of `lane`, if the lane is on.

@@ -97,6 +97,9 @@ impl TenantConfig {
         if self.burst == Some(0) || self.max_concurrent == Some(0) {
             return Err(format!("{who}: burst and max_concurrent must be at least 1"));
         }
+        if self.max_memory_bytes == Some(0) {
+            return Err(format!("{who}: max_memory_bytes must be at least 1 (0 admits nothing)"));
+        }
         if self.burst.is_some() && self.rate_per_sec.is_none() {
             return Err(format!("{who}: burst needs rate_per_sec"));
         }

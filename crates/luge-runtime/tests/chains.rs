@@ -92,8 +92,8 @@ fn a_chain_answers_what_its_stages_give_by_hand() {
     assert!(outcome.timing.total >= outcome.stages.iter().map(|s| s.timing.total).sum());
 }
 
-/// A library caller's deadline past what an `Instant` holds, and stage estimates whose sum
-/// overflows, are the farthest ones, not a panic on the runtime's thread.
+/// A library caller's deadline past what an `Instant` holds is the farthest one, and stage
+/// estimates whose sum overflows are refused when the chain is registered, not a panic.
 #[test]
 fn a_chain_takes_deadlines_and_estimates_of_any_size() {
     let rt = Runtime::start(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }).unwrap();
@@ -101,18 +101,23 @@ fn a_chain_takes_deadlines_and_estimates_of_any_size() {
     for name in ["huge2", "huge3"] {
         let mut config = FunctionConfig::new(name);
         config.expected_execution = Some(Duration::MAX);
+        config.on_overrun = luge_runtime::Overrun::Demote;
         rt.register(config, ECHO.as_bytes()).unwrap();
     }
     rt.register(FunctionConfig::new("echo2"), ECHO.as_bytes()).unwrap();
-    rt.register_chain(chain("far", &["echo2", "huge2", "huge3"], Duration::from_secs(10))).unwrap();
+    match rt.register_chain(chain("far", &["echo2", "huge2", "huge3"], Duration::MAX)) {
+        Err(Error::Register { reason: RegisterError::Chain(why), .. }) => {
+            assert!(why.contains("not below its deadline"), "{why}");
+        }
+        other => panic!("registered a chain whose declared work saturates: {other:?}"),
+    }
+    rt.register_chain(chain("far", &["echo2", "echo2"], Duration::from_secs(10))).unwrap();
     let chain = rt.chain("far").unwrap();
-    assert_eq!(chain.work_after(0), Duration::MAX, "saturated, not overflowed");
     let (tx, rx) = mpsc::channel();
     let options = SubmitOptions { deadline: Some(Duration::MAX), ..SubmitOptions::default() };
     rt.submit_chain(&chain, b"x".to_vec(), options, move |o| tx.send(o).unwrap());
-    // Answered (refused: the declared work cannot fit even a year), not a panic.
     let outcome = rx.recv_timeout(Duration::from_secs(60)).unwrap();
-    assert!(outcome.result.is_err(), "{:?}", outcome.result);
+    assert_eq!(outcome.result.as_deref(), Ok(&b"x"[..]));
 }
 
 #[test]
@@ -128,14 +133,24 @@ fn a_failing_stage_ends_the_chain_with_its_own_failure_and_name() {
 #[test]
 fn admission_sees_the_work_of_the_stages_still_to_run() {
     let rt = runtime();
-    // The second stage is declared to need 50 ms: a 20 ms chain cannot fit, and is refused at
-    // its first stage before anything runs.
+    // The second stage is declared to need 50 ms: a chain of 20 ms could never run one
+    // request, and is refused when it is registered…
     declared_echo(&rt, "slow-echo", Duration::from_millis(50));
-    let c = rt.register_chain(chain("c", &["echo", "slow-echo"], Duration::from_millis(20)));
+    match rt.register_chain(chain("c", &["echo", "slow-echo"], Duration::from_millis(20))) {
+        Err(Error::Register { reason: RegisterError::Chain(why), .. }) => {
+            assert!(why.contains("declared executions add up to 50ms"), "{why}");
+        }
+        other => panic!("a chain that can never be admitted was registered: {other:?}"),
+    }
+    // …and a request of a 60 ms chain that asks for 20 ms is refused at its first stage before
+    // anything runs.
+    let c = rt.register_chain(chain("c", &["echo", "slow-echo"], Duration::from_millis(60)));
     let c = c.unwrap();
     assert_eq!(c.work_after(0), Duration::from_millis(50));
     assert_eq!(c.work_after(1), Duration::ZERO, "the last stage inherits the chain's deadline");
-    let outcome = call_chain(&rt, "c", b"x");
+    let tight =
+        SubmitOptions { deadline: Some(Duration::from_millis(20)), ..SubmitOptions::default() };
+    let outcome = call_chain_with(&rt, "c", b"x", tight);
     assert_eq!(outcome.result, Err(Failure::Rejected(Rejection::DeadlineInfeasible)));
     assert_eq!(outcome.stages.len(), 1);
     assert_eq!(outcome.timing.executed, Duration::ZERO, "nothing ran");

@@ -1152,6 +1152,7 @@ fn the_submitter_refuses_on_the_dispatchers_published_estimate_and_leaves_demoti
     let rt = runtime(1, PolicyKind::SledgeScale);
     let declared = |c: &mut FunctionConfig| {
         c.expected_execution = Some(Duration::from_secs(3));
+        c.relative_deadline = Duration::from_secs(10);
         c.limits.max_execution = Duration::from_secs(60);
     };
     register(&rt, "loop", LOOP, declared);

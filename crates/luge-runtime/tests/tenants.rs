@@ -108,6 +108,41 @@ fn bad_tenant_limits_stop_the_runtime_from_starting() {
     }
 }
 
+/// A function no request of which could ever be admitted is refused when it is registered: a
+/// memory cap above its tenant's `max_memory_bytes`, or a declared execution not below its
+/// deadline (unless it demotes).
+#[test]
+fn a_function_that_could_never_be_admitted_is_refused() {
+    let small = TenantConfig { max_memory_bytes: Some(1 << 20), ..TenantConfig::new(1, "small") };
+    let rt = Runtime::start(RuntimeConfig { tenants: vec![small], ..RuntimeConfig::default() })
+        .unwrap();
+    let refused = |config: FunctionConfig| match rt.register(config, NOOP.as_bytes()) {
+        Err(Error::Register { reason: RegisterError::Limit(why), .. }) => why,
+        other => panic!("registered: {other:?}"),
+    };
+    let mut big = FunctionConfig::new("big");
+    big.tenant = 1;
+    assert!(refused(big.clone()).contains("tenant 1 (`small`)'s max_memory_bytes"));
+    big.limits.max_memory_bytes = 1 << 20;
+    rt.register(big, NOOP.as_bytes()).unwrap();
+
+    let mut slow = FunctionConfig::new("slow");
+    slow.expected_execution = Some(Duration::from_millis(60));
+    slow.relative_deadline = Duration::from_millis(2);
+    assert!(refused(slow.clone()).contains("not below the relative deadline"));
+    slow.on_overrun = luge_runtime::Overrun::Demote;
+    rt.register(slow, NOOP.as_bytes()).unwrap();
+}
+
+#[test]
+fn a_tenant_memory_bound_of_zero_is_refused() {
+    let tenants = vec![TenantConfig { max_memory_bytes: Some(0), ..TenantConfig::new(1, "none") }];
+    match Runtime::start(RuntimeConfig { tenants, ..RuntimeConfig::default() }) {
+        Err(Error::Config(reason)) => assert!(reason.contains("max_memory_bytes"), "{reason}"),
+        other => panic!("started with a memory bound of 0: {other:?}"),
+    }
+}
+
 /// Registrations of one tenant compiling side by side cannot all pass `max_functions`: the
 /// count is taken again when each is inserted, so exactly the limit's worth succeed.
 #[test]
