@@ -31,7 +31,11 @@ pub fn run(data: &[u8]) {
         Ok(manifest) => check(&manifest),
         Err(e) => {
             let lines = text.split('\n').count();
-            assert!(e.line <= lines, "error at line {} of a {lines}-line file", e.line);
+            assert!(
+                (1..=lines).contains(&e.line),
+                "error at line {} of a {lines}-line file",
+                e.line
+            );
             assert!(!e.to_string().is_empty());
         }
     }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use luge_proto::nanos;
+use luge_proto::{MAX_FIELD_US, nanos};
 use luge_sched::{Admission, Overrun, PolicyConfig, PolicyKind, UllConfig};
 
 use crate::limits::RegistrationLimits;
@@ -83,6 +83,23 @@ impl std::str::FromStr for Layout {
             other => Err(format!("layout must be `auto`, `threads` or `inline`, not `{other}`")),
         }
     }
+}
+
+/// The longest epoch tick a runtime accepts (1 s).
+pub const MAX_TICK: Duration = Duration::from_secs(1);
+/// The smallest pool slot, `max_memory_bytes` (one Wasm page, 64 KiB).
+pub const MIN_MEMORY_BYTES: u64 = 64 << 10;
+/// The largest pool slot, `max_memory_bytes` (4 GiB: a wasm32 memory's limit).
+pub const MAX_MEMORY_BYTES: u64 = 4 << 30;
+
+/// A runtime setting that cannot work ([`RuntimeConfig::check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct BadSetting {
+    /// The setting, by its manifest key (`[server]`).
+    pub key: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
 }
 
 /// Runtime-wide settings.
@@ -189,6 +206,71 @@ impl RuntimeConfig {
             burst: self.ull_burst,
             admission: self.policy_config.admission,
         })
+    }
+
+    /// Whether the settings make a runtime that can serve: `Err` names the setting (its manifest
+    /// key) and says why not. [`Runtime::start`](crate::Runtime::start) refuses what this does.
+    pub fn check(&self) -> Result<(), BadSetting> {
+        let bad = |key, reason: String| Err(BadSetting { key, reason });
+        if self.workers == 0 || self.dispatchers == 0 || self.dispatchers > self.workers {
+            return bad(
+                "workers",
+                format!(
+                    "need 1 ≤ dispatchers ≤ workers (got {} dispatchers, {} workers)",
+                    self.dispatchers, self.workers
+                ),
+            );
+        }
+        if self.effective_layout() == Layout::Inline && self.dispatchers != self.workers {
+            return bad(
+                "layout",
+                format!(
+                    "the inline layout runs each dispatcher on its worker's thread: it needs \
+                     dispatchers == workers (got {} and {})",
+                    self.dispatchers, self.workers
+                ),
+            );
+        }
+        if self.tick.is_zero() || self.tick > MAX_TICK {
+            return bad(
+                "tick_us",
+                format!(
+                    "the epoch tick must be within 1 µs and {MAX_TICK:?}, not {:?}: it bounds \
+                     how late an overrun is stopped, a uLL arrival is seen and shutdown ends",
+                    self.tick
+                ),
+            );
+        }
+        if (self.max_sandboxes as usize) < self.workers {
+            return bad(
+                "max_sandboxes",
+                format!(
+                    "max_sandboxes ({}) is below workers ({}): some workers could never run",
+                    self.max_sandboxes, self.workers
+                ),
+            );
+        }
+        if !(MIN_MEMORY_BYTES..=MAX_MEMORY_BYTES).contains(&self.max_memory_bytes) {
+            return bad(
+                "max_memory_bytes",
+                format!(
+                    "max_memory_bytes must be within {MIN_MEMORY_BYTES} (one Wasm page) and \
+                     {MAX_MEMORY_BYTES} (4 GiB, wasm32's limit), not {}",
+                    self.max_memory_bytes
+                ),
+            );
+        }
+        if self.ull_lane && self.ull_threshold > self.ull_slice {
+            return bad(
+                "ull_threshold_us",
+                format!(
+                    "ull_threshold ({:?}) is above the uLL lane's slice ({:?}): such requests \
+                     would each be preempted at the slice and lose their place",
+                    self.ull_threshold, self.ull_slice
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// The layout this configuration runs: [`Layout::Auto`] resolved for its worker and
@@ -304,5 +386,36 @@ impl FunctionConfig {
             on_overrun: Overrun::Kill,
             ull: false,
         }
+    }
+
+    /// Whether every setting is within what a request can carry and a sandbox can run: times of
+    /// 1 µs to an hour (a client's deadline and estimate fields are bounded the same,
+    /// `luge_proto::MAX_FIELD_US`), byte limits of at least 1. The manifest and the admin API
+    /// refuse the same values; `Err` names the manifest key.
+    pub fn check(&self) -> Result<(), BadSetting> {
+        let most = Duration::from_micros(MAX_FIELD_US);
+        let times = [
+            ("relative_deadline_us", Some(self.relative_deadline)),
+            ("max_execution_us", Some(self.limits.max_execution)),
+            ("expected_execution_us", self.expected_execution),
+        ];
+        for (key, value) in times {
+            if let Some(v) = value
+                && !(Duration::from_micros(1)..=most).contains(&v)
+            {
+                let reason = format!("{key} must be within 1 µs and {most:?}, not {v:?}");
+                return Err(BadSetting { key, reason });
+            }
+        }
+        let bytes = [
+            ("max_memory_bytes", self.limits.max_memory_bytes),
+            ("max_request_bytes", self.limits.max_request_bytes),
+            ("max_output_bytes", self.limits.max_output_bytes),
+        ];
+        if let Some((key, _)) = bytes.into_iter().find(|&(_, v)| v == 0) {
+            let reason = format!("{key} must be at least 1 (0 would fail every request)");
+            return Err(BadSetting { key, reason });
+        }
+        Ok(())
     }
 }

@@ -49,7 +49,10 @@ mod worker;
 
 pub use crate::affinity::{affinity, set_affinity};
 pub use crate::chain::{Chain, ChainConfig, MAX_STAGES};
-pub use crate::config::{CodeOpt, FunctionConfig, Layout, Limits, RuntimeConfig, WaitMode};
+pub use crate::config::{
+    BadSetting, CodeOpt, FunctionConfig, Layout, Limits, MAX_MEMORY_BYTES, MAX_TICK,
+    MIN_MEMORY_BYTES, RuntimeConfig, WaitMode,
+};
 pub use crate::error::{Error, RegisterError, RegistrationLimit};
 pub use crate::ingress::{Driver, Ingress};
 pub use crate::limits::RegistrationLimits;

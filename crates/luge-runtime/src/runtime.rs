@@ -129,21 +129,9 @@ fn spawn(name: String, body: impl FnOnce() + Send + 'static) -> Result<JoinHandl
 impl Runtime {
     /// Builds the engine and starts the ticker, dispatcher and worker threads.
     pub fn start(config: RuntimeConfig) -> Result<Self, Error> {
-        if config.workers == 0 || config.dispatchers == 0 || config.dispatchers > config.workers {
-            return Err(Error::Config(format!(
-                "need 1 ≤ dispatchers ≤ workers (got {} dispatchers, {} workers)",
-                config.dispatchers, config.workers
-            )));
-        }
+        config.check().map_err(|e| Error::Config(e.to_string()))?;
         let tenants = Tenants::new(&config.tenants, config.workers).map_err(Error::Config)?;
         let inline = config.effective_layout() == Layout::Inline;
-        if inline && config.dispatchers != config.workers {
-            return Err(Error::Config(format!(
-                "the inline layout runs each dispatcher on its worker's thread: it needs \
-                 dispatchers == workers (got {} and {})",
-                config.dispatchers, config.workers
-            )));
-        }
         crate::engine::raise_nofile_limit();
         let engine = crate::engine::build(&config)?;
         let registry = Registry::from_config(engine.clone(), &config)?;
@@ -342,6 +330,23 @@ impl Runtime {
         if tenant.is_none() && config.tenant != 0 && !self.inner.config.tenants.is_empty() {
             let reason = RegisterError::UnknownTenant(config.tenant);
             return Err(Error::Register { name: config.name, reason });
+        }
+        if let Err(bad) = config.check() {
+            return Err(Error::Register {
+                name: config.name,
+                reason: RegisterError::Limit(bad.reason),
+            });
+        }
+        let slice = self.inner.config.ull_slice;
+        if let Some(e) = config.expected_execution.filter(|&e| config.ull && e > slice) {
+            let reason = format!(
+                "declared uLL with an expected execution of {e:?}, above the lane's slice of \
+                 {slice:?}: each request would be preempted at the slice and lose its place"
+            );
+            return Err(Error::Register {
+                name: config.name,
+                reason: RegisterError::Limit(reason),
+            });
         }
         if let Some(reason) = never_admitted(&config, tenant) {
             return Err(Error::Register {

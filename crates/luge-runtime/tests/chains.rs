@@ -92,24 +92,27 @@ fn a_chain_answers_what_its_stages_give_by_hand() {
     assert!(outcome.timing.total >= outcome.stages.iter().map(|s| s.timing.total).sum());
 }
 
-/// A library caller's deadline past what an `Instant` holds is the farthest one, and stage
-/// estimates whose sum overflows are refused when the chain is registered, not a panic.
+/// A library caller's deadline past what an `Instant` holds is the farthest one, not a panic,
+/// and stages whose declared work exceeds the chain's deadline are refused when it is
+/// registered.
 #[test]
 fn a_chain_takes_deadlines_and_estimates_of_any_size() {
     let rt = Runtime::start(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }).unwrap();
     let rt = Arc::new(rt);
     for name in ["huge2", "huge3"] {
         let mut config = FunctionConfig::new(name);
-        config.expected_execution = Some(Duration::MAX);
+        // The longest a function may declare (an hour, `FunctionConfig::check`).
+        config.expected_execution = Some(Duration::from_secs(3600));
         config.on_overrun = luge_runtime::Overrun::Demote;
         rt.register(config, ECHO.as_bytes()).unwrap();
     }
     rt.register(FunctionConfig::new("echo2"), ECHO.as_bytes()).unwrap();
-    match rt.register_chain(chain("far", &["echo2", "huge2", "huge3"], Duration::MAX)) {
+    let two_hours = Duration::from_secs(7200);
+    match rt.register_chain(chain("far", &["echo2", "huge2", "huge3"], two_hours)) {
         Err(Error::Register { reason: RegisterError::Chain(why), .. }) => {
             assert!(why.contains("not below its deadline"), "{why}");
         }
-        other => panic!("registered a chain whose declared work saturates: {other:?}"),
+        other => panic!("registered a chain whose declared work exceeds its deadline: {other:?}"),
     }
     rt.register_chain(chain("far", &["echo2", "echo2"], Duration::from_secs(10))).unwrap();
     let chain = rt.chain("far").unwrap();

@@ -114,8 +114,8 @@ fn bad_tenant_limits_stop_the_runtime_from_starting() {
 #[test]
 fn a_function_that_could_never_be_admitted_is_refused() {
     let small = TenantConfig { max_memory_bytes: Some(1 << 20), ..TenantConfig::new(1, "small") };
-    let rt = Runtime::start(RuntimeConfig { tenants: vec![small], ..RuntimeConfig::default() })
-        .unwrap();
+    let rt =
+        Runtime::start(RuntimeConfig { tenants: vec![small], ..RuntimeConfig::default() }).unwrap();
     let refused = |config: FunctionConfig| match rt.register(config, NOOP.as_bytes()) {
         Err(Error::Register { reason: RegisterError::Limit(why), .. }) => why,
         other => panic!("registered: {other:?}"),
@@ -132,6 +132,19 @@ fn a_function_that_could_never_be_admitted_is_refused() {
     assert!(refused(slow.clone()).contains("not below the relative deadline"));
     slow.on_overrun = luge_runtime::Overrun::Demote;
     rt.register(slow, NOOP.as_bytes()).unwrap();
+
+    // Declared uLL but estimated above the lane's slice (100 µs): each request would be
+    // preempted at the slice and lose its place.
+    let mut long_ull = FunctionConfig::new("long-ull");
+    long_ull.ull = true;
+    long_ull.expected_execution = Some(Duration::from_millis(5));
+    assert!(refused(long_ull.clone()).contains("above the lane's slice"));
+    long_ull.expected_execution = Some(Duration::from_micros(5));
+    rt.register(long_ull, NOOP.as_bytes()).unwrap();
+    // A value the admin API would refuse is refused here too (`FunctionConfig::check`).
+    let mut silent = FunctionConfig::new("silent");
+    silent.limits.max_output_bytes = 0;
+    assert!(refused(silent).contains("max_output_bytes must be at least 1"));
 }
 
 #[test]

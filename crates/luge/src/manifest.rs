@@ -318,7 +318,7 @@ impl Manifest {
     ) -> Result<Self, ManifestError> {
         let raw: RawManifest = toml::from_str(text).map_err(|e| ManifestError {
             file: file.to_owned(),
-            line: e.span().map_or(0, |s| line_of(text, s.start)),
+            line: e.span().map_or(1, |s| line_of(text, s.start)),
             reason: e.message().to_owned(),
         })?;
         let mut server = settings(raw.server, text, dir, file)?;
@@ -387,7 +387,10 @@ impl Manifest {
             let us = Duration::from_micros;
             let limits = Limits {
                 max_execution: f.max_execution_us.map_or(defaults.max_execution, us),
-                max_memory_bytes: f.max_memory_bytes.unwrap_or(defaults.max_memory_bytes),
+                // Without its own cap, a function gets the default or the server's, the smaller.
+                max_memory_bytes: f
+                    .max_memory_bytes
+                    .unwrap_or(defaults.max_memory_bytes.min(server.runtime.max_memory_bytes)),
                 max_request_bytes: f.max_request_bytes.unwrap_or(defaults.max_request_bytes),
                 max_output_bytes: f.max_output_bytes.unwrap_or(defaults.max_output_bytes),
             };
@@ -406,6 +409,7 @@ impl Manifest {
                 config.relative_deadline = us(d);
             }
             config.expected_execution = f.expected_execution_us.map(us);
+            config.check().map_err(|bad| at(f.name.span(), bad.reason))?;
             config.tenant = f.tenant.unwrap_or(0);
             // Once tenants are declared, a function's tenant must be one of them (or 0, the
             // operator's own): a mistyped id must not escape every limit.
@@ -442,7 +446,9 @@ impl Manifest {
             // The route's line (the first that writes it).
             line: text
                 .lines()
-                .position(|l| l.contains(&format!("\"{route}\"")))
+                .position(|l| {
+                    l.contains(&format!("\"{route}\"")) || l.contains(&format!("'{route}'"))
+                })
                 .map_or(1, |i| i + 1),
             reason,
         })?;
@@ -642,24 +648,19 @@ fn settings(
             runtime.dispatchers = runtime.workers;
         }
     }
-    // A key's line, for the settings read without a span.
-    let refuse = |key: &str, reason: String| ManifestError {
-        file: file.to_owned(),
-        line: text
-            .lines()
-            .position(|l| {
-                l.trim_start().strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('='))
-            })
-            .map_or(0, |i| i + 1),
-        reason,
+    // A key's line, for the settings read without a span: the first that writes it (or, for
+    // `workers`, `dispatchers`), else the `[server]` table's, else the first.
+    let refuse = |key: &str, reason: String| {
+        let writes = |l: &str, key: &str| {
+            l.trim_start().strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('='))
+        };
+        let line_of_key = |key: &str| text.lines().position(|l| writes(l, key));
+        let line = line_of_key(key)
+            .or_else(|| (key == "workers").then(|| line_of_key("dispatchers")).flatten())
+            .or_else(|| text.lines().position(|l| l.trim() == "[server]"))
+            .map_or(1, |i| i + 1);
+        ManifestError { file: file.to_owned(), line, reason }
     };
-    if runtime.workers == 0 || runtime.dispatchers == 0 || runtime.dispatchers > runtime.workers {
-        let reason = format!(
-            "need 1 ≤ dispatchers ≤ workers (got {} dispatchers, {} workers)",
-            runtime.dispatchers, runtime.workers
-        );
-        return Err(refuse("workers", reason));
-    }
     runtime.cpus = raw.cpus.unwrap_or_default();
     if let Some(&cpu) = runtime.cpus.iter().find(|&&c| c >= MAX_CPU) {
         return Err(refuse(
@@ -755,6 +756,8 @@ fn settings(
         }
         runtime.policy_config.admission.max_queued = Some(q);
     }
+    // What the runtime would refuse at start, refused here with the key's line.
+    runtime.check().map_err(|bad| refuse(bad.key, bad.reason))?;
     if raw.http_threads == Some(0) {
         return Err(refuse("http_threads", "http_threads must be at least 1".into()));
     }
@@ -841,7 +844,7 @@ fn default_cache_dir() -> Option<PathBuf> {
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text.get(..offset).map_or(0, |t| t.matches('\n').count() + 1)
+    text.get(..offset).map_or(1, |t| t.matches('\n').count() + 1)
 }
 
 #[cfg(test)]
@@ -1014,8 +1017,11 @@ class = "ull"
         fails_at(&format!("{noop}route = \"x\"\n"), 4, "must start with `/`");
         fails_at(&format!("{noop}{function}module = \"builtin:echo\"\n"), 5, "defined twice");
         fails_at(&format!("{noop}max_execution_us = \"soon\"\n"), 4, "invalid type");
-        let (_, reason) = error("[server]\nworkers = 1\ndispatchers = 2\n");
+        let (line, reason) = error("[server]\nworkers = 1\ndispatchers = 2\n");
         assert!(reason.contains("dispatchers"), "{reason}");
+        assert_eq!(line, 2);
+        // Without a `workers` line, the `dispatchers` one.
+        fails_at("[server]\ndispatchers = 2\n", 2, "need 1 ≤ dispatchers ≤ workers");
     }
 
     /// Values that parse but would make the node refuse or kill everything, or panic a worker,
@@ -1027,6 +1033,14 @@ class = "ull"
         fails_at("[server]\nhttp_threads = 0\n", 2, "http_threads must be at least 1");
         fails_at("[server]\ntick_us = 0\n", 2, "tick_us must be at least 1");
         fails_at("[server]\ncpus = [0, 1024]\n", 2, "cpu 1024");
+        // What the runtime would refuse at start (`RuntimeConfig::check`), with the key's line.
+        fails_at("[server]\ntick_us = 30000000\n", 2, "the epoch tick must be within");
+        fails_at("[server]\nworkers = 4\nmax_sandboxes = 2\n", 3, "some workers could never");
+        fails_at("[server]\nmax_memory_bytes = 8589934592\n", 2, "4 GiB");
+        fails_at("[server]\nmax_memory_bytes = 1000\n", 2, "one Wasm page");
+        fails_at("[server]\null_threshold_us = 1000\n", 2, "above the uLL lane's slice");
+        // Off, the lane has no slice to overrun.
+        parse("[server]\null_lane = false\null_threshold_us = 1000\n").unwrap();
         let noop = "[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\n";
         fails_at(
             &format!("{noop}relative_deadline_us = 0\n"),
@@ -1034,6 +1048,18 @@ class = "ull"
             "relative_deadline_us must be above 0",
         );
         fails_at(&format!("{noop}max_execution_us = 0\n"), 2, "max_execution_us must be above 0");
+        // The same bounds as the admin API's (`FunctionConfig::check`).
+        for (value, why) in [
+            ("max_output_bytes = 0", "max_output_bytes must be at least 1"),
+            ("max_request_bytes = 0", "max_request_bytes must be at least 1"),
+            ("expected_execution_us = 0", "expected_execution_us must be within 1 µs"),
+            ("relative_deadline_us = 7200000000", "relative_deadline_us must be within 1 µs"),
+        ] {
+            fails_at(&format!("{noop}{value}\n"), 2, why);
+        }
+        // Without a cap of its own, a function takes the server's when that is the smaller.
+        let small = parse(&format!("[server]\nmax_memory_bytes = 16777216\n{noop}")).unwrap();
+        assert_eq!(small.functions[0].config.limits.max_memory_bytes, 16 << 20);
         // A route that is another function's path would answer for it.
         let shadow = "[[function]]\nname = \"hello\"\nmodule = \"builtin:hello\"\nroute = \"/greet\"\n\
                       [[function]]\nname = \"greet\"\nmodule = \"builtin:hello\"\nroute = \"/g2\"\n";
