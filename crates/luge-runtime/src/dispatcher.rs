@@ -116,8 +116,13 @@ pub(crate) struct GroupShared {
     /// Requests the dispatcher holds that are not running (queued fresh or preempted), as of
     /// its last round (`Runtime::group_stats`).
     pub queued: AtomicUsize,
+    /// Of those, the preempted ones holding a suspended sandbox, as of its last round.
+    pub suspended: AtomicUsize,
     /// Requests demoted to the best-effort lane so far (`Runtime::group_stats`).
     pub demoted: AtomicU64,
+    /// Preemptions the dispatcher did not carry out because the group held its bound of
+    /// suspended sandboxes (`Dispatcher::max_suspended`; `Runtime::group_stats`).
+    pub preemptions_declined: AtomicU64,
     /// The uLL lane in front of the group's policy, if on (`RuntimeConfig::ull_lane`).
     pub ull_lane: Option<UllConfig>,
     /// Arrivals that took the uLL lane so far (`Runtime::group_stats`).
@@ -159,7 +164,9 @@ impl GroupShared {
             shutdown: AtomicBool::new(false),
             grace_ns: AtomicU64::new(u64::MAX),
             queued: AtomicUsize::new(0),
+            suspended: AtomicUsize::new(0),
             demoted: AtomicU64::new(0),
+            preemptions_declined: AtomicU64::new(0),
             ull_lane,
             ull: AtomicU64::new(0),
             batched: AtomicU64::new(0),
@@ -237,6 +244,14 @@ pub(crate) struct Dispatcher {
     turnaround: Turnaround,
     /// Functions whose estimate overran a deadline, and their probes ([`PROBE_INTERVAL`]).
     probed: HashMap<luge_sched::FunctionId, Probe>,
+    /// Tasks in `pending` whose sandbox is suspended (preempted after it started): each holds a
+    /// pool slot until it runs to its end.
+    suspended: usize,
+    /// The bound on `suspended`: at it, a preemption is not carried out (the policy sees the
+    /// run complete, as when a preemption loses the race with completion), so that a chain of
+    /// ever more urgent arrivals cannot hold every pool slot and leave other requests
+    /// `PoolExhausted` (`docs/security.md`). Set by the runtime (`with_max_suspended`).
+    max_suspended: usize,
     /// Debug builds check every call of the policy against the driver contract, with the same
     /// checker the simulator uses; a violation is recorded in `Signals::contract_violation`.
     #[cfg(debug_assertions)]
@@ -273,9 +288,17 @@ impl Dispatcher {
             actions: Vec::new(),
             turnaround: Turnaround::new(workers_len),
             probed: HashMap::new(),
+            suspended: 0,
+            max_suspended: usize::MAX,
             #[cfg(debug_assertions)]
             contract,
         }
+    }
+
+    /// Bounds the sandboxes this group keeps suspended (see `Dispatcher::max_suspended`).
+    pub(crate) fn with_max_suspended(mut self, max: usize) -> Self {
+        self.max_suspended = max;
+        self
     }
 
     /// One round: handle all input, then say whether to go on at once, wait, or stop (shut
@@ -382,6 +405,7 @@ impl Dispatcher {
         for (_, task) in self.pending.drain() {
             task.answer(now, Err(Failure::Rejected(Rejection::ShuttingDown)));
         }
+        self.suspended = 0;
     }
 
     /// Handles everything queued; returns whether anything happened. The workers' events come
@@ -411,6 +435,8 @@ impl Dispatcher {
                         busy = true;
                         self.shared.returned.fetch_add(1, Ordering::Relaxed);
                         self.running -= 1;
+                        // A follower may be a preempted request handed over again (suspended).
+                        self.suspended += usize::from(task.holds_sandbox());
                         self.pending.insert(task.sched, task);
                         continue;
                     }
@@ -419,6 +445,7 @@ impl Dispatcher {
                         let (id, executed) = (task.sched, task.executed);
                         self.run_ended(w, id);
                         self.turnaround.ended(w, now, executed);
+                        self.suspended += usize::from(task.holds_sandbox());
                         self.pending.insert(id, task);
                         Event::Preempted { worker: w, id, executed }
                     }
@@ -448,6 +475,7 @@ impl Dispatcher {
         // Here, not in `step`: an inline dispatcher is polled from a running sandbox's epoch
         // callback too, and what it queued there must show.
         self.shared.queued.store(self.pending.len(), Ordering::Relaxed);
+        self.shared.suspended.store(self.suspended, Ordering::Relaxed);
         if let Some(now) = last {
             let backlog = self.policy.backlog(now);
             let overhead = self.turnaround.overhead();
@@ -593,6 +621,7 @@ impl Dispatcher {
             tracing::error!(id = id.0, "policy handed over a request the dispatcher does not hold");
             return None;
         };
+        self.suspended = self.suspended.saturating_sub(usize::from(task.holds_sandbox()));
         let executed = task.executed;
         self.running += 1;
         let w = &self.workers[worker];
@@ -639,6 +668,12 @@ impl Dispatcher {
             }
             Action::Preempt { worker, id } => {
                 let Some(w) = self.workers.get(worker) else { return };
+                if self.suspended >= self.max_suspended {
+                    // The run goes on; the policy sees it complete, as when a preemption loses
+                    // the race with completion (race 2).
+                    self.shared.preemptions_declined.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
                 // The flag names the request by the dispatcher's id, unique within the group;
                 // bumping the epoch makes every running sandbox check its worker's flag now.
                 self.signals.workers[w.index].preempt.store(id.0, Ordering::Release);
@@ -646,6 +681,8 @@ impl Dispatcher {
             }
             Action::Reject { req, reason } => {
                 if let Some(task) = self.pending.remove(&req.id) {
+                    self.suspended =
+                        self.suspended.saturating_sub(usize::from(task.holds_sandbox()));
                     let why = match reason {
                         RejectReason::Infeasible => Rejection::DeadlineInfeasible,
                         RejectReason::Unreachable => Rejection::DeadlineUnreachable,

@@ -212,7 +212,8 @@ impl Runtime {
                 Arc::clone(&signals),
                 config.wait,
                 config.shutdown_grace,
-            );
+            )
+            .with_max_suspended(max_suspended(&config, size));
             match inline_worker {
                 Some(me) => {
                     let signals = Arc::clone(&signals);
@@ -559,8 +560,10 @@ impl Runtime {
                 index,
                 workers: workers.iter().map(|w| w.index).collect(),
                 queued: g.queued.load(Ordering::Relaxed),
+                suspended: g.suspended.load(Ordering::Relaxed),
                 submissions: g.submissions.len(),
                 demoted: g.demoted.load(Ordering::Relaxed),
+                preemptions_declined: g.preemptions_declined.load(Ordering::Relaxed),
                 wakeups: g.notify.wakeups()
                     + workers.iter().map(|w| w.notify.wakeups()).sum::<u64>(),
                 sleeps: g.notify.sleeps() + workers.iter().map(|w| w.notify.sleeps()).sum::<u64>(),
@@ -799,6 +802,14 @@ impl Runtime {
             }
         }
     }
+}
+
+/// The sandboxes a group of `group_workers` may keep suspended: half its share of the pool —
+/// ready sandboxes may hold the other half (`ready_limits`) — less one running sandbox per
+/// worker. A preemption beyond it is not carried out (`Dispatcher::max_suspended`).
+fn max_suspended(config: &RuntimeConfig, group_workers: usize) -> usize {
+    let slots = config.max_sandboxes as usize * group_workers / config.workers.max(1);
+    (slots / 2).saturating_sub(group_workers)
 }
 
 /// Why no request of a function with `config` could ever be admitted, if that is so: its

@@ -32,11 +32,16 @@ pub struct GroupStats {
     pub workers: Vec<usize>,
     /// Requests it holds that are not running: admitted and waiting, or preempted.
     pub queued: usize,
+    /// Of those, the preempted ones that hold a suspended sandbox (a pool slot).
+    pub suspended: usize,
     /// Submissions not yet taken by the dispatcher.
     pub submissions: usize,
     /// Requests demoted to the best-effort lane since the runtime started (functions with
     /// `on_overrun = demote`, Edge-RT §IV-C).
     pub demoted: u64,
+    /// Preemptions not carried out because the group held its bound of suspended sandboxes
+    /// (half its share of the pool, less a running one per worker).
+    pub preemptions_declined: u64,
     /// Wake-ups issued to the group's sleeping threads (its dispatcher's and its workers'),
     /// each an unpark: a futex system call and, on this kind of VM, ~20 µs before the thread
     /// runs.

@@ -56,6 +56,11 @@ pub(crate) enum TaskState {
 }
 
 impl Task {
+    /// Whether its sandbox is suspended, holding a pool slot while it waits.
+    pub(crate) fn holds_sandbox(&self) -> bool {
+        matches!(self.state, TaskState::Suspended(_))
+    }
+
     /// Answers the request (consuming the task) with `result`.
     pub(crate) fn answer(self, now: Nanos, result: Result<Vec<u8>, Failure>) {
         let queued = self.first_run.unwrap_or(now).saturating_sub(self.received);

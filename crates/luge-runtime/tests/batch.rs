@@ -114,3 +114,42 @@ fn a_preempted_batch_is_handed_back_and_every_request_answered_once() {
     let stats = rt.group_stats();
     assert_eq!(stats.iter().map(|g| (g.batched, g.batch_returned)).collect::<Vec<_>>(), [(10, 5)]);
 }
+
+/// A preempted request committed as a follower, and handed back when the run it follows is
+/// preempted in turn, still counts as holding its suspended sandbox: the group's count (what
+/// bounds the sandboxes it keeps suspended) reaches both, and every request is answered.
+#[test]
+fn a_suspended_follower_handed_back_still_counts_as_suspended() {
+    let rt = node(Duration::from_millis(100));
+    let until = |what: &str, done: &dyn Fn() -> bool| {
+        let start = Instant::now();
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::yield_now();
+        }
+    };
+    // A (due 5 s) runs and is preempted by X (due 3 s): A is suspended.
+    let a = spin(&rt, 60_000_000, Duration::from_millis(5_000));
+    until_running(&rt);
+    let x = spin(&rt, 60_000_000, Duration::from_millis(3_000));
+    until("X never preempted A", &|| rt.group_stats()[0].suspended == 1);
+    // A2 (due 4.99 s) waits behind X; when X ends, A2 runs with A, due within the window,
+    // committed behind it.
+    let a2 = spin(&rt, 60_000_000, Duration::from_millis(4_990));
+    ok(x.wait_timeout(Duration::from_secs(60)).unwrap());
+    until("A2 never ran with A behind it", &|| rt.group_stats()[0].suspended == 0);
+    // C (due 1 s) preempts A2: A comes back as a follower, still suspended.
+    let c = spin(&rt, 60_000_000, Duration::from_millis(1_000));
+    let mut most = 0;
+    let start = Instant::now();
+    while most < 2 && start.elapsed() < Duration::from_secs(10) {
+        most = most.max(rt.group_stats()[0].suspended);
+        std::thread::yield_now();
+    }
+    for t in [a, a2, c] {
+        ok(t.wait_timeout(Duration::from_secs(60)).unwrap());
+    }
+    assert_eq!(most, 2, "A and A2 both held suspended sandboxes");
+    assert_eq!(rt.group_stats()[0].suspended, 0);
+    assert!(rt.group_stats()[0].batched >= 1);
+}

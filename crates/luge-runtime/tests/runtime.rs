@@ -802,6 +802,44 @@ fn a_clients_estimate_neither_earns_nor_loses_the_lane() {
     assert_eq!(ull_after(seed, Duration::from_millis(1)), 1, "the operator's estimate");
 }
 
+/// Ever more urgent arrivals cannot hold every pool slot with suspended sandboxes: with two
+/// slots on one worker (none to spare for a suspended one), the second and third long requests
+/// wait for the running one instead of preempting it, and all three are answered — where the
+/// third used to find no slot (`PoolExhausted`, as would every other tenant's request).
+#[test]
+fn preemptions_stop_short_of_exhausting_the_pool() {
+    let config = RuntimeConfig { max_sandboxes: 2, ..RuntimeConfig::default() };
+    let rt = Runtime::start(config).unwrap();
+    register(&rt, "spin", SPIN, |c| {
+        c.relative_deadline = Duration::from_secs(30);
+        c.limits.max_execution = Duration::from_secs(30);
+    });
+    let submit = |deadline_s: u64| {
+        let options =
+            SubmitOptions { deadline: Some(Duration::from_secs(deadline_s)), ..Default::default() };
+        rt.submit("spin", b"20000000".to_vec(), options)
+    };
+    let first = submit(20);
+    until_running(&rt, "the first never started");
+    let second = submit(10);
+    until_queued_or_running(&rt);
+    let third = submit(5);
+    for ticket in [first, second, third] {
+        ok(ticket.wait_timeout(Duration::from_secs(60)).unwrap());
+    }
+    assert!(rt.group_stats()[0].preemptions_declined >= 1);
+}
+
+/// Waits until the runtime's one group has taken every submission.
+fn until_queued_or_running(rt: &Runtime) {
+    let start = Instant::now();
+    while rt.group_stats()[0].submissions > 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "submissions never taken");
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(5));
+}
+
 #[test]
 fn every_policy_serves_a_mixed_load() {
     let layouts = PolicyKind::ALL

@@ -497,7 +497,7 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
             writeln!(out, "luge_worker_ready_bytes{{worker=\"{}\"}} {}", w.index, w.ready_bytes);
     }
     let groups = runtime.group_stats();
-    let families: [GroupFamily; 9] = [
+    let families: [GroupFamily; 11] = [
         (
             "luge_group_queued",
             "gauge",
@@ -509,6 +509,18 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
             "counter",
             "Requests demoted to the best-effort lane (on_overrun = demote).",
             |g| g.demoted,
+        ),
+        (
+            "luge_group_suspended",
+            "gauge",
+            "Preempted requests of the group holding a suspended sandbox (a pool slot).",
+            |g| g.suspended as u64,
+        ),
+        (
+            "luge_group_preemptions_declined_total",
+            "counter",
+            "Preemptions not carried out: the group held its bound of suspended sandboxes.",
+            |g| g.preemptions_declined,
         ),
         (
             "luge_group_wakeups_total",

@@ -833,6 +833,8 @@ async fn metrics_health_and_routes() {
         "luge_worker_busy_seconds_total{worker=\"0\"} ",
         "luge_group_queued{group=\"0\"} 0",
         "luge_group_demoted_total{group=\"0\"} 0",
+        "luge_group_suspended{group=\"0\"} 0",
+        "luge_group_preemptions_declined_total{group=\"0\"} 0",
         "luge_group_wakeups_total{group=\"0\"} ",
         "luge_group_sleeps_total{group=\"0\"} ",
         "luge_group_deferred_total{group=\"0\"} 0",
