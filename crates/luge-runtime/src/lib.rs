@@ -35,6 +35,7 @@ mod outcome;
 mod ready;
 mod registry;
 mod reply;
+mod request_ids;
 mod runtime;
 mod sandbox;
 mod signals;

@@ -1,7 +1,7 @@
 //! The in-process API the front ends and tests use: start a runtime from a config, register
 //! functions, submit requests (each gets exactly one [`Outcome`]), shut down gracefully.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -20,6 +20,7 @@ use crate::ingress::{Driver, Ingress};
 use crate::outcome::{BadRequest, Failure, Outcome, Rejection, Timing};
 use crate::registry::{Function, Registry};
 use crate::reply::{Reply, Ticket};
+use crate::request_ids::RequestIds;
 use crate::signals::{Clock, Epoch, InlineHooks, Signals, TaskClock, WorkerSignals};
 use crate::stats::{GroupStats, WorkerStats};
 use crate::task::{Task, TaskState, WorkerShared};
@@ -89,7 +90,7 @@ struct Inner {
     registry: Registry,
     signals: Arc<Signals>,
     groups: Vec<Arc<GroupShared>>,
-    next_request: AtomicU64,
+    request_ids: RequestIds,
     next_group: AtomicUsize,
     accepting: AtomicBool,
     /// Submitters between their `accepting` check and their push (closes the shutdown race).
@@ -173,7 +174,7 @@ impl Runtime {
             registry,
             signals: Arc::clone(&signals),
             groups: groups.clone(),
-            next_request: AtomicU64::new(1),
+            request_ids: RequestIds::new(),
             next_group: AtomicUsize::new(0),
             accepting: AtomicBool::new(true),
             serving_thread_died: AtomicBool::new(false),
@@ -643,7 +644,7 @@ impl Runtime {
 
     /// A fresh runtime-wide request id, for an answer given without a submission.
     pub(crate) fn fresh_request_id(&self) -> u64 {
-        self.inner.next_request.fetch_add(1, Ordering::Relaxed)
+        self.inner.request_ids.next()
     }
 
     /// Submits a request to the function named `function`; the ticket yields its one outcome.
@@ -665,7 +666,7 @@ impl Runtime {
         match self.inner.registry.get(function) {
             Some(f) => self.submit_to(&f, payload, options, callback),
             None => {
-                let id = self.inner.next_request.fetch_add(1, Ordering::Relaxed);
+                let id = self.inner.request_ids.next();
                 let failure = Failure::BadRequest(BadRequest::UnknownFunction(function.into()));
                 callback(Outcome::new(id, Err(failure), Timing::default()));
             }
@@ -681,7 +682,7 @@ impl Runtime {
         callback: impl FnOnce(Outcome) + Send + 'static,
     ) {
         let inner = &self.inner;
-        let id = inner.next_request.fetch_add(1, Ordering::Relaxed);
+        let id = inner.request_ids.next();
         let now = inner.signals.clock.now();
         let received = options.received.map_or(now, |t| inner.signals.clock.at(t)).min(now);
         let refuse = |failure: Failure, callback: Box<dyn FnOnce(Outcome) + Send>| {
