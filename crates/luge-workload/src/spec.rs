@@ -79,8 +79,9 @@ impl WorkloadSpec {
     }
 
     /// Checks the arrival process as the parser does: a rate (or load and workers) that is a
-    /// positive number, from [`MIN_RATE_PER_SECOND`] to [`MAX_RATE_PER_SECOND`], and for `onoff` / `mmpp` positive
-    /// sojourns, `low` in [0, 1] and cycles that expect an arrival often enough. A spec built
+    /// positive number, from [`MIN_RATE_PER_SECOND`] to [`MAX_RATE_PER_SECOND`], and for
+    /// `onoff` / `mmpp` positive sojourns, `low` in [0, 1] and cycles that expect an arrival
+    /// often enough. A spec built
     /// or changed in code should pass it before it is run: a generator does not refuse a rate
     /// it cannot use, it gives no arrivals (or ends early).
     pub fn validate(&self) -> Result<(), WorkloadError> {
