@@ -50,6 +50,9 @@ pub struct Function {
     /// rests on knowledge (0: none yet), for a submitter to refuse on
     /// (`crate::dispatcher::Published`).
     expected: Box<[AtomicU64]>,
+    /// The rate limit of its guest stderr's log lines (`stderr_log`): one function's flood
+    /// does not silence another's.
+    pub(crate) stderr: crate::line_limit::LineLimit,
 }
 
 impl Function {
@@ -384,7 +387,16 @@ impl Registry {
         );
         let expected = (0..self.groups).map(|_| AtomicU64::new(0)).collect();
         let function =
-            Arc::new(Function { id, config, module_hash, from_cache, pre, exports, expected });
+            Arc::new(Function {
+                id,
+                config,
+                module_hash,
+                from_cache,
+                pre,
+                exports,
+                expected,
+                stderr: crate::line_limit::LineLimit::new(),
+            });
         functions.by_name.insert(function.config.name.clone(), Arc::clone(&function));
         functions.by_id.insert(id.0, Arc::clone(&function));
         Ok(function)

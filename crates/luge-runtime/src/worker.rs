@@ -410,7 +410,7 @@ pub(crate) fn finish(
             let now = ended(me, &mut task, signals, start);
             if let Some(text) = &done.stderr {
                 // Guest-controlled: bounded per request and rate-limited (`stderr_log`).
-                crate::stderr_log::log_stderr(task.id, &task.function.config.name, text);
+                crate::stderr_log::log_stderr(task.id, &task.function, text);
             }
             complete(me, dispatcher, *task, now, done.result);
         }
