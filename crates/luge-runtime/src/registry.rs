@@ -386,17 +386,16 @@ impl Registry {
             functions.take_id().ok_or_else(|| reject(&config.name, RegisterError::IdsExhausted))?,
         );
         let expected = (0..self.groups).map(|_| AtomicU64::new(0)).collect();
-        let function =
-            Arc::new(Function {
-                id,
-                config,
-                module_hash,
-                from_cache,
-                pre,
-                exports,
-                expected,
-                stderr: crate::line_limit::LineLimit::new(),
-            });
+        let function = Arc::new(Function {
+            id,
+            config,
+            module_hash,
+            from_cache,
+            pre,
+            exports,
+            expected,
+            stderr: crate::line_limit::LineLimit::new(),
+        });
         functions.by_name.insert(function.config.name.clone(), Arc::clone(&function));
         functions.by_id.insert(id.0, Arc::clone(&function));
         Ok(function)

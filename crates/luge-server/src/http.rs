@@ -34,7 +34,6 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::fmt::Write as _;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -77,6 +76,7 @@ mod invoke;
 mod plane;
 mod respond;
 mod route;
+mod scrape;
 mod send_timeout;
 mod stamped;
 mod status_page;
@@ -95,6 +95,7 @@ pub use self::plane::{AdminConfig, AdminToken, MIN_TOKEN_LEN};
 use self::respond::Meta;
 pub use self::route::check_route;
 use self::route::{Action, check_name, micros_header};
+use self::scrape::{Scrapes, metrics};
 use self::send_timeout::{SendTimeout, send_timed_out};
 use self::stamped::Stamped;
 
@@ -308,6 +309,8 @@ struct Shared {
     started: Instant,
     /// The function listener's bound address (the status snapshot's).
     local_addr: SocketAddr,
+    /// `/metrics` renders, one at a time (`scrape`).
+    scrapes: Scrapes,
 }
 
 /// The HTTP/1.1 front end: a listener and a tokio runtime on a thread of their own.
@@ -438,6 +441,7 @@ impl HttpServer {
             admin_bodies: BodyBudget::new(0),
             started: Instant::now(),
             local_addr,
+            scrapes: Scrapes::new(),
         });
         let server = Arc::clone(&shared);
         let rt = Arc::new(rt);
@@ -878,57 +882,5 @@ fn ready(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
         Health::NotReady(why) => {
             shared.error(StatusCode::SERVICE_UNAVAILABLE, "not_ready", format!("not ready: {why}"))
         }
-    }
-}
-
-/// `GET /metrics`: the Prometheus text, rendered on the blocking pool.
-async fn metrics(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
-    let worker = Arc::clone(shared);
-    let text = tokio::task::spawn_blocking(move || {
-        let mut text = worker.metrics.render(&worker.runtime);
-        let counters = [
-            (
-                "connections_refused",
-                "Connections answered 503 at once because max_connections were open or their client held max_connections_per_client.",
-                worker.refused_connections.load(Ordering::Relaxed),
-            ),
-            (
-                "connections_refused_per_client",
-                "Connections refused because their client held max_connections_per_client.",
-                worker.refused_per_client.load(Ordering::Relaxed),
-            ),
-            (
-                "worker_requests",
-                "Function calls an idle inline worker read itself while running the HTTP event loop, and ran on its own thread.",
-                worker.worker_requests.load(Ordering::Relaxed),
-            ),
-            (
-                "loop_handovers",
-                "Times the inline worker handed the HTTP event loop to the front end's own thread (a run not known to be short).",
-                worker.handoff.handovers(),
-            ),
-        ];
-        for (name, help, value) in counters {
-            let _ = writeln!(
-                text,
-                "# HELP luge_http_{name}_total {help}\n# TYPE luge_http_{name}_total counter\nluge_http_{name}_total {value}"
-            );
-        }
-        let buffered = worker.bodies.in_use();
-        let _ = writeln!(
-            text,
-            "# HELP luge_http_buffered_body_bytes Bytes of function request bodies held, being read or waiting for their answer (bound: max_buffered_body_bytes).\n# TYPE luge_http_buffered_body_bytes gauge\nluge_http_buffered_body_bytes {buffered}"
-        );
-        text
-    })
-    .await;
-    match text {
-        Ok(text) => shared.respond(
-            StatusCode::OK,
-            &shared.local_meta("ok"),
-            Some(PROMETHEUS),
-            Bytes::from(text),
-        ),
-        Err(e) => shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
     }
 }

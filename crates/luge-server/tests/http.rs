@@ -874,6 +874,38 @@ async fn metrics_health_and_routes() {
     }
 }
 
+/// `/metrics` renders one at a time, each shared by the scrapes that arrived before it started:
+/// a burst of scrapes costs a render or two, not one each, and every answer still shows what
+/// happened before its scrape.
+#[tokio::test]
+async fn concurrent_scrapes_share_a_render_and_each_is_fresh() {
+    let node = node();
+    let c = client();
+    let renders = |text: &str| -> u64 {
+        let series = "luge_http_metrics_renders_total ";
+        let line = text.lines().find(|l| l.starts_with(series)).expect(series);
+        line[series.len()..].parse().unwrap()
+    };
+    let scrape = |c: Client<HttpConnector, Full<Bytes>>, url: String| async move {
+        let answer = send(&c, Method::GET, &url, &[], "").await;
+        assert_eq!(answer.status, StatusCode::OK);
+        answer.text()
+    };
+    let before = renders(&scrape(c.clone(), node.url("/metrics")).await);
+    assert_ok(&post(&c, &node, "/echo", "m").await, b"m");
+    let fresh = scrape(c.clone(), node.url("/metrics")).await;
+    let line = "luge_requests_total{function=\"echo\",outcome=\"ok\",protocol=\"http\"} 1";
+    assert!(fresh.contains(line), "the call before the scrape is not in it:\n{fresh}");
+    assert_eq!(renders(&fresh), before + 1);
+    let burst: Vec<_> =
+        (0..32).map(|_| tokio::spawn(scrape(c.clone(), node.url("/metrics")))).collect();
+    let mut most = 0;
+    for scraped in burst {
+        most = most.max(renders(&scraped.await.unwrap()));
+    }
+    assert!(most - (before + 1) <= 3, "{} renders for 32 concurrent scrapes", most - before - 1);
+}
+
 /// An admin `PUT` keeps every function and chain reachable at its default path `/<name>`, as a
 /// manifest does: no route may be another's path, and no name may be one whose path is
 /// another's route.
