@@ -223,6 +223,42 @@ impl Default for HttpConfig {
     }
 }
 
+impl HttpConfig {
+    /// Whether the front end can start with this configuration, short of binding: counts of at
+    /// least 1, an admin listener exposed beyond loopback only with a token, and no two
+    /// listeners on one port (one on `0.0.0.0` takes the port on every address). For a caller
+    /// to refuse before it does anything slow, as `luge serve` does before compiling modules;
+    /// [`HttpServer::start`] checks it too.
+    pub fn check(&self) -> Result<(), HttpError> {
+        if self.threads == 0 {
+            return Err(HttpError::Config("threads must be at least 1".into()));
+        }
+        if self.max_connections == 0 {
+            return Err(HttpError::Config("max_connections must be at least 1".into()));
+        }
+        let admin = self.admin.as_ref().map(|a| a.addr);
+        if let Some(a) = &self.admin {
+            a.check()?;
+        }
+        let listeners =
+            [("the function listener", Some(self.addr)), ("admin", admin), ("agent", self.agent)];
+        for (i, (a, x)) in listeners.iter().enumerate() {
+            for (b, y) in &listeners[i + 1..] {
+                if let (Some(x), Some(y)) = (x, y)
+                    && x.port() != 0
+                    && x.port() == y.port()
+                    && (x.ip() == y.ip() || x.ip().is_unspecified() || y.ip().is_unspecified())
+                {
+                    return Err(HttpError::Config(format!(
+                        "{a} ({x}) and {b} ({y}) would listen on the same port"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Why the HTTP front end could not start, or a route was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -341,15 +377,7 @@ impl HttpServer {
         metrics: Arc<Metrics>,
         config: HttpConfig,
     ) -> Result<Self, HttpError> {
-        if config.threads == 0 {
-            return Err(HttpError::Config("threads must be at least 1".into()));
-        }
-        if config.max_connections == 0 {
-            return Err(HttpError::Config("max_connections must be at least 1".into()));
-        }
-        if let Some(admin) = &config.admin {
-            admin.check()?;
-        }
+        config.check()?;
         // Installed before the listener accepts: a route set after start-up would answer 404
         // to whatever arrived in between.
         let mut routes = HashMap::with_capacity(config.routes.len());

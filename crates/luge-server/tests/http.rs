@@ -1492,3 +1492,30 @@ async fn healthz_fails_once_a_thread_the_node_needs_has_died() {
     let ready = send(&c, Method::GET, &node.url("/readyz?load=ignore"), &[], "").await;
     assert_error(&ready, 503, "not_ready", "a thread serving the runtime has stopped");
 }
+
+/// Two listeners on one port are refused by `HttpConfig::check`, before anything is started
+/// (`luge serve` calls it before compiling): the same address, or a port `0.0.0.0` already
+/// takes on every address. Port 0 (any free port) never collides.
+#[test]
+fn listeners_on_one_port_are_refused_before_start() {
+    let at = |ip: [u8; 4], port: u16| SocketAddr::from((ip, port));
+    let with = |http: SocketAddr, admin: SocketAddr, agent: Option<SocketAddr>| HttpConfig {
+        addr: http,
+        admin: Some(AdminConfig { addr: admin, ..AdminConfig::default() }),
+        agent,
+        ..HttpConfig::default()
+    };
+    let refused = |c: HttpConfig| c.check().unwrap_err().to_string();
+    let same = refused(with(at([127, 0, 0, 1], 8080), at([127, 0, 0, 1], 8080), None));
+    assert!(same.contains("the function listener (127.0.0.1:8080) and admin"), "{same}");
+    let any = refused(with(
+        at([0, 0, 0, 0], 9000),
+        at([127, 0, 0, 1], 8082),
+        Some(at([127, 0, 0, 2], 9000)),
+    ));
+    assert!(any.contains("and agent (127.0.0.2:9000)"), "{any}");
+    with(at([127, 0, 0, 1], 0), at([127, 0, 0, 1], 0), Some(at([127, 0, 0, 1], 0)))
+        .check()
+        .unwrap();
+    with(at([127, 0, 0, 1], 8080), at([127, 0, 0, 2], 8080), None).check().unwrap();
+}

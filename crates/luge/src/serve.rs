@@ -339,6 +339,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
         agent: server.agent,
         ..HttpConfig::default()
     };
+    // Refused now, not after every module has compiled.
+    http.check()?;
     // Open connections, as many over-cap ones being answered 503 (`HttpConfig::max_connections`),
     // the admin listener's, and a margin for everything else (sockets, modules' images, logs).
     let wanted = (http.max_connections as u64).saturating_mul(2).saturating_add(64 + 256);
