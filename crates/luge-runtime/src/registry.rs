@@ -366,25 +366,47 @@ impl Registry {
             return Err(reject(&config.name, RegisterError::Duplicate));
         }
         let (pre, module_hash, from_cache) = self.compile(&config, bytes)?;
-        let exports = Exports::of(pre.module())
-            .ok_or_else(|| reject(&config.name, RegisterError::MissingExport("_start")))?;
         let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
-        if functions.by_name.contains_key(&config.name)
-            || functions.reserved.contains_key(&config.name)
-        {
-            return Err(reject(&config.name, RegisterError::Duplicate));
-        }
-        if let Some(q) = quota {
-            let has = functions.by_name.values().filter(|f| f.config.tenant == q.tenant).count();
-            if has >= q.max as usize {
-                let reason =
-                    RegisterError::TenantFunctions { tenant: q.tenant, name: q.name, max: q.max };
+        let refused = match Exports::of(pre.module()) {
+            None => Err(RegisterError::MissingExport("_start")),
+            Some(_) if functions.by_name.contains_key(&config.name) => {
+                Err(RegisterError::Duplicate)
+            }
+            Some(_) if functions.reserved.contains_key(&config.name) => {
+                Err(RegisterError::Duplicate)
+            }
+            Some(exports) => match quota {
+                Some(q)
+                    if functions
+                        .by_name
+                        .values()
+                        .filter(|f| f.config.tenant == q.tenant)
+                        .count()
+                        >= q.max as usize =>
+                {
+                    Err(RegisterError::TenantFunctions {
+                        tenant: q.tenant,
+                        name: q.name,
+                        max: q.max,
+                    })
+                }
+                _ => functions.take_id().map(|id| (exports, id)).ok_or(RegisterError::IdsExhausted),
+            },
+        };
+        let (exports, id) = match refused {
+            Ok(taken) => taken,
+            Err(reason) => {
+                // Refused after compiling (a race for the name or the tenant's last slot): an
+                // artifact written for it goes too, unless a registered function shares it.
+                let shared = functions.by_name.values().any(|f| f.module_hash == module_hash);
+                drop(functions);
+                if let Some(cache) = self.cache.as_ref().filter(|_| !from_cache && !shared) {
+                    cache.remove(&module_hash);
+                }
                 return Err(reject(&config.name, reason));
             }
-        }
-        let id = FunctionId(
-            functions.take_id().ok_or_else(|| reject(&config.name, RegisterError::IdsExhausted))?,
-        );
+        };
+        let id = FunctionId(id);
         let expected = (0..self.groups).map(|_| AtomicU64::new(0)).collect();
         let function = Arc::new(Function {
             id,

@@ -157,11 +157,15 @@ fn a_tenant_memory_bound_of_zero_is_refused() {
 }
 
 /// Registrations of one tenant compiling side by side cannot all pass `max_functions`: the
-/// count is taken again when each is inserted, so exactly the limit's worth succeed.
+/// count is taken again when each is inserted, so exactly the limit's worth succeed — and the
+/// others, refused after compiling, leave no artifact in the cache.
 #[test]
 fn concurrent_registrations_keep_to_max_functions() {
     let tenants = vec![TenantConfig { max_functions: Some(1), ..TenantConfig::new(5, "one") }];
-    let rt = Runtime::start(RuntimeConfig { tenants, ..RuntimeConfig::default() }).unwrap();
+    let cache = std::env::temp_dir().join(format!("luge-tenant-race-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let config = RuntimeConfig { tenants, cache_dir: Some(cache.clone()), ..Default::default() };
+    let rt = Runtime::start(config).unwrap();
     let rt = std::sync::Arc::new(rt);
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
     let threads: Vec<_> = (0..4)
@@ -186,4 +190,10 @@ fn concurrent_registrations_keep_to_max_functions() {
             "{r:?}"
         );
     }
+    let artifacts = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "cwasm"))
+        .count();
+    assert_eq!(artifacts, 1, "the refused registrations' artifacts stayed");
+    let _ = std::fs::remove_dir_all(&cache);
 }
