@@ -1519,3 +1519,24 @@ fn listeners_on_one_port_are_refused_before_start() {
         .unwrap();
     with(at([127, 0, 0, 1], 8080), at([127, 0, 0, 2], 8080), None).check().unwrap();
 }
+
+/// A function added without a memory cap of its own gets the node's when that is below the
+/// default 64 MiB, as a manifest function does — not a refusal for exceeding it.
+#[test]
+fn an_added_function_takes_the_nodes_smaller_memory_cap() {
+    use luge_client::{AddOptions, AdminClient};
+    let admin =
+        AdminConfig { addr: SocketAddr::from(([127, 0, 0, 1], 0)), ..AdminConfig::default() };
+    let http = HttpConfig {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        admin: Some(admin),
+        ..HttpConfig::default()
+    };
+    let runtime = RuntimeConfig { max_memory_bytes: 16 << 20, ..RuntimeConfig::default() };
+    let node =
+        luge_server::Node::start(NodeConfig { runtime, http: Some(http), udp: None }, &[]).unwrap();
+    let url = format!("http://{}", node.http().unwrap().admin_addr().unwrap());
+    let client = AdminClient::new(&url).unwrap();
+    let added = client.add("hello", HELLO.as_bytes(), &AddOptions::default()).unwrap();
+    assert_eq!(added.max_memory_bytes, 16 << 20);
+}

@@ -295,10 +295,14 @@ pub(super) async fn put_function(
     config.tenant = query.tenant.unwrap_or(0);
     config.on_overrun = query.on_overrun.unwrap_or_default();
     config.ull = query.ull.unwrap_or(false);
-    // Above the node's memory per sandbox, the registry refuses it (400, as the manifest does).
+    // Above the node's memory per sandbox, the registry refuses it (400, as the manifest does);
+    // without a cap of its own it takes the node's when that is below the default, as a
+    // manifest function does.
+    let node_max = shared.runtime.config().max_memory_bytes;
     let limits = &mut config.limits;
     limits.max_execution = query.max_execution.unwrap_or(limits.max_execution);
-    limits.max_memory_bytes = query.max_memory_bytes.unwrap_or(limits.max_memory_bytes);
+    limits.max_memory_bytes =
+        query.max_memory_bytes.unwrap_or(limits.max_memory_bytes.min(node_max));
     limits.max_request_bytes = query.max_request_bytes.unwrap_or(limits.max_request_bytes);
     limits.max_output_bytes = query.max_output_bytes.unwrap_or(limits.max_output_bytes);
     // A route taken already is refused before the module is compiled and registered: the
