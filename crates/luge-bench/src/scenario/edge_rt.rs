@@ -124,7 +124,7 @@ fn point(
     calibration: &mut Option<Calibration>,
     seed: u64,
 ) -> Result<Trial, BenchError> {
-    let spin = spin_function(&opts.functions)?;
+    let spin = spin_function(&opts.functions, &[])?;
     let hogs = hogs(k, treatment);
     let mut functions = vec![spin];
     functions.extend(hogs.iter().cloned());

@@ -488,7 +488,7 @@ pub(crate) fn run(
         )
     };
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
-    let spin = spin_function(&opts.functions)?;
+    let spin = spin_function(&opts.functions, &[])?;
     let dir = out.dir().to_path_buf();
     let mut calibration: Option<Calibration> = None;
     let mut capacities: Vec<CapacityResult> = Vec::new();

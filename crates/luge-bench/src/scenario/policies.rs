@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use luge_runtime::PolicyKind;
 use luge_sim::{Chart, Series};
-use luge_workload::WorkloadSpec;
+use luge_workload::{LOGNORMAL_RUNTIME_TRUNCATION, WorkloadSpec};
 use serde::Serialize;
 use serde_json::json;
 
@@ -53,15 +53,23 @@ const DEFAULT_POLICIES: [PolicyKind; 7] = [
 ];
 
 /// The `spin` function of a benchmark node: as given, but with room for the longest request
-/// of the mixes (the unscaled log-normal's 1 s cap plus the fixed cost) before the kill budget.
-pub(crate) fn spin_function(functions: &[NodeFunction]) -> Result<NodeFunction, BenchError> {
+/// of the mixes `specs` before the kill budget — 10 s, or twice the log-normal's cap on the
+/// runtime (1 s × the largest `scale`) if that is more, at most an hour (what a function may
+/// be given).
+pub(crate) fn spin_function(
+    functions: &[NodeFunction],
+    specs: &[WorkloadSpec],
+) -> Result<NodeFunction, BenchError> {
     let mut spin = functions
         .iter()
         .find(|f| f.config.name == "spin")
         .cloned()
         .ok_or_else(|| BenchError::Scenario("the node functions have no `spin`".into()))?;
+    let scale = specs.iter().map(|s| s.dist.scale()).fold(1.0, f64::max);
+    let longest = 2e-9 * LOGNORMAL_RUNTIME_TRUNCATION as f64 * scale;
+    let longest = Duration::from_secs_f64(longest.min(3600.0));
     spin.config.limits.max_execution =
-        spin.config.limits.max_execution.max(Duration::from_secs(10));
+        spin.config.limits.max_execution.max(Duration::from_secs(10)).max(longest);
     spin.config.trust_client_estimate = true;
     Ok(spin)
 }
@@ -212,7 +220,7 @@ pub(crate) fn run(
         workloads.iter().map(|w| user_workload(w, opts.seed)).collect::<Result<_, _>>()?;
     let base = opts.duration_or(p.duration, Duration::from_millis(300), Duration::from_secs(5));
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
-    let spin = spin_function(&opts.functions)?;
+    let spin = spin_function(&opts.functions, &specs)?;
     let mut calibration: Option<Calibration> = None;
     let mut points: Vec<PolicyPoint> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
@@ -464,8 +472,27 @@ pub(crate) fn run(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spin_has_room_for_the_longest_request_of_a_scaled_mix() {
+        let spin = NodeFunction {
+            config: luge_runtime::FunctionConfig::new("spin"),
+            module: Vec::new(),
+            route: "/spin".into(),
+        };
+        let budget = |specs: &[&str]| {
+            let specs: Vec<WorkloadSpec> = specs.iter().map(|s| s.parse().unwrap()).collect();
+            spin_function(std::slice::from_ref(&spin), &specs).unwrap().config.limits.max_execution
+        };
+        assert_eq!(budget(&[]), Duration::from_secs(10));
+        assert_eq!(budget(&["lognormal", "high-bimodal"]), Duration::from_secs(10));
+        // Cut at 1 s × 10 on the runtime: such a request must not be killed at 10 s.
+        assert_eq!(budget(&["lognormal,scale=10"]), Duration::from_secs(20));
+        assert_eq!(budget(&["lognormal,scale=1e4,rate=1"]), Duration::from_secs(3600));
+    }
 
     fn point(trial: usize, policy: PolicyKind, short_p99_us: Option<f64>) -> PolicyPoint {
         PolicyPoint {

@@ -194,7 +194,9 @@ pub(crate) fn run(
     let duration = opts.duration_or(s.duration, Duration::from_millis(300), Duration::from_secs(5));
     let trials = s.trials.unwrap_or(if opts.quick { 1 } else { 5 }).max(1);
     let (wait, layout) = (opts.first_mode(), opts.first_layout());
-    let mut functions = vec![spin_function(&opts.functions)?];
+    let specs: Vec<WorkloadSpec> =
+        workloads.iter().map(|w| user_workload(w, opts.seed)).collect::<Result<_, _>>()?;
+    let mut functions = vec![spin_function(&opts.functions, &specs)?];
     functions.extend(opts.functions.iter().filter(|f| f.config.name == "noop").cloned());
     let spec = NodeSpec { policy, ..NodeSpec::of(opts, wait, layout, Protocol::Udp, pin) };
     let (cal, path_ns, reals) = LugeNode::with(&spec, &functions, |node| {
