@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use luge_proto::{MAX_FIELD_US, nanos};
-use luge_sched::{Admission, Overrun, PolicyConfig, PolicyKind, UllConfig};
+use luge_sched::{Admission, Overrun, PolicyConfig, PolicyKind, QueueKind, UllConfig};
 
 use crate::limits::RegistrationLimits;
 use crate::tenants::TenantConfig;
@@ -258,6 +258,37 @@ impl RuntimeConfig {
                      {MAX_MEMORY_BYTES} (4 GiB, wasm32's limit), not {}",
                     self.max_memory_bytes
                 ),
+            );
+        }
+        // Settings of the early-binding policies' worker queues, which others would ignore.
+        let (pc, policy) = (&self.policy_config, self.policy);
+        if matches!(pc.worker_queue, QueueKind::Timeline(_)) && !policy.binds_early() {
+            return bad(
+                "worker_queue",
+                format!(
+                    "the timeline is a worker's run queue under the early-binding policies \
+                     (sledgescale, sledgescale-steal, rr, jsq, lld); `{}` has none",
+                    policy.name()
+                ),
+            );
+        }
+        if pc.batch_window > 0 && (!policy.binds_early() || policy == PolicyKind::SledgeScaleSteal)
+        {
+            return bad(
+                "batch_window_us",
+                format!(
+                    "batches are committed behind a run on an early-binding policy's worker \
+                     (sledgescale, rr, jsq, lld); `{}` takes none",
+                    policy.name()
+                ),
+            );
+        }
+        if pc.admission.protect_admitted && !pc.admission.on_wait {
+            return bad(
+                "protect_admitted",
+                "protect_admitted refines admission on the wait, which admit_on_wait = false \
+                 switches off"
+                    .into(),
             );
         }
         if self.ull_lane && self.ull_threshold > self.ull_slice {

@@ -881,12 +881,9 @@ policy = "fifo"
         assert_eq!(m.server.runtime.policy, PolicyKind::Fifo);
         // Deadline-aware admission is the default, and each part can be turned off.
         assert_eq!(m.server.runtime.policy_config.admission, luge_sched::Admission::DEADLINE);
-        let m = parse(
-            "[server]\nadmit_on_wait = false\nprotect_admitted = true\nshed = false\nmax_queued = 7\n",
-        )
-        .unwrap();
+        let m = parse("[server]\nadmit_on_wait = false\nshed = false\nmax_queued = 7\n").unwrap();
         let a = m.server.runtime.policy_config.admission;
-        assert!(!a.on_wait && a.protect_admitted && !a.shed && a.reject_infeasible);
+        assert!(!a.on_wait && !a.shed && a.reject_infeasible);
         assert_eq!(a.max_queued, Some(7));
         // The admin listener: loopback by default, movable, or off; its token from a file.
         assert_eq!(parse("").unwrap().server.admin, Some("127.0.0.1:8082".parse().unwrap()));
@@ -1039,6 +1036,14 @@ class = "ull"
         fails_at("[server]\nmax_memory_bytes = 8589934592\n", 2, "4 GiB");
         fails_at("[server]\nmax_memory_bytes = 1000\n", 2, "one Wasm page");
         fails_at("[server]\null_threshold_us = 1000\n", 2, "above the uLL lane's slice");
+        // Settings the chosen policy would ignore.
+        let fifo = "[server]\npolicy = \"fifo\"\n";
+        fails_at(&format!("{fifo}worker_queue = \"timeline\"\n"), 3, "`fifo` has none");
+        fails_at(&format!("{fifo}batch_window_us = 50\n"), 3, "`fifo` takes none");
+        let steal = "[server]\npolicy = \"sledgescale-steal\"\nbatch_window_us = 50\n";
+        fails_at(steal, 3, "`sledgescale-steal` takes none");
+        let protect = "[server]\nadmit_on_wait = false\nprotect_admitted = true\n";
+        fails_at(protect, 3, "protect_admitted refines admission on the wait");
         // Off, the lane has no slice to overrun.
         parse("[server]\null_lane = false\null_threshold_us = 1000\n").unwrap();
         let noop = "[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\n";

@@ -484,6 +484,20 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
+    /// Whether it binds each request to a worker on arrival (SledgeScale §3.3) and keeps a run
+    /// queue per worker: what `PolicyConfig::worker_queue`, `batch_window` and admission on the
+    /// wait apply to.
+    pub fn binds_early(self) -> bool {
+        matches!(
+            self,
+            PolicyKind::SledgeScale
+                | PolicyKind::SledgeScaleSteal
+                | PolicyKind::Rr
+                | PolicyKind::Jsq
+                | PolicyKind::Lld
+        )
+    }
+
     /// Every policy, in the order reports list them.
     pub const ALL: [PolicyKind; 12] = [
         PolicyKind::SledgeScale,
