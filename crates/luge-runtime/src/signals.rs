@@ -236,6 +236,10 @@ pub(crate) struct TaskClock {
     pub wall_start: AtomicU64,
     /// The CPU budget left when this segment began, ns.
     pub cpu_left: AtomicU64,
+    /// Time in this segment the thread spent on the node's work, not the guest's — the inline
+    /// dispatcher's polls in epoch callbacks (`sandbox::credit`) — ns: kept out of the
+    /// segment's CPU, budget and `Task::executed`.
+    pub credited: AtomicU64,
 }
 
 /// [`TaskClock::cpu_start`] not read.
@@ -254,6 +258,7 @@ impl Default for TaskClock {
             cpu_start: AtomicU64::new(UNREAD),
             wall_start: AtomicU64::new(0),
             cpu_left: AtomicU64::new(0),
+            credited: AtomicU64::new(0),
         }
     }
 }

@@ -441,7 +441,9 @@ fn ended(me: &WorkerShared, task: &mut Task, signals: &Signals, start: Nanos) ->
     let now = signals.clock.now();
     let cpu = sandbox::segment_cpu(&task.clock, &signals.clock, now);
     let wall = now.saturating_sub(start);
-    task.executed += wall;
+    // Less the inline dispatcher's polls during it (`sandbox::credit`): the function's own
+    // execution, for its estimate.
+    task.executed += wall.saturating_sub(task.clock.credited.load(Ordering::Relaxed));
     me.busy_ns.fetch_add(wall, Ordering::Relaxed);
     me.segments.fetch_add(1, Ordering::Relaxed);
     task.clock.cpu.fetch_add(cpu, Ordering::Relaxed);
