@@ -58,6 +58,7 @@ use crate::turnaround::Turnaround;
 #[cfg(test)]
 mod races;
 mod refusal;
+mod suspended;
 
 pub(crate) use refusal::Published;
 
@@ -122,7 +123,7 @@ pub(crate) struct GroupShared {
     pub demoted: AtomicU64,
     /// Preemptions the dispatcher did not carry out because the group held its bound of
     /// suspended sandboxes (`Dispatcher::max_suspended`; `Runtime::group_stats`).
-    pub preemptions_declined: AtomicU64,
+    pub preemptions_deferred: AtomicU64,
     /// The uLL lane in front of the group's policy, if on (`RuntimeConfig::ull_lane`).
     pub ull_lane: Option<UllConfig>,
     /// Arrivals that took the uLL lane so far (`Runtime::group_stats`).
@@ -166,7 +167,7 @@ impl GroupShared {
             queued: AtomicUsize::new(0),
             suspended: AtomicUsize::new(0),
             demoted: AtomicU64::new(0),
-            preemptions_declined: AtomicU64::new(0),
+            preemptions_deferred: AtomicU64::new(0),
             ull_lane,
             ull: AtomicU64::new(0),
             batched: AtomicU64::new(0),
@@ -244,14 +245,10 @@ pub(crate) struct Dispatcher {
     turnaround: Turnaround,
     /// Functions whose estimate overran a deadline, and their probes ([`PROBE_INTERVAL`]).
     probed: HashMap<luge_sched::FunctionId, Probe>,
-    /// Tasks in `pending` whose sandbox is suspended (preempted after it started): each holds a
-    /// pool slot until it runs to its end.
-    suspended: usize,
-    /// The bound on `suspended`: at it, a preemption is not carried out (the policy sees the
-    /// run complete, as when a preemption loses the race with completion), so that a chain of
-    /// ever more urgent arrivals cannot hold every pool slot and leave other requests
-    /// `PoolExhausted` (`docs/security.md`). Set by the runtime (`with_max_suspended`).
-    max_suspended: usize,
+    /// The sandboxes the group's preempted requests hold, bounded: at the bound a preemption
+    /// waits for a slot to be given back (`suspended.rs`). Set by the runtime
+    /// (`with_max_suspended`).
+    suspended: suspended::Suspended,
     /// Debug builds check every call of the policy against the driver contract, with the same
     /// checker the simulator uses; a violation is recorded in `Signals::contract_violation`.
     #[cfg(debug_assertions)]
@@ -288,16 +285,15 @@ impl Dispatcher {
             actions: Vec::new(),
             turnaround: Turnaround::new(workers_len),
             probed: HashMap::new(),
-            suspended: 0,
-            max_suspended: usize::MAX,
+            suspended: suspended::Suspended::new(usize::MAX),
             #[cfg(debug_assertions)]
             contract,
         }
     }
 
-    /// Bounds the sandboxes this group keeps suspended (see `Dispatcher::max_suspended`).
+    /// Bounds the sandboxes this group keeps suspended (see `Dispatcher::suspended`).
     pub(crate) fn with_max_suspended(mut self, max: usize) -> Self {
-        self.max_suspended = max;
+        self.suspended = suspended::Suspended::new(max);
         self
     }
 
@@ -405,7 +401,7 @@ impl Dispatcher {
         for (_, task) in self.pending.drain() {
             task.answer(now, Err(Failure::Rejected(Rejection::ShuttingDown)));
         }
-        self.suspended = 0;
+        self.suspended.clear();
     }
 
     /// Handles everything queued; returns whether anything happened. The workers' events come
@@ -420,10 +416,14 @@ impl Dispatcher {
                 let now = self.signals.clock.now();
                 last = Some(now);
                 let event = match event {
-                    WorkerEvent::Started { sched } => Event::Started { worker: w, id: sched },
+                    WorkerEvent::Started { sched } => {
+                        self.suspended.started(sched);
+                        Event::Started { worker: w, id: sched }
+                    }
                     WorkerEvent::Completed { sched, function, executed } => {
                         self.running -= 1;
                         self.run_ended(w, sched);
+                        self.suspended.ended(sched);
                         self.estimator.observe(function.id, executed);
                         self.learnt(&function);
                         self.turnaround.ended(w, now, executed);
@@ -435,8 +435,7 @@ impl Dispatcher {
                         busy = true;
                         self.shared.returned.fetch_add(1, Ordering::Relaxed);
                         self.running -= 1;
-                        // A follower may be a preempted request handed over again (suspended).
-                        self.suspended += usize::from(task.holds_sandbox());
+                        self.suspended.returned(task.sched, task.holds_sandbox());
                         self.pending.insert(task.sched, task);
                         continue;
                     }
@@ -445,7 +444,7 @@ impl Dispatcher {
                         let (id, executed) = (task.sched, task.executed);
                         self.run_ended(w, id);
                         self.turnaround.ended(w, now, executed);
-                        self.suspended += usize::from(task.holds_sandbox());
+                        self.suspended.preempted(id, task.holds_sandbox());
                         self.pending.insert(id, task);
                         Event::Preempted { worker: w, id, executed }
                     }
@@ -475,7 +474,10 @@ impl Dispatcher {
         // Here, not in `step`: an inline dispatcher is polled from a running sandbox's epoch
         // callback too, and what it queued there must show.
         self.shared.queued.store(self.pending.len(), Ordering::Relaxed);
-        self.shared.suspended.store(self.suspended, Ordering::Relaxed);
+        for (worker, run) in self.suspended.due() {
+            self.signal_preemption(worker, run);
+        }
+        self.shared.suspended.store(self.suspended.held(), Ordering::Relaxed);
         if let Some(now) = last {
             let backlog = self.policy.backlog(now);
             let overhead = self.turnaround.overhead();
@@ -616,12 +618,12 @@ impl Dispatcher {
     /// Moves the task of `id` to `worker`'s inbox (a `Run`, or a `Follow` behind its run) and
     /// notifies the worker (free while it is awake); returns the task's execution so far, or
     /// `None` if the dispatcher does not hold it (a policy bug, logged).
-    fn hand_over(&mut self, worker: usize, id: RequestId) -> Option<Nanos> {
+    fn hand_over(&mut self, worker: usize, id: RequestId, follow: bool) -> Option<Nanos> {
         let Some(mut task) = self.pending.remove(&id) else {
             tracing::error!(id = id.0, "policy handed over a request the dispatcher does not hold");
             return None;
         };
-        self.suspended = self.suspended.saturating_sub(usize::from(task.holds_sandbox()));
+        self.suspended.handed_over(id, task.holds_sandbox(), follow);
         let executed = task.executed;
         self.running += 1;
         let w = &self.workers[worker];
@@ -633,6 +635,15 @@ impl Dispatcher {
         }
         w.notify.notify();
         Some(executed)
+    }
+
+    /// Signals the preemption of `run` on `worker`: the flag names the request by the
+    /// dispatcher's id, unique within the group; bumping the epoch makes every running sandbox
+    /// check its worker's flag now.
+    fn signal_preemption(&self, worker: usize, run: RequestId) {
+        let Some(w) = self.workers.get(worker) else { return };
+        self.signals.workers[w.index].preempt.store(run.0, Ordering::Release);
+        self.signals.epoch.bump();
     }
 
     fn apply(&mut self, now: Nanos, action: Action) {
@@ -653,7 +664,7 @@ impl Dispatcher {
                 }
             }
             Action::Run { worker, req } => {
-                if let Some(executed) = self.hand_over(worker, req.id) {
+                if let Some(executed) = self.hand_over(worker, req.id, false) {
                     self.turnaround.ran(worker, now, executed);
                 }
             }
@@ -662,27 +673,23 @@ impl Dispatcher {
             // the same (free while it is awake, which it nearly always is): the run may have
             // completed already and the worker gone to sleep before the follower landed.
             Action::Follow { worker, req } => {
-                if self.hand_over(worker, req.id).is_some() {
+                if self.hand_over(worker, req.id, true).is_some() {
                     self.shared.batched.fetch_add(1, Ordering::Relaxed);
                 }
             }
             Action::Preempt { worker, id } => {
-                let Some(w) = self.workers.get(worker) else { return };
-                if self.suspended >= self.max_suspended {
-                    // The run goes on; the policy sees it complete, as when a preemption loses
-                    // the race with completion (race 2).
-                    self.shared.preemptions_declined.fetch_add(1, Ordering::Relaxed);
-                    return;
+                if self.suspended.preempt(worker, id) {
+                    self.signal_preemption(worker, id);
+                } else {
+                    // At the bound of suspended sandboxes: signalled once a slot is given back,
+                    // unless the run ends first (then the policy sees it complete, as when a
+                    // preemption loses the race with completion).
+                    self.shared.preemptions_deferred.fetch_add(1, Ordering::Relaxed);
                 }
-                // The flag names the request by the dispatcher's id, unique within the group;
-                // bumping the epoch makes every running sandbox check its worker's flag now.
-                self.signals.workers[w.index].preempt.store(id.0, Ordering::Release);
-                self.signals.epoch.bump();
             }
             Action::Reject { req, reason } => {
                 if let Some(task) = self.pending.remove(&req.id) {
-                    self.suspended =
-                        self.suspended.saturating_sub(usize::from(task.holds_sandbox()));
+                    self.suspended.answered(task.holds_sandbox());
                     let why = match reason {
                         RejectReason::Infeasible => Rejection::DeadlineInfeasible,
                         RejectReason::Unreachable => Rejection::DeadlineUnreachable,

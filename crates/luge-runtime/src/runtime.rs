@@ -215,6 +215,14 @@ impl Runtime {
                 config.shutdown_grace,
             )
             .with_max_suspended(max_suspended(&config, size));
+            if max_suspended(&config, size) == 0 {
+                tracing::warn!(
+                    max_sandboxes = config.max_sandboxes,
+                    workers = config.workers,
+                    "max_sandboxes leaves no slot for a preempted request: a more urgent arrival \
+                     waits for the running request to end (raise max_sandboxes)"
+                );
+            }
             match inline_worker {
                 Some(me) => {
                     let signals = Arc::clone(&signals);
@@ -339,8 +347,8 @@ impl Runtime {
                 reason: RegisterError::Limit(bad.reason),
             });
         }
-        let slice = self.inner.config.ull_slice;
-        if let Some(e) = config.expected_execution.filter(|&e| config.ull && e > slice) {
+        let (lane, slice) = (self.inner.config.ull_lane, self.inner.config.ull_slice);
+        if let Some(e) = config.expected_execution.filter(|&e| lane && config.ull && e > slice) {
             let reason = format!(
                 "declared uLL with an expected execution of {e:?}, above the lane's slice of \
                  {slice:?}: each request would be preempted at the slice and lose its place"
@@ -564,7 +572,7 @@ impl Runtime {
                 suspended: g.suspended.load(Ordering::Relaxed),
                 submissions: g.submissions.len(),
                 demoted: g.demoted.load(Ordering::Relaxed),
-                preemptions_declined: g.preemptions_declined.load(Ordering::Relaxed),
+                preemptions_deferred: g.preemptions_deferred.load(Ordering::Relaxed),
                 wakeups: g.notify.wakeups()
                     + workers.iter().map(|w| w.notify.wakeups()).sum::<u64>(),
                 sleeps: g.notify.sleeps() + workers.iter().map(|w| w.notify.sleeps()).sum::<u64>(),
@@ -805,18 +813,23 @@ impl Runtime {
     }
 }
 
-/// The sandboxes a group of `group_workers` may keep suspended: half its share of the pool —
-/// ready sandboxes may hold the other half (`ready_limits`) — less one running sandbox per
-/// worker. A preemption beyond it is not carried out (`Dispatcher::max_suspended`).
+/// The sandboxes a group of `group_workers` may keep suspended: its share of the pool, less
+/// what its workers' ready sandboxes may hold (`ready_limits`) and one running sandbox per
+/// worker. A preemption beyond it waits for a slot (`dispatcher/suspended.rs`).
 fn max_suspended(config: &RuntimeConfig, group_workers: usize) -> usize {
     let slots = config.max_sandboxes as usize * group_workers / config.workers.max(1);
-    (slots / 2).saturating_sub(group_workers)
+    let ready = match ready_limits(config) {
+        (0, _) => 0,
+        (_, per_worker) => per_worker.saturating_mul(group_workers),
+    };
+    slots.saturating_sub(ready).saturating_sub(group_workers)
 }
 
-/// Why no request of a function with `config` could ever be admitted, if that is so: its
-/// declared execution is not below its own deadline and it is not demoted (every request at the
-/// default deadline refused as infeasible), or its memory cap is above its tenant's
-/// `max_memory_bytes` (every request refused by the tenant's limit).
+/// Why a function with `config` would refuse what it was registered for, if so: its declared
+/// execution is not below its own deadline and it is not demoted (every request that brings no
+/// longer deadline of its own refused as infeasible: the function's default deadline must cover
+/// its declared work), or its memory cap is above its tenant's `max_memory_bytes` (every request
+/// refused by the tenant's limit).
 fn never_admitted(config: &FunctionConfig, tenant: Option<&TenantConfig>) -> Option<String> {
     if let Some(expected) = config.expected_execution
         && expected >= config.relative_deadline
@@ -824,8 +837,9 @@ fn never_admitted(config: &FunctionConfig, tenant: Option<&TenantConfig>) -> Opt
     {
         return Some(format!(
             "expected execution of {expected:?} is not below the relative deadline of {:?}: \
-             every request at that deadline would be refused as infeasible (give a longer \
-             deadline, or on_overrun = \"demote\" to run them late)",
+             every request without a longer deadline of its own would be refused as \
+             infeasible (give a relative deadline that covers it, or on_overrun = \"demote\" \
+             to run such requests late)",
             config.relative_deadline
         ));
     }

@@ -39,9 +39,10 @@ pub struct GroupStats {
     /// Requests demoted to the best-effort lane since the runtime started (functions with
     /// `on_overrun = demote`, Edge-RT §IV-C).
     pub demoted: u64,
-    /// Preemptions not carried out because the group held its bound of suspended sandboxes
-    /// (half its share of the pool, less a running one per worker).
-    pub preemptions_declined: u64,
+    /// Preemptions deferred because the group held its bound of suspended sandboxes (its share
+    /// of the pool, less its ready sandboxes' and a running one per worker): carried out once a
+    /// slot is given back, unless the run ends first.
+    pub preemptions_deferred: u64,
     /// Wake-ups issued to the group's sleeping threads (its dispatcher's and its workers'),
     /// each an unpark: a futex system call and, on this kind of VM, ~20 µs before the thread
     /// runs.

@@ -517,10 +517,10 @@ fn render_workers(out: &mut String, runtime: &Runtime) {
             |g| g.suspended as u64,
         ),
         (
-            "luge_group_preemptions_declined_total",
+            "luge_group_preemptions_deferred_total",
             "counter",
-            "Preemptions not carried out: the group held its bound of suspended sandboxes.",
-            |g| g.preemptions_declined,
+            "Preemptions deferred: the group held its bound of suspended sandboxes.",
+            |g| g.preemptions_deferred,
         ),
         (
             "luge_group_wakeups_total",

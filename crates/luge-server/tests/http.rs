@@ -834,7 +834,7 @@ async fn metrics_health_and_routes() {
         "luge_group_queued{group=\"0\"} 0",
         "luge_group_demoted_total{group=\"0\"} 0",
         "luge_group_suspended{group=\"0\"} 0",
-        "luge_group_preemptions_declined_total{group=\"0\"} 0",
+        "luge_group_preemptions_deferred_total{group=\"0\"} 0",
         "luge_group_wakeups_total{group=\"0\"} ",
         "luge_group_sleeps_total{group=\"0\"} ",
         "luge_group_deferred_total{group=\"0\"} 0",
