@@ -566,12 +566,13 @@ impl Dispatcher {
         }
         if given {
             // The lane takes no client's word (`Request::client_estimate`): a request carrying
-            // an estimate is uLL only if the node's own estimate of its function would make it.
+            // an estimate is uLL only if the node's own estimate of its function makes it so
+            // and the client's does too — a client's figure can lose the lane, never earn it.
             request = request.with_client_estimate();
             let own = (seeded || self.estimator.samples(function) > 0).then(|| {
                 let own =
                     self.estimator.estimate(function).saturating_add(self.turnaround.overhead());
-                Request::new(id, function, arrival, relative_deadline, own)
+                Request::new(id, function, arrival, relative_deadline, own.max(expected))
             });
             if own.is_some_and(|r| self.shared.ull_lane.is_some_and(|lane| lane.is_ull(&r))) {
                 request = request.with_ull(true);

@@ -63,11 +63,13 @@ impl GroupShared {
         let own = estimate.saturating_add(overhead);
         let req = Request::new(RequestId(0), function.id, arrival.min(now), relative, own)
             .with_ull(function.config.ull);
-        // The lane judges on the node's estimate, never a client's (as the dispatcher does):
-        // with one given, it is asked about the function's published estimate, if any.
+        // The lane judges on the node's estimate, never a client's alone (as the dispatcher
+        // does): with one given, on the larger of it and the function's published estimate.
         let lane = match (given, function.published_expected(self.index)) {
             (None, _) => req,
-            (Some(_), Some(node)) => Request { expected: node.saturating_add(overhead), ..req },
+            (Some(_), Some(node)) => {
+                Request { expected: node.saturating_add(overhead).max(own), ..req }
+            }
             (Some(_), None) => req.with_client_estimate(),
         };
         if self.ull_lane.is_some_and(|l| l.is_ull(&lane)) {
