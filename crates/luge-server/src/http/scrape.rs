@@ -25,36 +25,42 @@ pub(super) const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The last render and when it started.
 pub(super) struct Scrapes {
-    last: Mutex<Option<(Instant, Bytes)>>,
+    last: Arc<Mutex<Option<(Instant, Bytes)>>>,
     renders: AtomicU64,
 }
 
 impl Scrapes {
     pub(super) fn new() -> Self {
-        Self { last: Mutex::new(None), renders: AtomicU64::new(0) }
+        Self { last: Arc::new(Mutex::new(None)), renders: AtomicU64::new(0) }
     }
 }
 
 /// `GET /metrics`: a render started after this scrape arrived — the one in progress or the
 /// last, if it started after, else a new one no sooner than [`MIN_INTERVAL`] after the last.
+/// A render runs in a task of its own that holds the lock until it has stored its text, so a
+/// scrape that is dropped meanwhile (its client gone) does not let another render start beside
+/// it.
 pub(super) async fn metrics(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
     let arrived = Instant::now();
-    let mut last = shared.scrapes.last.lock().await;
+    let mut last = Arc::clone(&shared.scrapes.last).lock_owned().await;
     if let Some((started, text)) = last.as_ref() {
         if *started >= arrived {
             return answer(shared, text.clone());
         }
         tokio::time::sleep_until((*started + MIN_INTERVAL).into()).await;
     }
-    let started = Instant::now();
     let worker = Arc::clone(shared);
-    match tokio::task::spawn_blocking(move || render(&worker)).await {
-        Ok(text) => {
-            let text = Bytes::from(text);
+    let rendering = tokio::spawn(async move {
+        let started = Instant::now();
+        let text = tokio::task::spawn_blocking(move || render(&worker)).await.map(Bytes::from);
+        if let Ok(text) = &text {
             *last = Some((started, text.clone()));
-            answer(shared, text)
         }
-        Err(e) => shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+        text.map_err(|e| e.to_string())
+    });
+    match rendering.await.map_err(|e| e.to_string()).and_then(|text| text) {
+        Ok(text) => answer(shared, text),
+        Err(e) => shared.error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
     }
 }
 
