@@ -4,8 +4,10 @@
 //! (`LUGE_REQUEST_ID`) and written in logs. A plain counter would let any tenant read the node's
 //! total request rate — other tenants' traffic — from the gap between two of its own ids. So the
 //! id is a keyed permutation of the counter: a four-round Feistel network over 62 bits whose
-//! round function is SipHash under a key drawn at start (Luby and Rackoff: four rounds of a
-//! pseudo-random function give a strong pseudo-random permutation). Being a permutation, it
+//! round function is SipHash under a key drawn at start (after Luby and Rackoff's construction;
+//! with 31-bit halves its proven bound is modest, about q² / 2³¹ for q ids seen, which is
+//! enough to keep a tenant from reading the counter off the ids it is shown, not a cipher to
+//! rely on beyond that). Being a permutation, it
 //! never repeats an id (until 2⁶² requests); ids stay below 2⁶², clear of the HTTP front end's
 //! local ids (bit 63), and are never 0.
 

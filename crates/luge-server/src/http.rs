@@ -247,7 +247,7 @@ impl HttpConfig {
                 if let (Some(x), Some(y)) = (x, y)
                     && x.port() != 0
                     && x.port() == y.port()
-                    && (x.ip() == y.ip() || x.ip().is_unspecified() || y.ip().is_unspecified())
+                    && collide(x.ip(), y.ip())
                 {
                     return Err(HttpError::Config(format!(
                         "{a} ({x}) and {b} ({y}) would listen on the same port"
@@ -257,6 +257,17 @@ impl HttpConfig {
         }
         Ok(())
     }
+}
+
+/// Whether two listeners on one port would collide: the same address, or an unspecified one
+/// of the other's family — or `::`, which (dual-stack, as Linux binds it by default) takes IPv4
+/// addresses too.
+fn collide(x: std::net::IpAddr, y: std::net::IpAddr) -> bool {
+    let v6_any = |a: std::net::IpAddr| a.is_ipv6() && a.is_unspecified();
+    x == y
+        || v6_any(x)
+        || v6_any(y)
+        || (x.is_ipv4() == y.is_ipv4() && (x.is_unspecified() || y.is_unspecified()))
 }
 
 /// Why the HTTP front end could not start, or a route was refused.

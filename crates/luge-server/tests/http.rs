@@ -1518,6 +1518,11 @@ fn listeners_on_one_port_are_refused_before_start() {
         .check()
         .unwrap();
     with(at([127, 0, 0, 1], 8080), at([127, 0, 0, 2], 8080), None).check().unwrap();
+    // Families: `0.0.0.0` takes no IPv6 address; `::` takes IPv4 ones too.
+    let v6 = |port: u16| SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+    let v6_any = |port: u16| SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port));
+    with(at([0, 0, 0, 0], 8080), v6(8080), None).check().unwrap();
+    assert!(with(v6_any(8080), at([127, 0, 0, 1], 8080), None).check().is_err());
 }
 
 /// A function added without a memory cap of its own gets the node's when that is below the
