@@ -137,10 +137,12 @@ fn a_suspended_follower_handed_back_still_counts_as_suspended() {
     // A2 (due 4.99 s) waits behind X; when X ends, A2 runs with A, due within the window,
     // committed behind it.
     let a2 = spin(&rt, 60_000_000, Duration::from_millis(4_990));
+    // Taken by the dispatcher before X ends (else A alone would run, and A2 follow it).
+    until("A2 never queued", &|| rt.group_stats()[0].queued == 2);
     ok(x.wait_timeout(Duration::from_secs(60)).unwrap());
     until("A2 never ran with A behind it", &|| rt.group_stats()[0].batched >= 1);
-    std::thread::sleep(Duration::from_millis(5));
-    assert_eq!(rt.group_stats()[0].suspended, 1, "A, committed behind A2, still counted");
+    // As of the dispatcher's round that committed A, which may end after the count above.
+    until("A, committed behind A2, not counted", &|| rt.group_stats()[0].suspended == 1);
     // C (due 1 s) preempts A2: A comes back as a follower, still suspended.
     let c = spin(&rt, 60_000_000, Duration::from_millis(1_000));
     let mut most = 0;
