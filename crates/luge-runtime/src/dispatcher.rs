@@ -121,8 +121,8 @@ pub(crate) struct GroupShared {
     pub suspended: AtomicUsize,
     /// Requests demoted to the best-effort lane so far (`Runtime::group_stats`).
     pub demoted: AtomicU64,
-    /// Preemptions the dispatcher did not carry out because the group held its bound of
-    /// suspended sandboxes (`Dispatcher::max_suspended`; `Runtime::group_stats`).
+    /// Preemptions the dispatcher deferred because the group held its bound of suspended
+    /// sandboxes (`dispatcher/suspended.rs`; `Runtime::group_stats`).
     pub preemptions_deferred: AtomicU64,
     /// The uLL lane in front of the group's policy, if on (`RuntimeConfig::ull_lane`).
     pub ull_lane: Option<UllConfig>,
