@@ -565,16 +565,14 @@ impl Dispatcher {
             request = request.with_guessed_estimate();
         }
         if given {
-            // The lane takes no client's word (`Request::client_estimate`): a request carrying
-            // an estimate is uLL only if the node's own estimate of its function makes it so
-            // and the client's does too — a client's figure can lose the lane, never earn it.
+            // The lane takes no client's word (`Request::client_estimate`, `UllConfig::takes`):
+            // a request carrying an estimate is uLL only if the node's own estimate of its
+            // function makes it so, and the client's too.
             request = request.with_client_estimate();
-            let own = (seeded || self.estimator.samples(function) > 0).then(|| {
-                let own =
-                    self.estimator.estimate(function).saturating_add(self.turnaround.overhead());
-                Request::new(id, function, arrival, relative_deadline, own.max(expected))
+            let node = (seeded || self.estimator.samples(function) > 0).then(|| {
+                self.estimator.estimate(function).saturating_add(self.turnaround.overhead())
             });
-            if own.is_some_and(|r| self.shared.ull_lane.is_some_and(|lane| lane.is_ull(&r))) {
+            if self.shared.ull_lane.is_some_and(|lane| lane.takes(false, node, Some(expected))) {
                 request = request.with_ull(true);
             }
         }

@@ -60,11 +60,19 @@ impl UllConfig {
     /// Whether `req` belongs in the lane: declared uLL, or a known estimate within the threshold
     /// that is not a client's figure ([`Request::client_estimate`]).
     pub fn is_ull(&self, req: &Request) -> bool {
-        req.ull
+        let node = (req.estimate_known && !req.client_estimate).then_some(req.expected);
+        self.takes(req.ull, node, None)
+    }
+
+    /// Whether a request takes the lane: its function is `declared` uLL, or the node's own known
+    /// estimate of it (`node`) is within the threshold — and then, if it carries a client's
+    /// estimate (`client`), that too: a client's figure can leave a request out, never bring
+    /// one in.
+    pub fn takes(&self, declared: bool, node: Option<Nanos>, client: Option<Nanos>) -> bool {
+        declared
             || (self.threshold > 0
-                && req.estimate_known
-                && !req.client_estimate
-                && req.expected <= self.threshold)
+                && node.is_some_and(|n| n <= self.threshold)
+                && client.is_none_or(|c| c <= self.threshold))
     }
 }
 

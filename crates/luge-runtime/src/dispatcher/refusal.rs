@@ -61,18 +61,12 @@ impl GroupShared {
             return false;
         };
         let own = estimate.saturating_add(overhead);
-        let req = Request::new(RequestId(0), function.id, arrival.min(now), relative, own)
-            .with_ull(function.config.ull);
-        // The lane judges on the node's estimate, never a client's alone (as the dispatcher
-        // does): with one given, on the larger of it and the function's published estimate.
-        let lane = match (given, function.published_expected(self.index)) {
-            (None, _) => req,
-            (Some(_), Some(node)) => {
-                Request { expected: node.saturating_add(overhead).max(own), ..req }
-            }
-            (Some(_), None) => req.with_client_estimate(),
-        };
-        if self.ull_lane.is_some_and(|l| l.is_ull(&lane)) {
+        let req = Request::new(RequestId(0), function.id, arrival.min(now), relative, own);
+        // The lane judges on the node's estimate, and a client's can only leave a request out
+        // (`UllConfig::takes`, as the dispatcher judges it).
+        let node = function.published_expected(self.index).map(|n| n.saturating_add(overhead));
+        let client = given.map(|_| own);
+        if self.ull_lane.is_some_and(|l| l.takes(function.config.ull, node, client)) {
             return false;
         }
         let (deadline, own) = (req.absolute_deadline, req.own_work());

@@ -192,4 +192,10 @@ fn a_clients_estimate_does_not_earn_the_lane() {
     assert!(lane.is_ull(&short), "the node's own estimate within the threshold");
     assert!(!lane.is_ull(&short.with_client_estimate()), "a client's claim");
     assert!(lane.is_ull(&short.with_client_estimate().with_ull(true)), "declared by the operator");
+    // With both estimates: the node's must bring it in, and the client's may leave it out.
+    assert!(lane.takes(false, Some(1_000), Some(1_000)));
+    assert!(!lane.takes(false, None, Some(1_000)), "a client's claim alone");
+    assert!(!lane.takes(false, Some(1_000), Some(1_000_000)), "a client saying it is long");
+    assert!(lane.takes(true, None, Some(1_000_000)), "declared");
+    assert!(!UllConfig { threshold: 0, ..lane }.takes(false, Some(1), None), "threshold 0");
 }
