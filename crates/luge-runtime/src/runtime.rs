@@ -341,24 +341,7 @@ impl Runtime {
             let reason = RegisterError::UnknownTenant(config.tenant);
             return Err(Error::Register { name: config.name, reason });
         }
-        if let Err(bad) = config.check() {
-            return Err(Error::Register {
-                name: config.name,
-                reason: RegisterError::Limit(bad.reason),
-            });
-        }
-        let (lane, slice) = (self.inner.config.ull_lane, self.inner.config.ull_slice);
-        if let Some(e) = config.expected_execution.filter(|&e| lane && config.ull && e > slice) {
-            let reason = format!(
-                "declared uLL with an expected execution of {e:?}, above the lane's slice of \
-                 {slice:?}: each request would be preempted at the slice and lose its place"
-            );
-            return Err(Error::Register {
-                name: config.name,
-                reason: RegisterError::Limit(reason),
-            });
-        }
-        if let Some(reason) = never_admitted(&config, tenant) {
+        if let Some(reason) = unservable(&config, tenant, &self.inner.config) {
             return Err(Error::Register {
                 name: config.name,
                 reason: RegisterError::Limit(reason),
@@ -825,12 +808,29 @@ fn max_suspended(config: &RuntimeConfig, group_workers: usize) -> usize {
     slots.saturating_sub(ready).saturating_sub(group_workers)
 }
 
-/// Why a function with `config` would refuse what it was registered for, if so: its declared
-/// execution is not below its own deadline and it is not demoted (every request that brings no
-/// longer deadline of its own refused as infeasible: the function's default deadline must cover
-/// its declared work), or its memory cap is above its tenant's `max_memory_bytes` (every request
-/// refused by the tenant's limit).
-fn never_admitted(config: &FunctionConfig, tenant: Option<&TenantConfig>) -> Option<String> {
+/// Why a function with `config` cannot be served as declared, if so: a setting out of range
+/// (`FunctionConfig::check`); declared uLL but estimated above the lane's slice (each request
+/// would be preempted at the slice and lose its place); its declared execution not below its
+/// own deadline and not demoted (every request that brings no longer deadline of its own
+/// refused as infeasible: the function's default deadline must cover its declared work); or its
+/// memory cap above its tenant's `max_memory_bytes` (every request refused by that limit).
+fn unservable(
+    config: &FunctionConfig,
+    tenant: Option<&TenantConfig>,
+    runtime: &RuntimeConfig,
+) -> Option<String> {
+    if let Err(bad) = config.check() {
+        return Some(bad.reason);
+    }
+    let slice = runtime.ull_slice;
+    if let Some(e) =
+        config.expected_execution.filter(|&e| runtime.ull_lane && config.ull && e > slice)
+    {
+        return Some(format!(
+            "declared uLL with an expected execution of {e:?}, above the lane's slice of \
+             {slice:?}: each request would be preempted at the slice and lose its place"
+        ));
+    }
     if let Some(expected) = config.expected_execution
         && expected >= config.relative_deadline
         && config.on_overrun == Overrun::Kill
