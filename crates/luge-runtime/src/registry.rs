@@ -367,33 +367,27 @@ impl Registry {
         }
         let (pre, module_hash, from_cache) = self.compile(&config, bytes)?;
         let mut functions = self.functions.write().unwrap_or_else(|p| p.into_inner());
-        let refused = match Exports::of(pre.module()) {
-            None => Err(RegisterError::MissingExport("_start")),
-            Some(_) if functions.by_name.contains_key(&config.name) => {
-                Err(RegisterError::Duplicate)
+        // Checked again under the lock: registrations compiling side by side.
+        let mut take = || {
+            let exports =
+                Exports::of(pre.module()).ok_or(RegisterError::MissingExport("_start"))?;
+            if functions.by_name.contains_key(&config.name)
+                || functions.reserved.contains_key(&config.name)
+            {
+                return Err(RegisterError::Duplicate);
             }
-            Some(_) if functions.reserved.contains_key(&config.name) => {
-                Err(RegisterError::Duplicate)
-            }
-            Some(exports) => match quota {
-                Some(q)
-                    if functions
-                        .by_name
-                        .values()
-                        .filter(|f| f.config.tenant == q.tenant)
-                        .count()
-                        >= q.max as usize =>
-                {
-                    Err(RegisterError::TenantFunctions {
-                        tenant: q.tenant,
-                        name: q.name,
-                        max: q.max,
-                    })
+            if let Some(q) = &quota {
+                let has =
+                    functions.by_name.values().filter(|f| f.config.tenant == q.tenant).count();
+                if has >= q.max as usize {
+                    let (tenant, name, max) = (q.tenant, q.name.clone(), q.max);
+                    return Err(RegisterError::TenantFunctions { tenant, name, max });
                 }
-                _ => functions.take_id().map(|id| (exports, id)).ok_or(RegisterError::IdsExhausted),
-            },
+            }
+            functions.take_id().map(|id| (exports, id)).ok_or(RegisterError::IdsExhausted)
         };
-        let (exports, id) = match refused {
+        let taken = take();
+        let (exports, id) = match taken {
             Ok(taken) => taken,
             Err(reason) => {
                 // Refused after compiling (a race for the name or the tenant's last slot): an
