@@ -304,6 +304,31 @@ impl RuntimeConfig {
         Ok(())
     }
 
+    /// Ready sandboxes a worker keeps per uLL function and in all (`ready.rs`): as configured,
+    /// with the total capped so that all workers' ready sandboxes hold at most half of the
+    /// pool's slots.
+    pub(crate) fn ready_limits(&self) -> (usize, usize) {
+        if !self.ull_lane {
+            return (0, 0);
+        }
+        let half_pool = usize::try_from(self.max_sandboxes / 2).unwrap_or(usize::MAX);
+        let max = self.ready_sandboxes_max.min(half_pool / self.workers.max(1));
+        (self.ready_sandboxes, max)
+    }
+
+    /// The sandboxes a group of `group_workers` may keep suspended: its share of the pool, less
+    /// what its workers' ready sandboxes may hold ([`ready_limits`](Self::ready_limits)) and one
+    /// running sandbox per worker. A preemption beyond it waits for a slot
+    /// (`dispatcher/suspended.rs`).
+    pub(crate) fn max_suspended(&self, group_workers: usize) -> usize {
+        let slots = self.max_sandboxes as usize * group_workers / self.workers.max(1);
+        let ready = match self.ready_limits() {
+            (0, _) => 0,
+            (_, per_worker) => per_worker.saturating_mul(group_workers),
+        };
+        slots.saturating_sub(ready).saturating_sub(group_workers)
+    }
+
     /// The layout this configuration runs: [`Layout::Auto`] resolved for its worker and
     /// dispatcher counts.
     pub fn effective_layout(&self) -> Layout {
@@ -448,5 +473,54 @@ impl FunctionConfig {
             return Err(BadSetting { key, reason });
         }
         Ok(())
+    }
+
+    /// Why a function with these settings, of `tenant`, on a runtime with `runtime`'s, cannot be
+    /// served as declared, if so: a setting out of range ([`check`](Self::check)); declared uLL
+    /// but estimated above the lane's slice (each request would be preempted at the slice and
+    /// lose its place); its declared execution not below its own deadline and not demoted (every
+    /// request that brings no longer deadline of its own refused as infeasible: the function's
+    /// default deadline must cover its declared work); or its memory cap above its tenant's
+    /// `max_memory_bytes` (every request refused by that limit).
+    pub(crate) fn unservable(
+        &self,
+        tenant: Option<&TenantConfig>,
+        runtime: &RuntimeConfig,
+    ) -> Option<String> {
+        if let Err(bad) = self.check() {
+            return Some(bad.reason);
+        }
+        let slice = runtime.ull_slice;
+        if let Some(e) =
+            self.expected_execution.filter(|&e| runtime.ull_lane && self.ull && e > slice)
+        {
+            return Some(format!(
+                "declared uLL with an expected execution of {e:?}, above the lane's slice of \
+                 {slice:?}: each request would be preempted at the slice and lose its place"
+            ));
+        }
+        if let Some(expected) = self.expected_execution
+            && expected >= self.relative_deadline
+            && self.on_overrun == Overrun::Kill
+        {
+            return Some(format!(
+                "expected execution of {expected:?} is not below the relative deadline of {:?}: \
+                 every request without a longer deadline of its own would be refused as \
+                 infeasible (give a relative deadline that covers it, or on_overrun = \"demote\" \
+                 to run such requests late)",
+                self.relative_deadline
+            ));
+        }
+        let tenant_max = tenant.and_then(|t| Some((t, t.max_memory_bytes?)));
+        if let Some((t, max)) = tenant_max
+            && self.limits.max_memory_bytes > max
+        {
+            return Some(format!(
+                "memory limit of {} bytes exceeds tenant {} (`{}`)'s max_memory_bytes of {max}: \
+                 every request would be refused by the tenant's limit",
+                self.limits.max_memory_bytes, t.id, t.name
+            ));
+        }
+        None
     }
 }

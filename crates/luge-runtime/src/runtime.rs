@@ -6,9 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use luge_sched::{
-    Estimator, EstimatorConfig, Overrun, Policy, PolicyConfig, RequestId, UllConfig, UllLane,
-};
+use luge_sched::{Estimator, EstimatorConfig, Policy, PolicyConfig, RequestId, UllConfig, UllLane};
 
 use luge_proto::{TraceContext, nanos};
 
@@ -24,7 +22,7 @@ use crate::request_ids::RequestIds;
 use crate::signals::{Clock, Epoch, InlineHooks, Signals, TaskClock, WorkerSignals};
 use crate::stats::{GroupStats, WorkerStats};
 use crate::task::{Task, TaskState, WorkerShared};
-use crate::tenants::{TenantConfig, TenantStats, Tenants};
+use crate::tenants::{TenantStats, Tenants};
 use crate::worker;
 
 mod shutdown;
@@ -162,7 +160,7 @@ impl Runtime {
                     let pc = &config.policy_config;
                     let batch = if pc.batch_window > 0 { pc.batch_max } else { 0 };
                     let mut worker = WorkerShared::new(i, batch);
-                    worker.ready_limits = ready_limits(&config);
+                    worker.ready_limits = config.ready_limits();
                     Arc::new(worker)
                 });
                 first += size;
@@ -205,6 +203,15 @@ impl Runtime {
                 ..EstimatorConfig::default()
             });
             let inline_worker = inline.then(|| Arc::clone(&workers[0]));
+            let max_suspended = config.max_suspended(size);
+            if max_suspended == 0 {
+                tracing::warn!(
+                    max_sandboxes = config.max_sandboxes,
+                    workers = config.workers,
+                    "max_sandboxes leaves no slot for a preempted request: a more urgent arrival \
+                     waits for the running request to end (raise max_sandboxes)"
+                );
+            }
             let dispatcher = Dispatcher::new(
                 Arc::clone(group),
                 workers,
@@ -214,15 +221,7 @@ impl Runtime {
                 config.wait,
                 config.shutdown_grace,
             )
-            .with_max_suspended(max_suspended(&config, size));
-            if max_suspended(&config, size) == 0 {
-                tracing::warn!(
-                    max_sandboxes = config.max_sandboxes,
-                    workers = config.workers,
-                    "max_sandboxes leaves no slot for a preempted request: a more urgent arrival \
-                     waits for the running request to end (raise max_sandboxes)"
-                );
-            }
+            .with_max_suspended(max_suspended);
             match inline_worker {
                 Some(me) => {
                     let signals = Arc::clone(&signals);
@@ -341,7 +340,7 @@ impl Runtime {
             let reason = RegisterError::UnknownTenant(config.tenant);
             return Err(Error::Register { name: config.name, reason });
         }
-        if let Some(reason) = unservable(&config, tenant, &self.inner.config) {
+        if let Some(reason) = config.unservable(tenant, &self.inner.config) {
             return Err(Error::Register {
                 name: config.name,
                 reason: RegisterError::Limit(reason),
@@ -796,81 +795,10 @@ impl Runtime {
     }
 }
 
-/// The sandboxes a group of `group_workers` may keep suspended: its share of the pool, less
-/// what its workers' ready sandboxes may hold (`ready_limits`) and one running sandbox per
-/// worker. A preemption beyond it waits for a slot (`dispatcher/suspended.rs`).
-fn max_suspended(config: &RuntimeConfig, group_workers: usize) -> usize {
-    let slots = config.max_sandboxes as usize * group_workers / config.workers.max(1);
-    let ready = match ready_limits(config) {
-        (0, _) => 0,
-        (_, per_worker) => per_worker.saturating_mul(group_workers),
-    };
-    slots.saturating_sub(ready).saturating_sub(group_workers)
-}
-
-/// Why a function with `config` cannot be served as declared, if so: a setting out of range
-/// (`FunctionConfig::check`); declared uLL but estimated above the lane's slice (each request
-/// would be preempted at the slice and lose its place); its declared execution not below its
-/// own deadline and not demoted (every request that brings no longer deadline of its own
-/// refused as infeasible: the function's default deadline must cover its declared work); or its
-/// memory cap above its tenant's `max_memory_bytes` (every request refused by that limit).
-fn unservable(
-    config: &FunctionConfig,
-    tenant: Option<&TenantConfig>,
-    runtime: &RuntimeConfig,
-) -> Option<String> {
-    if let Err(bad) = config.check() {
-        return Some(bad.reason);
-    }
-    let slice = runtime.ull_slice;
-    if let Some(e) =
-        config.expected_execution.filter(|&e| runtime.ull_lane && config.ull && e > slice)
-    {
-        return Some(format!(
-            "declared uLL with an expected execution of {e:?}, above the lane's slice of \
-             {slice:?}: each request would be preempted at the slice and lose its place"
-        ));
-    }
-    if let Some(expected) = config.expected_execution
-        && expected >= config.relative_deadline
-        && config.on_overrun == Overrun::Kill
-    {
-        return Some(format!(
-            "expected execution of {expected:?} is not below the relative deadline of {:?}: \
-             every request without a longer deadline of its own would be refused as \
-             infeasible (give a relative deadline that covers it, or on_overrun = \"demote\" \
-             to run such requests late)",
-            config.relative_deadline
-        ));
-    }
-    let tenant_max = tenant.and_then(|t| Some((t, t.max_memory_bytes?)));
-    if let Some((t, max)) = tenant_max
-        && config.limits.max_memory_bytes > max
-    {
-        return Some(format!(
-            "memory limit of {} bytes exceeds tenant {} (`{}`)'s max_memory_bytes of {max}: \
-             every request would be refused by the tenant's limit",
-            config.limits.max_memory_bytes, t.id, t.name
-        ));
-    }
-    None
-}
-
 /// `policy` behind the uLL lane of `lane`, if the lane is on.
 fn with_ull_lane(policy: Box<dyn Policy>, lane: Option<UllConfig>) -> Box<dyn Policy> {
     match lane {
         Some(lane) => Box::new(UllLane::new(policy, lane)),
         None => policy,
     }
-}
-
-/// Ready sandboxes a worker keeps per uLL function and in all (`ready.rs`): as configured, with
-/// the total capped so that all workers' ready sandboxes hold at most half of the pool's slots.
-fn ready_limits(config: &RuntimeConfig) -> (usize, usize) {
-    if !config.ull_lane {
-        return (0, 0);
-    }
-    let half_pool = usize::try_from(config.max_sandboxes / 2).unwrap_or(usize::MAX);
-    let max = config.ready_sandboxes_max.min(half_pool / config.workers.max(1));
-    (config.ready_sandboxes, max)
 }
