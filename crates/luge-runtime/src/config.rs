@@ -304,6 +304,18 @@ impl RuntimeConfig {
         Ok(())
     }
 
+    /// The memory cap of a function of `tenant` registered without one of its own: the default
+    /// (64 MiB), or the pool's slot size or the tenant's `max_memory_bytes` if smaller — what
+    /// the function could be given at all. The manifest and the admin API both use it.
+    pub fn default_memory_cap(&self, tenant: u32) -> u64 {
+        let tenant_max =
+            self.tenants.iter().find(|t| t.id == tenant).and_then(|t| t.max_memory_bytes);
+        Limits::default()
+            .max_memory_bytes
+            .min(self.max_memory_bytes)
+            .min(tenant_max.unwrap_or(u64::MAX))
+    }
+
     /// Ready sandboxes a worker keeps per uLL function and in all (`ready.rs`): as configured,
     /// with the total capped so that all workers' ready sandboxes hold at most half of the
     /// pool's slots.

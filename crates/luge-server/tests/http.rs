@@ -1525,8 +1525,9 @@ fn listeners_on_one_port_are_refused_before_start() {
     assert!(with(v6_any(8080), at([127, 0, 0, 1], 8080), None).check().is_err());
 }
 
-/// A function added without a memory cap of its own gets the node's when that is below the
-/// default 64 MiB, as a manifest function does — not a refusal for exceeding it.
+/// A function added without a memory cap of its own gets the node's, or its tenant's bound,
+/// when that is below the default 64 MiB, as a manifest function does — not a refusal for
+/// exceeding it.
 #[test]
 fn an_added_function_takes_the_nodes_smaller_memory_cap() {
     use luge_client::{AddOptions, AdminClient};
@@ -1537,11 +1538,23 @@ fn an_added_function_takes_the_nodes_smaller_memory_cap() {
         admin: Some(admin),
         ..HttpConfig::default()
     };
-    let runtime = RuntimeConfig { max_memory_bytes: 16 << 20, ..RuntimeConfig::default() };
+    let small = luge_runtime::TenantConfig {
+        max_memory_bytes: Some(8 << 20),
+        ..luge_runtime::TenantConfig::new(3, "small")
+    };
+    let runtime = RuntimeConfig {
+        max_memory_bytes: 16 << 20,
+        tenants: vec![small],
+        ..RuntimeConfig::default()
+    };
     let node =
         luge_server::Node::start(NodeConfig { runtime, http: Some(http), udp: None }, &[]).unwrap();
     let url = format!("http://{}", node.http().unwrap().admin_addr().unwrap());
     let client = AdminClient::new(&url).unwrap();
     let added = client.add("hello", HELLO.as_bytes(), &AddOptions::default()).unwrap();
     assert_eq!(added.max_memory_bytes, 16 << 20);
+    // Of a tenant whose bound is smaller still: that bound, not a refusal.
+    let of_small = AddOptions { tenant: Some(3), ..AddOptions::default() };
+    let added = client.add("echo", ECHO.as_bytes(), &of_small).unwrap();
+    assert_eq!(added.max_memory_bytes, 8 << 20);
 }

@@ -387,10 +387,11 @@ impl Manifest {
             let us = Duration::from_micros;
             let limits = Limits {
                 max_execution: f.max_execution_us.map_or(defaults.max_execution, us),
-                // Without its own cap, a function gets the default or the server's, the smaller.
+                // Without its own cap, the smallest of the default, the server's and its
+                // tenant's.
                 max_memory_bytes: f
                     .max_memory_bytes
-                    .unwrap_or(defaults.max_memory_bytes.min(server.runtime.max_memory_bytes)),
+                    .unwrap_or_else(|| server.runtime.default_memory_cap(f.tenant.unwrap_or(0))),
                 max_request_bytes: f.max_request_bytes.unwrap_or(defaults.max_request_bytes),
                 max_output_bytes: f.max_output_bytes.unwrap_or(defaults.max_output_bytes),
             };
@@ -1122,6 +1123,8 @@ tenant = 1
         assert_eq!(t[0].max_memory_bytes, Some(1 << 20));
         assert_eq!((t[1].name.as_str(), t[1].max_concurrent), ("2", None));
         assert_eq!(m.functions[0].config.tenant, 1);
+        // Without a memory cap of its own, a function takes its tenant's bound when smaller.
+        assert_eq!(m.functions[0].config.limits.max_memory_bytes, 1 << 20);
         // A function of an undeclared tenant, a tenant declared twice, a bad limit.
         let (line, reason) = error(
             "[[tenant]]\nid = 1\n\n[[function]]\nname = \"a\"\nmodule = \"builtin:noop\"\ntenant = 7\n",

@@ -296,13 +296,12 @@ pub(super) async fn put_function(
     config.on_overrun = query.on_overrun.unwrap_or_default();
     config.ull = query.ull.unwrap_or(false);
     // Above the node's memory per sandbox, the registry refuses it (400, as the manifest does);
-    // without a cap of its own it takes the node's when that is below the default, as a
-    // manifest function does.
-    let node_max = shared.runtime.config().max_memory_bytes;
+    // without a cap of its own it takes the smallest of the default, the node's and its
+    // tenant's, as a manifest function does.
+    let default_memory = shared.runtime.config().default_memory_cap(config.tenant);
     let limits = &mut config.limits;
     limits.max_execution = query.max_execution.unwrap_or(limits.max_execution);
-    limits.max_memory_bytes =
-        query.max_memory_bytes.unwrap_or(limits.max_memory_bytes.min(node_max));
+    limits.max_memory_bytes = query.max_memory_bytes.unwrap_or(default_memory);
     limits.max_request_bytes = query.max_request_bytes.unwrap_or(limits.max_request_bytes);
     limits.max_output_bytes = query.max_output_bytes.unwrap_or(limits.max_output_bytes);
     // A route taken already is refused before the module is compiled and registered: the
