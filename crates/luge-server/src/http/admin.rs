@@ -439,22 +439,32 @@ fn owner_of(shared: &Shared, holder: Option<&String>, name: &str) -> Option<Stri
 /// may be below the upload limit); `422 over_limit` for one over another registration limit
 /// (a well-formed request whose content the node will not take on; the message names the
 /// manifest key); `503 busy` (with `Retry-After`, as on every 503) while every compile slot
-/// stayed taken; `400 bad_request` for a module that is not valid or cannot run here.
-fn refusal_status(error: &luge_runtime::Error) -> (StatusCode, &'static str) {
-    match error {
-        luge_runtime::Error::Register { reason, .. } => match reason {
-            RegisterError::OverLimit { limit: RegistrationLimit::ModuleBytes, .. } => {
-                (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
-            }
-            RegisterError::OverLimit { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "over_limit"),
-            RegisterError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
-            RegisterError::TenantFunctions { .. } => {
-                (StatusCode::TOO_MANY_REQUESTS, "tenant_limit")
-            }
-            RegisterError::Duplicate => (StatusCode::CONFLICT, "conflict"),
-            _ => (StatusCode::BAD_REQUEST, "bad_request"),
-        },
-        _ => (StatusCode::BAD_REQUEST, "bad_request"),
+/// stayed taken; `400 bad_request` for a module that is not valid or cannot run here. What is
+/// the node's doing, not the request's, is not a 400: `500 internal` when the artifact cache
+/// could not be read or written, `507 exhausted` once every function id is spent (no retry
+/// helps until a restart). Every reason is listed, so a new one is mapped on purpose.
+pub(super) fn refusal_status(error: &luge_runtime::Error) -> (StatusCode, &'static str) {
+    let luge_runtime::Error::Register { reason, .. } = error else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "internal");
+    };
+    match reason {
+        RegisterError::OverLimit { limit: RegistrationLimit::ModuleBytes, .. } => {
+            (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
+        }
+        RegisterError::OverLimit { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "over_limit"),
+        RegisterError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
+        RegisterError::TenantFunctions { .. } => (StatusCode::TOO_MANY_REQUESTS, "tenant_limit"),
+        RegisterError::Duplicate => (StatusCode::CONFLICT, "conflict"),
+        RegisterError::Cache(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        RegisterError::IdsExhausted => (StatusCode::INSUFFICIENT_STORAGE, "exhausted"),
+        RegisterError::Invalid(_)
+        | RegisterError::UnsupportedImports(_)
+        | RegisterError::Link(_)
+        | RegisterError::MissingExport(_)
+        | RegisterError::MemoryTooLarge { .. }
+        | RegisterError::Limit(_)
+        | RegisterError::Chain(_)
+        | RegisterError::UnknownTenant(_) => (StatusCode::BAD_REQUEST, "bad_request"),
     }
 }
 
@@ -567,5 +577,7 @@ mod tests {
         assert_eq!(status(busy), (503, "busy"));
         assert_eq!(status(RegisterError::Duplicate), (409, "conflict"));
         assert_eq!(status(RegisterError::Invalid("x".into())), (400, "bad_request"));
+        assert_eq!(status(RegisterError::Cache("disk full".into())), (500, "internal"));
+        assert_eq!(status(RegisterError::IdsExhausted), (507, "exhausted"));
     }
 }

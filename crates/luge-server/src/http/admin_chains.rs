@@ -3,7 +3,7 @@
 //! registered functions — what a manifest's `[[chain]]` declares
 //! (Edge-RT §III). A chain shares the functions' names, routes and ids.
 
-use super::admin::{NotRouted, removed_meanwhile};
+use super::admin::{NotRouted, refusal_status, removed_meanwhile};
 use super::*;
 use luge_proto::{ChainInfo, ChainSpec, micros};
 use luge_runtime::{Chain, ChainConfig, RegisterError};
@@ -67,7 +67,10 @@ pub(super) async fn put(
         Err(luge_runtime::Error::Register { reason: RegisterError::Duplicate, .. }) => {
             return taken(shared, name);
         }
-        Err(e) => return bad(e.to_string()),
+        Err(e) => {
+            let (status, label) = refusal_status(&e);
+            return shared.error(status, label, e.to_string());
+        }
     };
     // Checked again under the routes' lock: a route taken meanwhile, or the chain removed.
     let ours = || shared.runtime.chain(name).is_some_and(|c| Arc::ptr_eq(&c, &chain));
