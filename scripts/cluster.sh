@@ -53,10 +53,11 @@ stop() {
 trap stop EXIT
 trap 'exit 0' INT TERM
 
-# The nodes' manifest: the built-in functions, and no per-client connection cap — every
-# connection comes from the balancer's one address (docs/manifest.md,
-# `max_connections_per_client`: 0 behind a load balancer).
-printf '[server]\nmax_connections_per_client = 0\n' >"$dir/node.toml"
+# The nodes' manifest: the built-in functions, and no per-client connection cap or body share —
+# every connection comes from the balancer's one address (docs/manifest.md,
+# `max_connections_per_client` and `max_buffered_body_bytes_per_client`: 0 behind a load
+# balancer).
+printf '[server]\nmax_connections_per_client = 0\nmax_buffered_body_bytes_per_client = 0\n' >"$dir/node.toml"
 for name in noop echo hello fib spin; do
     printf '\n[[function]]\nname = "%s"\nmodule = "builtin:%s"\n' "$name" "$name" >>"$dir/node.toml"
 done

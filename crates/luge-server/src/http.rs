@@ -178,6 +178,11 @@ pub struct HttpConfig {
     /// `overloaded` at once. Bounds what many connections, each under its function's
     /// `max_request_bytes`, can make the node buffer together. 0 = no bound.
     pub max_buffered_body_bytes: u64,
+    /// Of those bytes, what one client address (IPv6: its /64) may hold; a body that would
+    /// take its client past it is answered 503 `overloaded` at once, and none may be larger
+    /// (413). So one client cannot take the whole bound from every other. 0 = no share: for
+    /// a node whose only client is a load balancer.
+    pub max_buffered_body_bytes_per_client: u64,
     /// `Retry-After` (seconds) on every 503.
     pub retry_after_secs: u32,
     /// Largest module accepted by `PUT /admin/functions/<name>`.
@@ -211,6 +216,7 @@ impl Default for HttpConfig {
             body_read_timeout: Duration::from_secs(30),
             min_body_rate: 1024,
             max_buffered_body_bytes: 256 << 20,
+            max_buffered_body_bytes_per_client: 64 << 20,
             retry_after_secs: 1,
             max_module_bytes: 64 << 20,
             request_log: RequestLog::Off,
@@ -455,7 +461,10 @@ impl HttpServer {
             config.tracing.clone(),
         ));
         let max_connections_per_client = config.max_connections_per_client;
-        let bodies = BodyBudget::new(config.max_buffered_body_bytes);
+        let bodies = BodyBudget::new(
+            config.max_buffered_body_bytes,
+            config.max_buffered_body_bytes_per_client,
+        );
         let shared = Arc::new(Shared {
             runtime,
             metrics,
@@ -477,7 +486,7 @@ impl HttpServer {
             open: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             bodies,
-            admin_bodies: BodyBudget::new(0),
+            admin_bodies: BodyBudget::new(0, 0),
             started: Instant::now(),
             local_addr,
             scrapes: Scrapes::new(),

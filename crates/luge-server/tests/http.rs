@@ -250,6 +250,16 @@ async fn exchange(node: &Node, request: &[u8]) -> Answer {
     read_raw(&mut conn).await
 }
 
+/// Polls the node's /metrics until it holds `line` (bounded by [`PATIENCE`]).
+async fn metrics_show(node: &Node, line: &str) {
+    let mut metrics = String::new();
+    let start = Instant::now();
+    while !metrics.contains(line) {
+        assert!(start.elapsed() < PATIENCE, "no `{line}` in {metrics}");
+        metrics = get(node, "/metrics").await.text();
+    }
+}
+
 /// Polls `condition` until it holds (bounded by [`PATIENCE`]).
 async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -623,7 +633,12 @@ async fn slow_clients_cannot_take_the_node() {
 /// bytes held are in /metrics, and they return once the bodies holding them are answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_bodies_held_at_once_are_bounded() {
-    let http = HttpConfig { max_buffered_body_bytes: 64 << 10, ..HttpConfig::default() };
+    // Every body below comes from one address: no share per client, so the bound is the total.
+    let http = HttpConfig {
+        max_buffered_body_bytes: 64 << 10,
+        max_buffered_body_bytes_per_client: 0,
+        ..HttpConfig::default()
+    };
     let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
     let head = |length: usize| {
         format!("POST /noop HTTP/1.1\r\nHost: l\r\nContent-Length: {length}\r\n\r\n")
@@ -638,13 +653,7 @@ async fn request_bodies_held_at_once_are_bounded() {
     let mut held = raw(&node).await;
     held.get_mut().write_all(head(40_000).as_bytes()).await.unwrap();
     held.get_mut().write_all(&[b'x'; 20_000]).await.unwrap();
-    let gauge = "luge_http_buffered_body_bytes 40000\n";
-    let mut metrics = String::new();
-    let start = Instant::now();
-    while !metrics.contains(gauge) {
-        assert!(start.elapsed() < PATIENCE, "{metrics}");
-        metrics = get(&node, "/metrics").await.text();
-    }
+    metrics_show(&node, "luge_http_buffered_body_bytes 40000\n").await;
     // 30 000 more would pass 64 KiB: refused at once, the connection closed.
     let answer = exchange(&node, &post(30_000, b'y')).await;
     assert_error(&answer, 503, "overloaded", "request buffers full");
@@ -659,6 +668,64 @@ async fn request_bodies_held_at_once_are_bounded() {
     assert_ok(&exchange(&node, &post(30_000, b'y')).await, b"");
     assert_eq!(node.metrics.requests("noop", "overloaded"), 1);
     // A body larger than the whole budget could never fit: too large (413), not a 503 to retry.
+    let answer = exchange(&node, head(100_000).as_bytes()).await;
+    assert_error(&answer, 413, "too_large", "exceeds the limit of 65536 bytes");
+}
+
+/// One client address holds at most its share of the request-body budget
+/// (`max_buffered_body_bytes_per_client`): past it, its next body is answered 503 `overloaded`
+/// at once and counted, while another address's body of the same size is served; its bytes
+/// return once its bodies are answered; a body larger than the share could never fit (413).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_hold_every_body_buffer() {
+    let http = HttpConfig {
+        max_buffered_body_bytes: 1 << 20,
+        max_buffered_body_bytes_per_client: 64 << 10,
+        ..HttpConfig::default()
+    };
+    let node = node_http(RuntimeConfig { workers: 1, ..RuntimeConfig::default() }, http);
+    let from = |last: u8| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from(([127, 0, 2, last], 0))).unwrap();
+        BufReader::new(socket.connect(node.addr).await.unwrap())
+    };
+    // A deadline that outlasts the steps below, counted from when each head arrives.
+    let head = |length: usize| {
+        format!(
+            "POST /noop HTTP/1.1\r\nHost: l\r\nLuge-Deadline-Us: 30000000\r\n\
+             Content-Length: {length}\r\n\r\n"
+        )
+    };
+    let post = |length: usize| {
+        let mut request = head(length).into_bytes();
+        request.resize(request.len() + length, b'x');
+        request
+    };
+    // Client 1 holds a 40 000-byte body's buffer, half sent.
+    let mut held = from(1).await;
+    held.get_mut().write_all(head(40_000).as_bytes()).await.unwrap();
+    held.get_mut().write_all(&[b'x'; 20_000]).await.unwrap();
+    metrics_show(&node, "luge_http_buffered_body_bytes 40000\n").await;
+    // 30 000 more would take client 1 past its 64 KiB: refused at once, though the node has
+    // room.
+    let mut over = from(1).await;
+    over.get_mut().write_all(&post(30_000)).await.unwrap();
+    let answer = read_raw(&mut over).await;
+    assert_error(&answer, 503, "overloaded", "request buffers full");
+    assert_eq!(answer.header("connection"), Some("close"));
+    let metrics = get(&node, "/metrics").await.text();
+    assert!(metrics.contains("luge_http_bodies_refused_per_client_total 1\n"), "{metrics}");
+    // Another address sends the same body and is served.
+    let mut other = from(2).await;
+    other.get_mut().write_all(&post(30_000)).await.unwrap();
+    assert_ok(&read_raw(&mut other).await, b"");
+    // Client 1's body completes; its bytes return, so its next 30 000 fit.
+    held.get_mut().write_all(&[b'x'; 20_000]).await.unwrap();
+    assert_ok(&read_raw(&mut held).await, b"");
+    let mut again = from(1).await;
+    again.get_mut().write_all(&post(30_000)).await.unwrap();
+    assert_ok(&read_raw(&mut again).await, b"");
+    // A body larger than a client's share could never fit: too large, not a 503 to retry.
     let answer = exchange(&node, head(100_000).as_bytes()).await;
     assert_error(&answer, 413, "too_large", "exceeds the limit of 65536 bytes");
 }

@@ -50,6 +50,8 @@ pub struct ServerSettings {
     pub max_connections_per_client: usize,
     /// Bytes of HTTP request bodies held at once, read or awaiting their answer (0 = no bound).
     pub max_buffered_body_bytes: u64,
+    /// Of those, what one client address may hold (0 = no share; default a quarter).
+    pub max_buffered_body_bytes_per_client: u64,
     /// HTTP front-end threads.
     pub http_threads: usize,
     /// Busy-poll the UDP socket.
@@ -125,6 +127,7 @@ struct RawServer {
     expose_metrics: Option<bool>,
     max_connections_per_client: Option<usize>,
     max_buffered_body_bytes: Option<u64>,
+    max_buffered_body_bytes_per_client: Option<u64>,
     http_threads: Option<usize>,
     rpc_busy_poll: Option<bool>,
     request_log: Option<Spanned<String>>,
@@ -593,6 +596,8 @@ fn default_settings() -> ServerSettings {
         expose_metrics: true,
         max_connections_per_client: 1024,
         max_buffered_body_bytes: HttpConfig::default().max_buffered_body_bytes,
+        max_buffered_body_bytes_per_client: HttpConfig::default()
+            .max_buffered_body_bytes_per_client,
         http_threads: 1,
         rpc_busy_poll: false,
         request_log: RequestLog::Off,
@@ -780,6 +785,8 @@ fn settings(
             *s.get_ref()
         }
     };
+    let max_buffered_body_bytes =
+        raw.max_buffered_body_bytes.unwrap_or(defaults.max_buffered_body_bytes);
     Ok(ServerSettings {
         otlp_endpoint,
         trace_sample,
@@ -798,9 +805,11 @@ fn settings(
         max_connections_per_client: raw
             .max_connections_per_client
             .unwrap_or(defaults.max_connections_per_client),
-        max_buffered_body_bytes: raw
-            .max_buffered_body_bytes
-            .unwrap_or(defaults.max_buffered_body_bytes),
+        max_buffered_body_bytes,
+        // A quarter of the whole, unless given: a node that lowers the whole keeps a share.
+        max_buffered_body_bytes_per_client: raw
+            .max_buffered_body_bytes_per_client
+            .unwrap_or(max_buffered_body_bytes / 4),
         http_threads: raw.http_threads.unwrap_or(1),
         rpc_busy_poll: raw.rpc_busy_poll.unwrap_or(false),
         request_log,
@@ -895,6 +904,11 @@ policy = "fifo"
         assert_eq!(m.server.max_buffered_body_bytes, 256 << 20, "the front end's default");
         let m = parse("[server]\nmax_buffered_body_bytes = 1048576\n").unwrap();
         assert_eq!(m.server.max_buffered_body_bytes, 1 << 20);
+        assert_eq!(m.server.max_buffered_body_bytes_per_client, 256 << 10, "a quarter");
+        let m = parse("").unwrap();
+        assert_eq!(m.server.max_buffered_body_bytes_per_client, 64 << 20, "a quarter of 256 MiB");
+        let m = parse("[server]\nmax_buffered_body_bytes_per_client = 0\n").unwrap();
+        assert_eq!(m.server.max_buffered_body_bytes_per_client, 0);
         let m = parse("[server]\nadmin = \"10.0.0.1:9\"\nadmin_token_file = \"t\"\n").unwrap();
         assert_eq!(m.server.admin, Some("10.0.0.1:9".parse().unwrap()));
         assert_eq!(m.server.admin_token_file, Some(PathBuf::from("/nonexistent/t")));

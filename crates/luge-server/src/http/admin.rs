@@ -95,7 +95,7 @@ impl Shared {
             let reason = format!("{what} of {declared} bytes exceeds the limit of {cap} bytes");
             return Err(too_large(Rest::Unread { body, expect }, reason));
         }
-        match read_body(body, cap, self.body_pace(), &self.admin_bodies).await {
+        match read_body(body, cap, self.body_pace(), (&self.admin_bodies, None)).await {
             Ok((bytes, _unbounded)) => Ok(bytes),
             // The admin budget is unbounded: never full.
             Err(BodyError::TooLarge(rest) | BodyError::BuffersFull(rest)) => Err(too_large(

@@ -7,7 +7,11 @@
 //! `min_body_rate` bytes per second on average, checked whenever the server waits for the next
 //! part of it.
 
+use std::net::IpAddr;
+use std::sync::Mutex;
+
 use super::*;
+use crate::net::client_unit;
 
 /// Why a body could not be read.
 pub(super) enum BodyError {
@@ -65,25 +69,59 @@ const INITIAL_RESERVE: u64 = 64 << 10;
 
 /// The bytes of request bodies a front end holds — being read, or read and waiting for their
 /// answer — under one bound for the process (`HttpConfig::max_buffered_body_bytes`), so that
-/// many connections, each under its own cap, cannot together take the node's memory.
+/// many connections, each under its own cap, cannot together take the node's memory; and under
+/// a share per client (`HttpConfig::max_buffered_body_bytes_per_client`, counted by
+/// `net::client_unit`), so that one client cannot take the whole bound from every other.
 #[derive(Debug, Clone)]
-pub(super) struct BodyBudget(Option<(Arc<Semaphore>, usize)>);
+pub(super) struct BodyBudget {
+    total: Option<(Arc<Semaphore>, usize)>,
+    shares: Option<Arc<ClientShares>>,
+}
+
+/// Body bytes held per client, each under `cap`.
+#[derive(Debug)]
+struct ClientShares {
+    cap: usize,
+    held: Mutex<HashMap<IpAddr, usize>>,
+    /// Bodies refused because their client held its share.
+    refused: AtomicU64,
+}
 
 impl BodyBudget {
-    /// A budget of `bytes` (0 = unbounded).
-    pub(super) fn new(bytes: u64) -> Self {
+    /// A budget of `bytes` (0 = unbounded), of which one client may hold `per_client` (0 = no
+    /// share).
+    pub(super) fn new(bytes: u64, per_client: u64) -> Self {
         let bytes = usize::try_from(bytes).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
-        Self((bytes > 0).then(|| (Arc::new(Semaphore::new(bytes)), bytes)))
+        let per_client = usize::try_from(per_client).unwrap_or(usize::MAX);
+        Self {
+            total: (bytes > 0).then(|| (Arc::new(Semaphore::new(bytes)), bytes)),
+            shares: (per_client > 0).then(|| {
+                Arc::new(ClientShares {
+                    cap: per_client,
+                    held: Mutex::default(),
+                    refused: AtomicU64::new(0),
+                })
+            }),
+        }
     }
 
-    /// The whole budget, if bounded: no one body may be larger.
+    /// The most one client may hold, if bounded: no one body may be larger.
     pub(super) fn bound(&self) -> Option<u64> {
-        self.0.as_ref().map(|(_, bound)| *bound as u64)
+        let total = self.total.as_ref().map(|(_, bound)| *bound);
+        let share = self.shares.as_ref().map(|s| s.cap);
+        total.into_iter().chain(share).min().map(|b| b as u64)
     }
 
     /// Bytes of the budget in use.
     pub(super) fn in_use(&self) -> u64 {
-        self.0.as_ref().map_or(0, |(s, bound)| bound.saturating_sub(s.available_permits()) as u64)
+        self.total
+            .as_ref()
+            .map_or(0, |(s, bound)| bound.saturating_sub(s.available_permits()) as u64)
+    }
+
+    /// Bodies refused because their client held its share.
+    pub(super) fn refused_per_client(&self) -> u64 {
+        self.shares.as_ref().map_or(0, |s| s.refused.load(Ordering::Relaxed))
     }
 }
 
@@ -93,41 +131,73 @@ pub(super) struct Buffered {
     budget: BodyBudget,
     held: Option<OwnedSemaphorePermit>,
     bytes: usize,
+    /// The client unit its bytes count against, if any.
+    client: Option<IpAddr>,
 }
 
 impl Buffered {
-    fn new(budget: &BodyBudget) -> Self {
-        Self { budget: budget.clone(), held: None, bytes: 0 }
+    fn new(budget: &BodyBudget, client: Option<IpAddr>) -> Self {
+        Self { budget: budget.clone(), held: None, bytes: 0, client: client.map(client_unit) }
     }
 
-    /// Holds `bytes` in all (never fewer than already held); false if the budget has not that
-    /// many left.
+    /// Holds `bytes` in all (never fewer than already held); false if the budget, or the
+    /// client's share of it, has not that many left.
     fn hold(&mut self, bytes: usize) -> bool {
-        let Some((semaphore, _)) = &self.budget.0 else { return true };
         let Some(more) = bytes.checked_sub(self.bytes).filter(|&more| more > 0) else {
             return true;
         };
-        let Ok(more_u32) = u32::try_from(more) else { return false };
-        let Ok(permit) = Arc::clone(semaphore).try_acquire_many_owned(more_u32) else {
+        // The client's share is checked and taken under its lock, with the budget's permits
+        // taken (or not) in between, so two bodies of one client cannot both pass the check.
+        let shares = self.budget.shares.as_ref().zip(self.client);
+        let mut held = shares.map(|(s, _)| s.held.lock().unwrap_or_else(|p| p.into_inner()));
+        if let (Some(held), Some((shares, client))) = (&held, shares)
+            && held.get(&client).copied().unwrap_or(0).saturating_add(more) > shares.cap
+        {
+            shares.refused.fetch_add(1, Ordering::Relaxed);
             return false;
-        };
-        match &mut self.held {
-            Some(held) => held.merge(permit),
-            None => self.held = Some(permit),
+        }
+        if let Some((semaphore, _)) = &self.budget.total {
+            let Ok(more_u32) = u32::try_from(more) else { return false };
+            let Ok(permit) = Arc::clone(semaphore).try_acquire_many_owned(more_u32) else {
+                return false;
+            };
+            match &mut self.held {
+                Some(held) => held.merge(permit),
+                None => self.held = Some(permit),
+            }
+        }
+        if let (Some(held), Some((_, client))) = (&mut held, shares) {
+            *held.entry(client).or_insert(0) += more;
         }
         self.bytes = bytes;
         true
     }
 }
 
+impl Drop for Buffered {
+    fn drop(&mut self) {
+        let (Some(shares), Some(client)) = (&self.budget.shares, self.client) else { return };
+        if self.bytes == 0 {
+            return;
+        }
+        let mut held = shares.held.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = held.get_mut(&client) {
+            *h = h.saturating_sub(self.bytes);
+            if *h == 0 {
+                held.remove(&client);
+            }
+        }
+    }
+}
+
 /// Reads a body of at most `cap` bytes, failing as soon as it crosses the cap, falls below
-/// `pace`, or would take more of `budget` than is left. The body's buffer is counted in
-/// `budget` until the returned [`Buffered`] is dropped.
+/// `pace`, or would take more of `budget` (or of `client`'s share of it) than is left. The
+/// body's buffer is counted in `budget` until the returned [`Buffered`] is dropped.
 pub(super) async fn read_body(
     body: Incoming,
     cap: u64,
     pace: BodyPace,
-    budget: &BodyBudget,
+    (budget, client): (&BodyBudget, Option<IpAddr>),
 ) -> Result<(Vec<u8>, Buffered), BodyError> {
     let start = Instant::now();
     let hint = body.size_hint().lower();
@@ -139,7 +209,7 @@ pub(super) async fn read_body(
     let most = usize::try_from(if hint > 0 { hint.min(cap) } else { cap }).unwrap_or(usize::MAX);
     let cap = usize::try_from(cap).unwrap_or(usize::MAX);
     let mut limited = Limited::new(body, cap);
-    let mut buffered = Buffered::new(budget);
+    let mut buffered = Buffered::new(budget, client);
     let mut buf = Vec::new();
     loop {
         let due = tokio::time::Instant::from_std(pace.due(start, buf.len() as u64));
@@ -219,6 +289,28 @@ pub(super) fn drain(mut body: Limited<Incoming>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client's share is taken only with the budget's bytes, and both return on drop.
+    #[test]
+    fn a_clients_share_is_taken_only_with_the_budget() {
+        let budget = BodyBudget::new(100, 60);
+        let (a, b) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]));
+        let mut one = Buffered::new(&budget, Some(a));
+        assert!(one.hold(50));
+        let mut two = Buffered::new(&budget, Some(a));
+        assert!(!two.hold(20), "past a's share of 60");
+        assert_eq!(budget.refused_per_client(), 1);
+        let mut three = Buffered::new(&budget, Some(b));
+        assert!(three.hold(50));
+        let mut four = Buffered::new(&budget, Some(b));
+        assert!(!four.hold(10), "the budget of 100 is spent");
+        assert_eq!(budget.refused_per_client(), 1, "refused for the budget, not the share");
+        drop(one);
+        assert!(four.hold(10), "b's failed attempt took nothing of its share");
+        assert!(two.hold(20), "a's bytes came back");
+        assert_eq!(budget.in_use(), 80);
+        assert_eq!(budget.bound(), Some(60), "no body larger than a share");
+    }
 
     #[test]
     fn only_100_continue_holds_a_body_back() {

@@ -55,7 +55,7 @@ pub(super) async fn invoke(
     let (rest, size) = if declared > cap {
         (Rest::Unread { body, expect }, declared)
     } else {
-        match read_body(body, cap, shared.body_pace(), &shared.bodies).await {
+        match read_body(body, cap, shared.body_pace(), (&shared.bodies, Some(client.ip()))).await {
             Ok((payload, buffered)) => {
                 if super::drive::on_worker() {
                     shared.worker_requests.fetch_add(1, Ordering::Relaxed);

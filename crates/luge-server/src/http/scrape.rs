@@ -84,6 +84,11 @@ fn render(shared: &Shared) -> String {
             shared.refused_per_client.load(Ordering::Relaxed),
         ),
         (
+            "bodies_refused_per_client",
+            "Request bodies answered 503 at once because their client held max_buffered_body_bytes_per_client (also in luge_requests_total as overloaded).",
+            shared.bodies.refused_per_client(),
+        ),
+        (
             "worker_requests",
             "Function calls an idle inline worker read itself while running the HTTP event loop, and ran on its own thread.",
             shared.worker_requests.load(Ordering::Relaxed),
