@@ -240,6 +240,39 @@ fn a_port_in_use_is_reported_once() {
     assert_eq!(err.matches("in use").count(), 1, "{err}");
 }
 
+/// A port in use is found before any module is compiled: with a module that would fail to
+/// compile as well, the port is what `luge serve` reports; on UDP too.
+#[test]
+fn a_port_in_use_is_found_before_compiling() {
+    let dir = std::env::temp_dir().join(format!("luge-cli-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("bad.wasm"), b"\0asm not a module").unwrap();
+    let manifest = dir.join("luge.toml");
+    std::fs::write(&manifest, "[[function]]\nname = \"bad\"\nmodule = \"bad.wasm\"\n").unwrap();
+    let serve = |http: &str, rpc: &str| {
+        let out = Command::new(LUGE)
+            .args(["serve", "--http", http, "--rpc", rpc, "--admin", "127.0.0.1:0", "--manifest"])
+            .arg(&manifest)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = serve("127.0.0.1:0", "127.0.0.1:0");
+    assert!(err.contains("invalid module"), "the module alone fails: {err}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let err = serve(&addr, "127.0.0.1:0");
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    assert!(!err.contains("invalid module"), "{err}");
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let err = serve("127.0.0.1:0", &addr);
+    assert!(err.contains(&format!("cannot bind UDP socket to {addr}")), "{err}");
+    assert!(!err.contains("invalid module"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The admin API is on its own listener: `luge serve` will not expose it beyond loopback
 /// without a token, and with one, `luge functions` needs the token too.
 #[test]
