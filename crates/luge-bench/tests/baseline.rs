@@ -13,7 +13,7 @@ use luge_bench::{
     UdpEchoServer, native_program,
 };
 use luge_client::{Backoff, CallOptions, HttpClient, RpcClient, Status};
-use luge_proto::{Message, Request, RequestHeader, decode};
+use luge_proto::{Flags, Message, Request, RequestHeader, decode, split_readiness};
 use luge_server::UdpConfig;
 
 fn localhost() -> SocketAddr {
@@ -78,6 +78,35 @@ fn echo_answers_in_blocking_mode() {
 #[test]
 fn echo_answers_in_busy_poll_mode() {
     echo_round_trips(UdpEchoConfig { busy_poll: true, batch: 8, ..Default::default() });
+}
+
+/// A request that asks for its readiness gets it, as Luge answers (`docs/protocol.md` §1.6):
+/// the flag on the Response, the field before the echoed payload, equal to the queueing (the
+/// echo has no guest to start); one that does not ask gets the payload alone.
+#[test]
+fn echo_reports_readiness_when_asked() {
+    let server = UdpEchoServer::start(UdpEchoConfig::default()).unwrap();
+    let socket = raw(server.local_addr());
+    for asked in [true, false] {
+        let flags = if asked { Flags::NONE.with(Flags::READINESS) } else { Flags::NONE };
+        let header =
+            RequestHeader { request_id: 7, function: 1, flags, ..RequestHeader::default() };
+        let mut buf = Vec::new();
+        Message::Request(Request { header, payload: b"ping" }).encode(&mut buf).unwrap();
+        socket.send(&buf).unwrap();
+        let mut answer = [0u8; 2048];
+        let n = socket.recv(&mut answer).unwrap();
+        let Ok(Message::Response(r)) = decode(&answer[..n]) else { panic!("not a Response") };
+        assert_eq!(r.header.flags.contains(Flags::READINESS), asked);
+        if asked {
+            let (readiness, rest) = split_readiness(r.payload).unwrap();
+            assert_eq!(rest, b"ping");
+            assert_eq!(readiness, r.header.queueing_ns);
+            assert!(readiness > 0);
+        } else {
+            assert_eq!(r.payload, b"ping");
+        }
+    }
 }
 
 #[test]

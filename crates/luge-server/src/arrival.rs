@@ -11,7 +11,7 @@ const MAX_SOCKET_WAIT: Duration = Duration::from_secs(10);
 
 /// When a request read at `received` (`wall` on the wall clock) arrived, from the kernel's
 /// stamp if it has one that can be believed: not in the future, at most [`MAX_SOCKET_WAIT`] old.
-pub(crate) fn arrival(received: Instant, wall: SystemTime, stamp: Option<SystemTime>) -> Instant {
+pub fn arrival(received: Instant, wall: SystemTime, stamp: Option<SystemTime>) -> Instant {
     stamp
         .and_then(|t| wall.duration_since(t).ok())
         .filter(|waited| *waited <= MAX_SOCKET_WAIT)

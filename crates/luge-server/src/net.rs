@@ -1,14 +1,18 @@
 //! The socket primitives of the front ends, public so that the baseline servers of
 //! `luge-bench` run the very same code (a baseline that copied it would measure the copy): UDP
-//! `recvmmsg`/`sendmmsg` batches, the send and socket-option helpers, the receive thread's wake-up
-//! and reply-address check, and the HTTP front end's accept step.
+//! `recvmmsg`/`sendmmsg` batches, the send and socket-option helpers, the kernel's receive stamps
+//! and when they say a request arrived, the receive thread's wake-up and reply-address check, and
+//! the HTTP front end's accept step.
 //!
 //! They are plumbing, not the product: a stable API is not promised. [`raise_fd_limit`] is for
 //! processes that hold many connections (`luge serve`, load generators); `client_unit`, the unit
 //! both front ends count a client by, is the crate's own.
 
+pub use crate::arrival::arrival;
 pub use crate::http::accept_next;
-pub use crate::udp::sys::{Local, RecvBatch, ReplyTo, SendBatch, send_to, set_int_option};
+pub use crate::udp::sys::{
+    Local, RecvBatch, ReplyTo, SendBatch, enable_receive_timestamps, send_to, set_int_option,
+};
 pub use crate::udp::{usable, wake};
 
 /// The unit a client is counted by, for the per-client connection cap (HTTP) and the reply

@@ -306,8 +306,9 @@ fn horse_measures_ull_readiness_with_and_without_the_lane_and_ready_sandboxes() 
     let (dir, report, summary) = quick("horse", &["horse"]);
     let r = &report["results"];
     let trials = r["trials"].as_array().unwrap();
-    // Quick: the no-op and the 5 µs function, three conditions, alone and beside the long load.
-    assert_eq!(trials.len(), 12, "{trials:?}");
+    // Quick: the no-op and the 5 µs function, three conditions, alone and beside the long load,
+    // and the echo floor.
+    assert_eq!(trials.len(), 13, "{trials:?}");
     for t in trials {
         assert!(t["short"]["planned"].as_u64().unwrap() > 0, "{t}");
         // The node reported readiness on every answer: within the whole trigger.
@@ -328,6 +329,12 @@ fn horse_measures_ull_readiness_with_and_without_the_lane_and_ready_sandboxes() 
         assert!(r["ratios"][function]["readiness_off_over_shipped_alone"].is_f64(), "{r}");
     }
     assert!(summary.contains("readiness `off` ÷ `lane+ready`"), "{summary}");
+    // The floor: the echo baseline reported its readiness (it answers what asks for it), and the
+    // summary sets Luge's beside it.
+    let floor = trials.iter().find(|t| t["condition"] == "echo floor").unwrap();
+    assert!(floor["long"].is_null(), "{floor}");
+    assert!(r["floor_readiness_p50_us"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(summary.contains("above the echo floor's"), "{summary}");
     done(&dir);
 }
 

@@ -1,14 +1,18 @@
 //! The bare UDP echo baseline: Luge's UDP-RPC front end minus the runtime (see
 //! [`super::rpc`]). Every Request is answered from the receive thread, in the batch's
-//! `sendmmsg`, with status `Ok`, the request's payload, execution 0 and the time since the batch
-//! was received as queueing — what Luge's front end costs with nothing behind it.
+//! `sendmmsg`, with status `Ok`, the request's payload, execution 0 and the time since the
+//! kernel received it as queueing — what Luge's front end costs with nothing behind it. A
+//! request that asks for its readiness ([`Flags::READINESS`], `docs/protocol.md` §1.6) gets that
+//! same time as it, as Luge answers: the floor of any server's readiness on this socket path
+//! (the kernel's delivery, the read and the parse), since the echo has no guest to start.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use luge_proto::{
-    Flags, MAX_DATAGRAM, Message, RESPONSE_HEADER_LEN, Request, Response, ResponseHeader, Status,
+    Flags, MAX_DATAGRAM, Message, READINESS_LEN, RESPONSE_HEADER_LEN, Request, Response,
+    ResponseHeader, Status, encode_readiness,
 };
 
 use super::rpc::{self, OnRequest, Receiver};
@@ -67,17 +71,31 @@ impl OnRequest for EchoHandler {
         received: Instant,
         out: &mut SendBatch,
     ) {
-        let (status, payload): (_, &[u8]) = if request.payload.len() <= MAX_RESPONSE_PAYLOAD {
+        let queueing_ns = luge_proto::nanos(received.elapsed());
+        let asked = request.header.flags.contains(Flags::READINESS);
+        let room = MAX_RESPONSE_PAYLOAD - if asked { READINESS_LEN } else { 0 };
+        let (status, payload): (_, &[u8]) = if request.payload.len() <= room {
             (Status::Ok, request.payload)
         } else {
             (Status::OutputTooLarge, b"the payload does not fit a Response")
         };
+        // As Luge's answer: the readiness of what ran (not of a refusal) before the body.
+        let joined;
+        let (flags, payload) = if asked && status == Status::Ok {
+            let mut field = Vec::with_capacity(READINESS_LEN + payload.len());
+            encode_readiness(queueing_ns, &mut field);
+            field.extend_from_slice(payload);
+            joined = field;
+            (Flags::NONE.with(Flags::READINESS), joined.as_slice())
+        } else {
+            (Flags::NONE, payload)
+        };
         let header = ResponseHeader {
             request_id: request.header.request_id,
-            flags: Flags::NONE,
+            flags,
             status,
             execution_ns: 0,
-            queueing_ns: luge_proto::nanos(received.elapsed()),
+            queueing_ns,
         };
         if Message::Response(Response { header, payload }).encode(out.push(peer)).is_err() {
             out.pop();

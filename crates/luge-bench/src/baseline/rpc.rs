@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use luge_proto::{Echo, Flags, MAX_DATAGRAM, Message, Request, decode};
 
@@ -25,7 +25,8 @@ const READ_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// What a UDP baseline does with a decoded Request.
 pub(super) trait OnRequest: Send + 'static {
-    /// Handles `request` from `peer`, received in the batch read at `received`. A reply ready
+    /// Handles `request` from `peer`, which the kernel received at `received` (as Luge's front
+    /// end counts a request's time in the node: from its datagram's receive stamp). A reply ready
     /// at once is queued on `out` (sent with the batch's `sendmmsg`); a later one is sent with
     /// [`sys::send_to`] from whichever thread produces it, as Luge's completions are.
     fn request(
@@ -52,6 +53,11 @@ pub(super) fn bind(
             let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
             sys::set_int_option(fd, opt, value).map_err(BaselineError::Socket)?;
         }
+    }
+    // Stamped by the kernel on receipt, as Luge's front end asks: a baseline's queueing and
+    // readiness then count from the same instant as Luge's.
+    if let Err(e) = sys::enable_receive_timestamps(fd) {
+        tracing::warn!("baseline: no kernel receive timestamps ({e}): counting from the read");
     }
     if busy_poll {
         socket.set_nonblocking(true).map_err(BaselineError::Socket)?;
@@ -137,8 +143,9 @@ fn run(
                 if stop.load(Ordering::Acquire) {
                     break;
                 }
-                let received = Instant::now();
+                let (read, wall) = (Instant::now(), SystemTime::now());
                 for i in 0..n {
+                    let received = sys::arrival(read, wall, batch.kernel_time(i));
                     let Some((data, peer, truncated)) = batch.get(i) else { continue };
                     bump(&counters.datagrams);
                     let decoded = if truncated { None } else { decode(data).ok() };

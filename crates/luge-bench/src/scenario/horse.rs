@@ -13,6 +13,9 @@
 //! it — from the datagram's receipt to its first guest instruction, as the node reports it on
 //! every answer (`docs/protocol.md` §1.6) — as a median and as a share of the whole trigger (the
 //! node's receipt to answer), and, beside the long load, the long requests answered per second.
+//! Each trial also drives the UDP echo baseline at the same rate and wait mode: its readiness
+//! (the kernel's receipt to its answer, with no guest to start) is the floor of any server's on
+//! this socket path, so the summary can say how much of Luge's readiness is Luge's.
 //! Trials are interleaved (each trial runs every condition once); medians.
 
 use std::fmt::Write as _;
@@ -22,7 +25,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::measure::{Driver, Point, calibrate_once, median, median_ratio};
-use super::node::{LugeNode, NodeFunction, NodeSpec, Pinning};
+use super::node::{
+    Baseline, BaselineKind, LugeNode, NodeFunction, NodeSpec, Pinning, process_program,
+};
 use super::order::in_trial_order;
 use super::output::{Results, Table, ratio, rps, us};
 use super::{HorseOptions, Protocol, ScenarioOptions, layout_name, wait_name};
@@ -37,6 +42,8 @@ const SHORT: [(&str, Option<u64>); 3] =
 const ULL_SPIN: &str = "spin-ull";
 /// The long requests' guest work.
 const LONG: Duration = Duration::from_millis(2);
+/// The floor's label, as function and condition.
+const FLOOR: &str = "echo floor";
 
 /// One node configuration compared: (label, uLL lane, ready sandboxes per function).
 const CONDITIONS: [(&str, bool, usize); 3] =
@@ -72,6 +79,14 @@ pub(crate) fn run(
     let mut calibration = None;
     let mut results = Vec::new();
     for trial in 0..trials {
+        let floor = measure_floor(opts, pin, rate, duration, trial)?;
+        opts.say(format!(
+            "horse: trial {} echo floor: readiness {} µs, p50 {} µs",
+            trial + 1,
+            us(floor.short.readiness_p50_us),
+            us(floor.short.p50_us),
+        ));
+        results.push(floor);
         for &(function, work) in shorts {
             for &(condition, ull_lane, ready_sandboxes) in in_trial_order(trial, &CONDITIONS) {
                 let spec = NodeSpec {
@@ -105,6 +120,33 @@ pub(crate) fn run(
         }
     }
     Ok(summarise(&results, shorts, (rate, load, duration, trials), (wait, layout)))
+}
+
+/// The floor: the UDP echo baseline (Luge's front end with nothing behind it) at the short
+/// function's rate, in the node's wait mode. It answers from its receive thread and reports, as
+/// readiness, the time from the kernel's receipt of the datagram to its answer.
+fn measure_floor(
+    opts: &ScenarioOptions,
+    pin: Option<Pinning>,
+    rate: f64,
+    duration: Duration,
+    trial: usize,
+) -> Result<Trial, BenchError> {
+    let spin = opts.first_mode() == luge_runtime::WaitMode::Spin;
+    let program = process_program(None);
+    let point = Baseline::with(BaselineKind::UdpEcho, Protocol::Udp, spin, &program, pin, |b| {
+        let driver = Driver::fixed(b.target()?, Baseline::noop(), opts.seed.wrapping_add(7));
+        driver.open(rate, duration.min(Duration::from_millis(500)))?;
+        Ok(Point::of(&driver.open(rate, duration)?))
+    })?;
+    Ok(Trial {
+        function: FLOOR,
+        condition: FLOOR,
+        background: "alone",
+        trial,
+        short: point,
+        long: None,
+    })
 }
 
 /// Which point of the sweep.
@@ -246,6 +288,21 @@ fn summarise(
             .filter(|t| t.function == f && t.condition == c && t.background == b)
             .collect()
     };
+    let floor = of(FLOOR, FLOOR, "alone");
+    let floor_readiness = median(&floor, |t| t.short.readiness_p50_us);
+    table.row(vec![
+        FLOOR.into(),
+        "-".into(),
+        us(median(&floor, |t| t.short.p50_us)),
+        us(median(&floor, |t| t.short.p99_us)),
+        us(floor_readiness),
+        "-".into(),
+        "-".into(),
+        "-".into(),
+        "-".into(),
+        "-".into(),
+        "-".into(),
+    ]);
     let mut ratios = serde_json::Map::new();
     for &(function, _) in shorts {
         for (condition, _, _) in CONDITIONS {
@@ -308,9 +365,22 @@ fn summarise(
             ratio(get("long_throughput_shipped_over_off")),
         );
         ratios.insert(function.into(), serde_json::Value::Object(numbers));
+        let shipped_alone = median(&of(function, shipped, "alone"), readiness);
+        if let (Some(luge), Some(floor)) = (shipped_alone, floor_readiness) {
+            let _ = writeln!(
+                md,
+                "  Its readiness alone with `lane+ready`, {} µs, is {} µs above the echo floor's {} \
+                 µs (the kernel's delivery, the read and the parse, which any server on this \
+                 socket path pays): Luge's own part.",
+                us(Some(luge)),
+                us(Some(luge - floor)),
+                us(Some(floor)),
+            );
+        }
     }
     let _ = writeln!(md, "\n{}", table.render());
     let part = json!({
+        "floor_readiness_p50_us": floor_readiness,
         "rate_rps": rate,
         "long_load": load,
         "long_ms": LONG.as_secs_f64() * 1e3,
