@@ -181,7 +181,9 @@ pub struct HttpConfig {
     /// Of those bytes, what one client address (IPv6: its /64) may hold; a body that would
     /// take its client past it is answered 503 `overloaded` at once, and none may be larger
     /// (413). So one client cannot take the whole bound from every other. 0 = no share: for
-    /// a node whose only client is a load balancer.
+    /// a node whose only client is a load balancer. The default is a fixed 64 MiB, a quarter of
+    /// the default bound; an embedder that lowers the bound lowers this with it (the manifest
+    /// derives it: a quarter of `max_buffered_body_bytes` unless given).
     pub max_buffered_body_bytes_per_client: u64,
     /// `Retry-After` (seconds) on every 503.
     pub retry_after_secs: u32,

@@ -15,8 +15,8 @@ pub use crate::udp::sys::{
 };
 pub use crate::udp::{usable, wake};
 
-/// The unit a client is counted by, for the per-client connection cap (HTTP) and the reply
-/// budgets (UDP-RPC) alike: its IPv4 address (also when mapped into IPv6), or its IPv6 /64
+/// The unit a client is counted by, for the per-client connection cap and body share (HTTP) and
+/// the reply budgets (UDP-RPC) alike: its IPv4 address (also when mapped into IPv6), or its IPv6 /64
 /// prefix — the unit one subscriber gets, so a client rotating addresses inside it gains nothing.
 pub(crate) fn client_unit(ip: std::net::IpAddr) -> std::net::IpAddr {
     use std::net::{IpAddr, Ipv6Addr};

@@ -17,8 +17,9 @@ use crate::net::client_unit;
 pub(super) enum BodyError {
     /// It crossed the limit; the rest can still be drained.
     TooLarge(Limited<Incoming>),
-    /// The front end holds as many body bytes as `max_buffered_body_bytes` allows; the rest
-    /// can still be drained.
+    /// The front end holds as many body bytes as `max_buffered_body_bytes` allows, or this
+    /// client as many as its share (`max_buffered_body_bytes_per_client`); the rest can still
+    /// be drained.
     BuffersFull(Limited<Incoming>),
     /// It could not be read at all.
     Unreadable(Unreadable),

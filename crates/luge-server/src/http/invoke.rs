@@ -47,8 +47,9 @@ pub(super) async fn invoke(
             return shared.error(StatusCode::BAD_REQUEST, "bad_request", reason);
         }
     };
-    // No body may be larger than the node's whole buffer budget: one that could never fit is
-    // too large (413), not a refusal for load (503) to be retried.
+    // No body may be larger than a client's share of the node's buffer budget (or the whole
+    // budget): one that could never fit is too large (413), not a refusal for load (503) to be
+    // retried.
     let cap = function.max_request_bytes().min(shared.bodies.bound().unwrap_or(u64::MAX));
     let expect = expects_continue(&parts.headers);
     let declared = body.size_hint().lower();
