@@ -1,10 +1,11 @@
 //! The bare UDP echo baseline: Luge's UDP-RPC front end minus the runtime (see
 //! [`super::rpc`]). Every Request is answered from the receive thread, in the batch's
-//! `sendmmsg`, with status `Ok`, the request's payload, execution 0 and the time since the
-//! kernel received it as queueing — what Luge's front end costs with nothing behind it. A
-//! request that asks for its readiness ([`Flags::READINESS`], `docs/protocol.md` §1.6) gets that
-//! same time as it, as Luge answers: the floor of any server's readiness on this socket path
-//! (the kernel's delivery, the read and the parse), since the echo has no guest to start.
+//! `sendmmsg`, with status `Ok`, the request's payload, execution 0 and, as queueing, the time
+//! from the kernel's receipt to its handler — what Luge's front end costs with nothing behind
+//! it. A request that asks for its readiness ([`Flags::READINESS`], `docs/protocol.md` §1.6)
+//! gets that same time as it, as Luge answers: the floor of any server's readiness on this
+//! socket path (the kernel's delivery, the read and the parse), since the echo has no guest to
+//! start.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -13,9 +13,9 @@
 //! it — from the datagram's receipt to its first guest instruction, as the node reports it on
 //! every answer (`docs/protocol.md` §1.6) — as a median and as a share of the whole trigger (the
 //! node's receipt to answer), and, beside the long load, the long requests answered per second.
-//! Each trial also drives the UDP echo baseline at the same rate and wait mode: its readiness
-//! (the kernel's receipt to its answer, with no guest to start) is the floor of any server's on
-//! this socket path, so the summary can say how much of Luge's readiness is Luge's.
+//! Each trial also drives the UDP echo baseline at the same rate, reading its socket as the node
+//! does: its readiness (the kernel's receipt to its handler, with no guest to start) is the floor
+//! of any server's on this socket path, so the summary can say how much of Luge's is Luge's.
 //! Trials are interleaved (each trial runs every condition once); medians.
 
 use std::fmt::Write as _;
@@ -123,8 +123,9 @@ pub(crate) fn run(
 }
 
 /// The floor: the UDP echo baseline (Luge's front end with nothing behind it) at the short
-/// function's rate, in the node's wait mode. It answers from its receive thread and reports, as
-/// readiness, the time from the kernel's receipt of the datagram to its answer.
+/// function's rate, reading its socket as the node's first reader does: spinning when the node
+/// spins on its socket (an idle inline worker in spin mode reads its own), else asleep. It
+/// reports, as readiness, the time from the kernel's receipt of the datagram to its handler.
 fn measure_floor(
     opts: &ScenarioOptions,
     pin: Option<Pinning>,
@@ -132,7 +133,10 @@ fn measure_floor(
     duration: Duration,
     trial: usize,
 ) -> Result<Trial, BenchError> {
-    let spin = opts.first_mode() == luge_runtime::WaitMode::Spin;
+    let (wait, layout) = (opts.first_mode(), opts.first_layout());
+    let inline = layout.resolve(1, 1) == luge_runtime::Layout::Inline;
+    let spec = NodeSpec::of(opts, wait, layout, Protocol::Udp, pin);
+    let spin = spec.udp_busy_poll || (wait == luge_runtime::WaitMode::Spin && inline);
     let program = process_program(None);
     let point = Baseline::with(BaselineKind::UdpEcho, Protocol::Udp, spin, &program, pin, |b| {
         let driver = Driver::fixed(b.target()?, Baseline::noop(), opts.seed.wrapping_add(7));
@@ -369,9 +373,9 @@ fn summarise(
         if let (Some(luge), Some(floor)) = (shipped_alone, floor_readiness) {
             let _ = writeln!(
                 md,
-                "  Its readiness alone with `lane+ready`, {} µs, is {} µs above the echo floor's {} \
-                 µs (the kernel's delivery, the read and the parse, which any server on this \
-                 socket path pays): Luge's own part.",
+                "  Its readiness alone with `lane+ready`, {} µs, is {} µs above the echo \
+                 floor's {} µs (the kernel's delivery, the read and the parse, which any server \
+                 on this socket path pays): Luge's own part.",
                 us(Some(luge)),
                 us(Some(luge - floor)),
                 us(Some(floor)),
