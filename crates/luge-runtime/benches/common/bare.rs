@@ -86,7 +86,7 @@ fn start(
     payload: Vec<u8>,
 ) -> wasmtime::Result<(Store<State>, Instance, TypedFunc<(), ()>)> {
     let mut store = Store::new(pre.module().engine(), State { stdin: payload, ..State::default() });
-    // Epoch interruption is on in the shared engine (and the runtime's ticker bumps it): a
+    // Where epoch interruption is on (the runtime bench's engine, whose ticker bumps it), a
     // deadline far away lets the bare call run without any epoch callback.
     store.set_epoch_deadline(1 << 40);
     let instance = pre.instantiate(&mut store)?;

@@ -1,12 +1,14 @@
 //! What preemption's checks cost, and what else could stop a guest (issue: the Wasm-vs-native
 //! gap, `docs/functions.md`, "What the checks cost").
 //!
-//! Each C function of `functions/` (built by `make -C functions`) runs under five ways of
+//! Each C function of `functions/` (built by `make -C functions`) runs under six ways of
 //! stopping it, each a ratio to `none` measured in the same run:
 //! - `none`: an engine without any check: the floor; nothing could stop or preempt the guest;
 //! - `epochs`: Wasmtime's epoch checks, as Luge runs every guest (`Config::epoch_interruption`);
 //! - `trap`, `call`, `outer`: the module rewritten with checks of our own at the same places,
-//!   on the engine without epochs (`rewrite.rs`, [`Checks`]).
+//!   on the engine without epochs (`rewrite.rs`, [`Checks`]), the flag's memory not exported;
+//! - `trap (exported)`: `trap` with the flag's memory exported, as a host that sets the flag
+//!   through Wasmtime's API needs it.
 //!
 //! Only `_start`'s call is timed, on the bench thread with a plain sync call and a minimal WASI
 //! (`common/bare.rs`): the code's cost, not the sandbox's. The ways are measured in turns, each
@@ -15,8 +17,8 @@
 //! flag set from another thread must stop a looping guest under each rewritten way.
 //!
 //! Run: `make -C functions && cargo bench -p luge-runtime --bench interrupt` (medium inputs,
-//! 10 repetitions; `-- --size small|medium|large --repetitions N`). `cargo test` runs it once on
-//! small inputs with its checks.
+//! 10 repetitions; `-- --size small|medium|large --repetitions N`). `cargo test --all-targets`
+//! runs it once on small inputs with its checks (65 modules compiled: a few seconds).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)] // bench: a panic is the report
 
@@ -30,10 +32,12 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use rewrite::{Checks, FLAG_EXPORT, instrument};
-use wasmtime::{Config, Engine, InstancePre, Module, OptLevel};
+use wasmtime::{Config, Engine, InstancePre, Module, OptLevel, Store};
 
-/// The ways a guest is stopped, in their column order.
-const WAYS: [&str; 5] = ["none", "epochs", "trap", "call", "outer"];
+/// The ways a guest is stopped, in their column order. The rewritten ways' flag memory is not
+/// exported (a region of its own for Cranelift's alias analysis, `rewrite.rs`), but for
+/// `trap (exported)`, the same as `trap` with the export the host needs to find the flag.
+const WAYS: [&str; 6] = ["none", "epochs", "trap", "call", "outer", "trap (exported)"];
 
 fn engine(epochs: bool) -> Engine {
     let mut config = Config::new();
@@ -41,16 +45,23 @@ fn engine(epochs: bool) -> Engine {
     Engine::new(&config).unwrap()
 }
 
-/// `wasm` prepared for `way` on the engine it needs.
-fn prepare(wasm: &[u8], way: &str, plain: &Engine, epochs: &Engine) -> InstancePre<bare::State> {
+/// `wasm` prepared for `way` on the engine it needs (`exported`: the flag memory exported
+/// whatever the way says, as the liveness check needs).
+fn prepare(
+    wasm: &[u8],
+    way: &str,
+    exported: bool,
+    (plain, epochs): (&Engine, &Engine),
+) -> InstancePre<bare::State> {
     let checks = match way {
-        "trap" => Some(Checks::Trap),
-        "call" => Some(Checks::Call),
-        "outer" => Some(Checks::Outer),
+        "trap" => Some((Checks::Trap, exported)),
+        "trap (exported)" => Some((Checks::Trap, true)),
+        "call" => Some((Checks::Call, exported)),
+        "outer" => Some((Checks::Outer, exported)),
         _ => None,
     };
     let (engine, bytes) = match checks {
-        Some(c) => (plain, instrument(wasm, c).unwrap()),
+        Some((c, exported)) => (plain, instrument(wasm, c, exported).unwrap()),
         None if way == "epochs" => (epochs, wasm.to_vec()),
         None => (plain, wasm.to_vec()),
     };
@@ -58,41 +69,49 @@ fn prepare(wasm: &[u8], way: &str, plain: &Engine, epochs: &Engine) -> InstanceP
     bare::linker(engine).instantiate_pre(&module).unwrap()
 }
 
-/// Under each rewritten way, a guest looping forever (in an innermost loop and in an outer
-/// loop's header) ends with a trap once another thread sets the flag.
-fn checks_stop_a_looping_guest(plain: &Engine, epochs: &Engine) {
-    let forever = wat::parse_str(
-        r#"(module (memory (export "memory") 1)
-             (func (export "_start") (loop (loop (br 0)))))"#,
-    )
-    .unwrap();
-    for way in ["trap", "call", "outer"] {
-        let pre = prepare(&forever, way, plain, epochs);
-        let (stopped, watch) = std::sync::mpsc::channel::<()>();
-        let ended = bare::timed(&pre, Vec::new(), |store, instance| {
-            let flag = instance.get_memory(&mut *store, FLAG_EXPORT).unwrap();
-            let at = flag.data_ptr(&*store) as usize;
-            std::thread::spawn(move || {
+/// Under each rewritten way, a guest looping forever — in an innermost loop, and in an outer
+/// loop whose inner loop ends every turn — ends with a trap once another thread sets the flag.
+fn checks_stop_a_looping_guest(engines: (&Engine, &Engine)) {
+    let modules = [
+        ("an innermost loop", "(loop (loop (br 0)))"),
+        ("an outer loop", "(loop (loop (br_if 0 (i32.const 0))) (br 0))"),
+    ];
+    for (what, body) in modules {
+        let wat =
+            format!(r#"(module (memory (export "memory") 1) (func (export "_start") {body}))"#);
+        let forever = wat::parse_str(&wat).unwrap();
+        for way in ["trap", "call", "outer"] {
+            let pre = prepare(&forever, way, true, engines);
+            let mut store = Store::new(pre.module().engine(), bare::State::default());
+            let instance = pre.instantiate(&mut store).unwrap();
+            let start = instance.get_typed_func::<(), ()>(&mut store, "_start").unwrap();
+            let flag = instance.get_memory(&mut store, FLAG_EXPORT).unwrap();
+            let at = flag.data_ptr(&store) as usize;
+            let (stopped, watch) = std::sync::mpsc::channel::<()>();
+            let setter = std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(20));
                 // SAFETY: `at` is word 0 of the flag memory: one page that never grows, mapped
-                // while the store lives, which outlives the guest's call that waits for this
-                // store (the call loops until it sees it). Aligned to the page.
+                // while `store` lives, which is dropped only after this thread is joined below.
+                // Aligned to the page.
                 unsafe { AtomicU32::from_ptr(at as *mut u32) }.store(1, Ordering::Relaxed);
                 // The guest's end drops the sender; only a timeout means it went on.
                 if let Err(RecvTimeoutError::Timeout) = watch.recv_timeout(Duration::from_secs(10))
                 {
-                    eprintln!("`{way}`: a set flag did not stop the guest within 10 s");
+                    eprintln!("`{way}`, {what}: a set flag did not stop the guest within 10 s");
                     std::process::abort();
                 }
             });
-        });
-        drop(stopped);
-        let err = ended.expect_err("the looping guest ended without a trap");
-        assert_eq!(
-            err.downcast_ref::<wasmtime::Trap>(),
-            Some(&wasmtime::Trap::UnreachableCodeReached),
-            "`{way}`: {err:?}"
-        );
+            let ended = start.call(&mut store, ());
+            drop(stopped);
+            setter.join().unwrap();
+            drop(store);
+            let err = ended.expect_err("the looping guest ended without a trap");
+            assert_eq!(
+                err.downcast_ref::<wasmtime::Trap>(),
+                Some(&wasmtime::Trap::UnreachableCodeReached),
+                "`{way}`, {what}: {err:?}"
+            );
+        }
     }
 }
 
@@ -120,7 +139,7 @@ fn main() {
     names.sort();
     assert!(!names.is_empty(), "no function in functions/build/wasm");
     let (plain, epochs) = (engine(false), engine(true));
-    checks_stop_a_looping_guest(&plain, &epochs);
+    checks_stop_a_looping_guest((&plain, &epochs));
 
     // Per function: each way's timings (µs), one per repetition.
     let mut rows = Vec::new();
@@ -128,7 +147,8 @@ fn main() {
         let wasm = std::fs::read(build.join(format!("wasm/{name}.wasm"))).unwrap();
         let input = std::fs::read(build.join(format!("inputs/{name}-{size}.in"))).unwrap();
         let expected = std::fs::read(build.join(format!("expected/{name}-{size}.out"))).unwrap();
-        let pres: Vec<_> = WAYS.iter().map(|w| prepare(&wasm, w, &plain, &epochs)).collect();
+        let pres: Vec<_> =
+            WAYS.iter().map(|w| prepare(&wasm, w, false, (&plain, &epochs))).collect();
         for (way, pre) in WAYS.iter().zip(&pres) {
             let (out, _) = bare::timed(pre, input.clone(), |_, _| {}).unwrap();
             assert!(out == expected, "{name} under `{way}`: output differs from expected");

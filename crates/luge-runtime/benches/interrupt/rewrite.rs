@@ -2,10 +2,11 @@
 //! Cranelift inserts (`Config::epoch_interruption`), to measure what each kind of check costs.
 //!
 //! Every check sits where Wasmtime puts its epoch checks — at each function's entry and at each
-//! loop header — and reads one flag: word 0 of a one-page memory added to the module and exported
-//! as [`FLAG_EXPORT`]. The host can set it from another thread (`Memory::data_ptr`); the guest's
+//! loop header — and reads one flag: word 0 of a one-page memory added to the module. Exported
+//! as [`FLAG_EXPORT`], the host can set it from another thread (`Memory::data_ptr`); the guest's
 //! own code cannot reach it, since its instructions were validated against the memories it had.
-//! What a set flag does is the strategy's ([`Checks`]).
+//! What a set flag does is the strategy's ([`Checks`]); [`Rewriter::check`] says why each check
+//! also stores what it read, and why the export matters to what the checks cost.
 
 use wasm_encoder::reencode::{Error, Reencode};
 use wasm_encoder::{BlockType, Instruction, MemArg, MemoryType};
@@ -40,6 +41,8 @@ struct Counts {
 
 struct Rewriter {
     checks: Checks,
+    /// Whether the flag's memory is exported as [`FLAG_EXPORT`].
+    exported: bool,
     /// Index of the added memory holding the flag.
     flag_memory: u32,
     /// Index of the added function a `Call` check calls: its body is `unreachable`, so a set
@@ -51,11 +54,13 @@ impl Rewriter {
     /// One check: `if (flag) { unreachable | call }`, with what it read stored to word 1.
     ///
     /// The store is what makes the flag read again at every check. Cranelift's alias analysis
-    /// forwards a load across a loop that stores nothing to its alias class (all of a module's
-    /// memories share one), so in a loop without stores a plain load would read the flag once;
-    /// a call on the path clobbers that knowledge, a trap does not. An atomic load would do
-    /// without the store, but needs the threads proposal, which Luge's build of Wasmtime leaves
-    /// out. So the `trap` checks cost an upper bound of a kill-only check.
+    /// forwards a load across a loop that stores nothing to the load's alias region, so in a
+    /// loop without stores a plain load would read the flag once; a call on the path clobbers
+    /// that knowledge, a trap does not. An atomic load would do without the store, but needs the
+    /// threads proposal, which Luge's build of Wasmtime leaves out. Wasmtime 48 gives a memory
+    /// that is not exported a region of its own, and every exported memory one shared region:
+    /// with the flag's memory exported (as the host needs, to find it), the store also makes
+    /// Cranelift reload the guest's own loads of its (exported) memory around every check.
     fn check(&self, f: &mut wasm_encoder::Function, resumable: bool) {
         let word = |offset| MemArg { offset, align: 2, memory_index: self.flag_memory };
         // word 1 = word 0; if (word 1): Cranelift forwards the stored value to the second load.
@@ -154,12 +159,13 @@ fn counts(wasm: &[u8]) -> Result<Counts, RewriteError> {
     Ok(n)
 }
 
-/// `wasm` with `checks` at every function entry and loop header, the flag memory and the
-/// callee added. The module must define its types, functions, memories and exports in sections
-/// of its own (C programs built with wasi-libc do); it must not use legacy exceptions.
-pub fn instrument(wasm: &[u8], checks: Checks) -> Result<Vec<u8>, RewriteError> {
+/// `wasm` with `checks` at every function entry and loop header, the flag memory (`exported` as
+/// [`FLAG_EXPORT`], or not) and the callee added. The module must define its types, functions,
+/// memories and exports in sections of its own (C programs built with wasi-libc do); it must not
+/// use legacy exceptions.
+pub fn instrument(wasm: &[u8], checks: Checks, exported: bool) -> Result<Vec<u8>, RewriteError> {
     let n = counts(wasm)?;
-    let mut rw = Rewriter { checks, flag_memory: n.memories, callee: n.functions };
+    let mut rw = Rewriter { checks, exported, flag_memory: n.memories, callee: n.functions };
     let mut module = wasm_encoder::Module::new();
     let mut code: Option<wasm_encoder::CodeSection> = None;
     let mut added = [false; 4]; // type, function, memory, export
@@ -209,7 +215,9 @@ pub fn instrument(wasm: &[u8], checks: Checks) -> Result<Vec<u8>, RewriteError> 
             Payload::ExportSection(s) => {
                 let mut t = wasm_encoder::ExportSection::new();
                 rw.parse_export_section(&mut t, s).map_err(e)?;
-                t.export(FLAG_EXPORT, wasm_encoder::ExportKind::Memory, rw.flag_memory);
+                if rw.exported {
+                    t.export(FLAG_EXPORT, wasm_encoder::ExportKind::Memory, rw.flag_memory);
+                }
                 module.section(&t);
                 added[3] = true;
             }
