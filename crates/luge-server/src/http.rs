@@ -168,6 +168,13 @@ pub struct HttpConfig {
     /// client that stops reading would otherwise hold its connection and its answer for good.
     /// Any progress restarts it; `ZERO` = no bound.
     pub send_timeout: Duration,
+    /// Once an answer had to wait for its client and the client took a first burst of it, the
+    /// client must take the rest at least this fast on average, in bytes per second, counted
+    /// from that burst after a 2 s grace, until it is all written, else the connection is
+    /// closed as for `send_timeout`: a client reading a segment just often enough to beat that
+    /// clock would otherwise hold its answer and slot for hours. Each answer has its own clock.
+    /// 0 = no minimum.
+    pub min_send_rate: u64,
     /// A client must send the whole request body within this time (else 408).
     pub body_read_timeout: Duration,
     /// After a 2 s grace, a body must arrive at least this fast on average, in bytes per second
@@ -215,6 +222,7 @@ impl Default for HttpConfig {
             backlog: 1024,
             header_read_timeout: Duration::from_secs(10),
             send_timeout: Duration::from_secs(10),
+            min_send_rate: 1024,
             body_read_timeout: Duration::from_secs(30),
             min_body_rate: 1024,
             max_buffered_body_bytes: 256 << 20,
@@ -794,7 +802,7 @@ async fn connection(
         let held = Arc::clone(&service_held);
         async move { Ok::<_, Infallible>(handle(shared, request, peer, plane, held, received).await) }
     });
-    let stream = SendTimeout::new(stream, shared.config.send_timeout);
+    let stream = SendTimeout::new(stream, shared.config.send_timeout, shared.config.min_send_rate);
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     let stopping = phase_reached(shared.phase.subscribe(), |p| *p != Phase::Running);

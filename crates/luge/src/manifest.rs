@@ -52,6 +52,8 @@ pub struct ServerSettings {
     pub max_buffered_body_bytes: u64,
     /// Of those, what one client address may hold (0 = no share; default a quarter).
     pub max_buffered_body_bytes_per_client: u64,
+    /// Bytes per second an answer waiting on its client must go out at (0 = no minimum).
+    pub min_send_rate: u64,
     /// HTTP front-end threads.
     pub http_threads: usize,
     /// Busy-poll the UDP socket.
@@ -128,6 +130,7 @@ struct RawServer {
     max_connections_per_client: Option<usize>,
     max_buffered_body_bytes: Option<u64>,
     max_buffered_body_bytes_per_client: Option<u64>,
+    min_send_rate: Option<u64>,
     http_threads: Option<usize>,
     rpc_busy_poll: Option<bool>,
     request_log: Option<Spanned<String>>,
@@ -598,6 +601,7 @@ fn default_settings() -> ServerSettings {
         max_buffered_body_bytes: HttpConfig::default().max_buffered_body_bytes,
         max_buffered_body_bytes_per_client: HttpConfig::default()
             .max_buffered_body_bytes_per_client,
+        min_send_rate: HttpConfig::default().min_send_rate,
         http_threads: 1,
         rpc_busy_poll: false,
         request_log: RequestLog::Off,
@@ -810,6 +814,7 @@ fn settings(
         max_buffered_body_bytes_per_client: raw
             .max_buffered_body_bytes_per_client
             .unwrap_or(max_buffered_body_bytes / 4),
+        min_send_rate: raw.min_send_rate.unwrap_or(defaults.min_send_rate),
         http_threads: raw.http_threads.unwrap_or(1),
         rpc_busy_poll: raw.rpc_busy_poll.unwrap_or(false),
         request_log,
@@ -909,6 +914,9 @@ policy = "fifo"
         assert_eq!(m.server.max_buffered_body_bytes_per_client, 64 << 20, "a quarter of 256 MiB");
         let m = parse("[server]\nmax_buffered_body_bytes_per_client = 0\n").unwrap();
         assert_eq!(m.server.max_buffered_body_bytes_per_client, 0);
+        assert_eq!(m.server.min_send_rate, 1024, "the front end's default");
+        let m = parse("[server]\nmin_send_rate = 0\n").unwrap();
+        assert_eq!(m.server.min_send_rate, 0);
         let m = parse("[server]\nadmin = \"10.0.0.1:9\"\nadmin_token_file = \"t\"\n").unwrap();
         assert_eq!(m.server.admin, Some("10.0.0.1:9".parse().unwrap()));
         assert_eq!(m.server.admin_token_file, Some(PathBuf::from("/nonexistent/t")));

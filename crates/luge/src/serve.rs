@@ -334,6 +334,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         max_connections_per_client: server.max_connections_per_client,
         max_buffered_body_bytes: server.max_buffered_body_bytes,
         max_buffered_body_bytes_per_client: server.max_buffered_body_bytes_per_client,
+        min_send_rate: server.min_send_rate,
         // An upload the registry would refuse is refused before it is read.
         max_module_bytes: server.runtime.registration.max_module_bytes,
         tracing: tracing.clone(),
