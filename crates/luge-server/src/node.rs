@@ -108,6 +108,27 @@ pub struct ShutdownReport {
     pub udp_unanswered: usize,
 }
 
+/// Fails if an address the node will listen on is held by another socket, before the runtime
+/// starts or any module is compiled (which can take minutes on a big manifest): each is bound
+/// once and let go at once. The real bind, later, still decides; this catches the usual mistake
+/// early, another process on the port. A UDP port that another process shares with
+/// `SO_REUSEPORT` is refused here too, rather than shared without a word. Port 0 is not probed.
+fn probe_listeners(http: Option<&HttpConfig>, udp: Option<&UdpConfig>) -> Result<(), NodeError> {
+    let tcp =
+        http.into_iter().flat_map(|h| [Some(h.addr), h.admin.as_ref().map(|a| a.addr), h.agent]);
+    for addr in tcp.flatten().filter(|a| a.port() != 0) {
+        if let Err(source) = std::net::TcpListener::bind(addr) {
+            return Err(NodeError::Http(HttpError::Bind { addr, source }));
+        }
+    }
+    if let Some(addr) = udp.map(|u| u.addr).filter(|a| a.port() != 0)
+        && let Err(source) = std::net::UdpSocket::bind(addr)
+    {
+        return Err(NodeError::Udp(UdpError::Bind { addr, source }));
+    }
+    Ok(())
+}
+
 impl Node {
     /// Starts the runtime, registers `functions`, then opens the front ends. On an error,
     /// whatever had started is stopped again.
@@ -132,6 +153,7 @@ impl Node {
                 tracing.push(t);
             }
         }
+        probe_listeners(config.http.as_ref(), config.udp.as_ref())?;
         let runtime = Arc::new(Runtime::start(config.runtime).map_err(NodeError::Runtime)?);
         let started = Self::open(&runtime, config.http, config.udp, functions, chains);
         if started.is_err() {

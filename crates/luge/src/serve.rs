@@ -343,7 +343,6 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     // Refused now, not after every module has compiled.
     http.check()?;
-    probe_listeners(&http, server.rpc)?;
     // Open connections, as many over-cap ones being answered 503 (`HttpConfig::max_connections`),
     // the admin listener's, and a margin for everything else (sockets, modules' images, logs).
     let wanted = (http.max_connections as u64).saturating_mul(2).saturating_add(64 + 256);
@@ -416,26 +415,6 @@ pub fn run(args: ServeArgs) -> Result<()> {
         Stop::Signal(_) => Ok(()),
         Stop::ThreadStopped(why) => anyhow::bail!("{why}; restart the node"),
     }
-}
-
-/// Fails if an address the node will listen on is held by another socket, before any module is
-/// compiled (which can take minutes on a big manifest): each is bound once and let go at once.
-/// The real bind, later, still decides; this catches the usual mistake early — another process
-/// on the port. A UDP port another process shares with `SO_REUSEPORT` is refused here too,
-/// rather than shared without a word.
-fn probe_listeners(http: &HttpConfig, rpc: std::net::SocketAddr) -> Result<()> {
-    let tcp = [Some(http.addr), http.admin.as_ref().map(|a| a.addr), http.agent];
-    for addr in tcp.into_iter().flatten().filter(|a| a.port() != 0) {
-        if let Err(source) = std::net::TcpListener::bind(addr) {
-            return Err(luge_server::HttpError::Bind { addr, source }.into());
-        }
-    }
-    if rpc.port() != 0
-        && let Err(source) = std::net::UdpSocket::bind(rpc)
-    {
-        return Err(luge_server::UdpError::Bind { addr: rpc, source }.into());
-    }
-    Ok(())
 }
 
 /// What `luge serve` prints once it serves: its settings, addresses and functions. Written
