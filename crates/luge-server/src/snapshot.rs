@@ -70,6 +70,14 @@ pub(crate) struct HttpStatus {
     pub header_read_timeout_ms: u64,
     pub body_read_timeout_ms: u64,
     pub send_timeout_ms: u64,
+    /// Bytes per second an answer waiting on its client must go out at (0 = no minimum).
+    pub min_send_rate: u64,
+    /// Request bodies held now, and their bounds: the whole and one client's share (0 = none).
+    pub buffered_body_bytes: u64,
+    pub max_buffered_body_bytes: u64,
+    pub max_buffered_body_bytes_per_client: u64,
+    /// Bodies refused because their client held its share.
+    pub bodies_refused_per_client: u64,
     pub max_module_bytes: u64,
     pub request_log: String,
 }

@@ -120,6 +120,14 @@ fn the_status_snapshot_counts_what_was_served() {
         http = serde_json::from_str::<Value>(&body).unwrap()["node"]["http"].clone();
     }
     assert_eq!((&http["connections"], &http["in_flight"]), (&0.into(), &0.into()), "{http}");
+    // The write and body bounds a client meets, as configured.
+    assert_eq!(http["min_send_rate"], 1024, "{http}");
+    assert_eq!(http["max_buffered_body_bytes"], 256 << 20, "{http}");
+    assert_eq!(http["max_buffered_body_bytes_per_client"], 64 << 20, "{http}");
+    assert_eq!(
+        (&http["buffered_body_bytes"], &http["bodies_refused_per_client"]),
+        (&0.into(), &0.into())
+    );
     node.shutdown();
 }
 

@@ -39,6 +39,11 @@ pub(super) async fn snapshot(shared: &Arc<Shared>) -> Response<Full<Bytes>> {
             header_read_timeout_ms: millis(s.config.header_read_timeout),
             body_read_timeout_ms: millis(s.config.body_read_timeout),
             send_timeout_ms: millis(s.config.send_timeout),
+            min_send_rate: s.config.min_send_rate,
+            buffered_body_bytes: s.bodies.in_use(),
+            max_buffered_body_bytes: s.config.max_buffered_body_bytes,
+            max_buffered_body_bytes_per_client: s.config.max_buffered_body_bytes_per_client,
+            bodies_refused_per_client: s.bodies.refused_per_client(),
             max_module_bytes: s.config.max_module_bytes,
             request_log: s.config.request_log.to_string(),
         };
